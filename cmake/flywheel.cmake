@@ -1,0 +1,48 @@
+# Small helpers so that a component or a test is one line of CMake (as LevelDB's leveldb_test()).
+
+# flywheel_library(NAME SRCS a.cc b.cc DEPS lib1 lib2 [TORCH])
+# A component library. TORCH adds LibTorch and the shared precompiled torch header.
+function(flywheel_library name)
+  cmake_parse_arguments(ARG "TORCH" "" "SRCS;DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SRCS})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+  if(ARG_TORCH)
+    flywheel_use_torch(${name})
+  endif()
+endfunction()
+
+# Links LibTorch and reuses one precompiled header of the torch API for the target.
+function(flywheel_use_torch target)
+  target_link_libraries(${target} PUBLIC ${TORCH_LIBRARIES})
+  target_compile_options(${target} PUBLIC ${FLYWHEEL_TORCH_CXX_FLAGS})
+  if(TARGET flywheel_torch_pch)
+    target_precompile_headers(${target} REUSE_FROM flywheel_torch_pch)
+  endif()
+endfunction()
+
+# flywheel_test(NAME [DEPS lib1 lib2] [SRCS extra.cc] [LABELS slow] [TIMEOUT s])
+# NAME.cc beside the code is the test source.
+function(flywheel_test name)
+  if(NOT FLYWHEEL_BUILD_TESTS)
+    return()
+  endif()
+  cmake_parse_arguments(ARG "TORCH" "TIMEOUT" "DEPS;SRCS;LABELS" ${ARGN})
+  add_executable(${name} ${name}.cc ${ARG_SRCS})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  if(ARG_TORCH)
+    flywheel_use_torch(${name})
+  endif()
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES
+    ENVIRONMENT "FLYWHEEL_SOURCE_DIR=${PROJECT_SOURCE_DIR};FLYWHEEL_BINARY_DIR=${PROJECT_BINARY_DIR}"
+    WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+  if(ARG_LABELS)
+    set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}")
+  endif()
+  if(ARG_TIMEOUT)
+    set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT})
+  else()
+    set_tests_properties(${name} PROPERTIES TIMEOUT 300)
+  endif()
+endfunction()

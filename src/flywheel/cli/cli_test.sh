@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Checks the flywheel command's user-facing contract: help lists the commands, config print
+# shows the effective config, and a bad config exits non-zero naming key and suggestion.
+set -uo pipefail
+FLYWHEEL="$1"
+SOURCE="$2"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+help=$("$FLYWHEEL" --help) || fail "--help exited non-zero"
+grep -q "config" <<<"$help" || fail "--help does not list 'config': $help"
+
+out=$("$FLYWHEEL" config print "$SOURCE/examples/guess.toml") || fail "config print of the example failed"
+grep -q "^\[model\]" <<<"$out" || fail "printed config lacks [model]: $out"
+grep -q "hidden_size = " <<<"$out" || fail "printed config lacks defaults: $out"
+
+printf '[model]\nhiden_size = 64\n' >"$TMP/bad.toml"
+err=$("$FLYWHEEL" config print "$TMP/bad.toml" 2>&1)
+rc=$?
+[[ $rc -ne 0 ]] || fail "config print of a bad file exited 0"
+grep -q "unknown key model.hiden_size, did you mean model.hidden_size?" <<<"$err" ||
+  fail "bad config error lacks key path and suggestion: $err"
+
+err=$("$FLYWHEEL" config print "$SOURCE/examples/guess.toml" --set model.num_layerz=3 2>&1)
+[[ $? -ne 0 ]] || fail "a mistyped --set exited 0"
+grep -q -- "--set: unknown key model.num_layerz, did you mean model.num_layers?" <<<"$err" ||
+  fail "--set error unclear: $err"
+
+out=$("$FLYWHEEL" config print "$SOURCE/examples/guess.toml" --set model.num_layers=5) ||
+  fail "--set override failed"
+grep -q "num_layers = 5" <<<"$out" || fail "--set did not apply: $out"
+
+"$FLYWHEEL" --log-level loud config print "$SOURCE/examples/guess.toml" >/dev/null 2>&1 &&
+  fail "an unknown --log-level was accepted"
+
+echo "cli_test: $failures failures"
+exit $((failures > 0))

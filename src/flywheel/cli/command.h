@@ -1,0 +1,27 @@
+// How the `flywheel` command is put together: main.cc owns the CLI11 app and the global flags;
+// each file here adds one command group and sets `run` to the action chosen on the command line.
+// Commands only parse and wire; the work lives in the component libraries.
+#ifndef FLYWHEEL_CLI_COMMAND_H_
+#define FLYWHEEL_CLI_COMMAND_H_
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+#include "absl/status/status.h"
+
+namespace flywheel::cli {
+
+struct Invocation {
+  // Set by the chosen subcommand's callback; returns the process exit code.
+  std::function<int()> run;
+};
+
+// Prints a failed Status as "flywheel: error: …" and returns the exit code for it.
+int ReportError(const absl::Status& status);
+
+void AddConfigCommand(CLI::App& app, Invocation& invocation);
+
+}  // namespace flywheel::cli
+
+#endif  // FLYWHEEL_CLI_COMMAND_H_

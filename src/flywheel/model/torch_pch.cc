@@ -1,0 +1,1 @@
+// Carries the shared precompiled torch header (see CMakeLists.txt); intentionally empty.

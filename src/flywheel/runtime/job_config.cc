@@ -1,0 +1,28 @@
+#include "flywheel/runtime/job_config.h"
+
+#include "flywheel/core/config.h"
+#include "flywheel/core/status_macros.h"
+
+namespace flywheel {
+
+absl::Status JobConfig::Validate() const {
+  RETURN_IF_ERROR(run.Validate());
+  RETURN_IF_ERROR(model.Validate());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path,
+                                        const std::vector<std::string>& overrides) {
+  ASSIGN_OR_RETURN(toml::table table, config::ParseTomlFile(path));
+  for (const auto& assignment : overrides) {
+    RETURN_IF_ERROR(config::ApplyOverride(table, assignment));
+  }
+  JobConfig job;
+  RETURN_IF_ERROR(config::Bind(table, path, job));
+  RETURN_IF_ERROR(Annotate(job.Validate(), path));
+  return job;
+}
+
+std::string FormatJobConfig(const JobConfig& config) { return config::Format(config); }
+
+}  // namespace flywheel

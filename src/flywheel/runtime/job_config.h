@@ -1,0 +1,40 @@
+// The whole job's configuration: one TOML file, one section per component, each bound to that
+// component's Options struct. The file is the documentation of every knob:
+// `flywheel config print FILE` shows it with every default filled in.
+#ifndef FLYWHEEL_RUNTIME_JOB_CONFIG_H_
+#define FLYWHEEL_RUNTIME_JOB_CONFIG_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "flywheel/model/model_options.h"
+#include "flywheel/runtime/run_options.h"
+
+namespace flywheel {
+
+struct JobConfig {
+  RunOptions run;
+  ModelOptions model;
+
+  template <typename V>
+  void VisitFields(V& v) {
+    v.Section("run", run);
+    v.Section("model", model);
+  }
+
+  // Validates every section, then the constraints between sections.
+  absl::Status Validate() const;
+};
+
+// Reads `path`, applies "--set key=value" overrides in order, binds and validates. Errors name
+// the file (or --set), the key path and, for unknown keys, the closest known key.
+absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path,
+                                        const std::vector<std::string>& overrides = {});
+
+// The effective configuration as TOML, with a comment on every key.
+std::string FormatJobConfig(const JobConfig& config);
+
+}  // namespace flywheel
+
+#endif  // FLYWHEEL_RUNTIME_JOB_CONFIG_H_

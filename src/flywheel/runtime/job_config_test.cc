@@ -1,0 +1,69 @@
+#include "flywheel/runtime/job_config.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace flywheel {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  const auto path = std::filesystem::temp_directory_path() / name;
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+TEST(JobConfigTest, ExamplesLoad) {
+  const char* source = std::getenv("FLYWHEEL_SOURCE_DIR");
+  ASSERT_NE(source, nullptr);
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(source) + "/examples")) {
+    if (entry.path().extension() != ".toml") continue;
+    auto job = LoadJobConfig(entry.path().string());
+    EXPECT_TRUE(job.ok()) << entry.path() << ": " << job.status();
+  }
+}
+
+TEST(JobConfigTest, MistypedKeyNamesFileKeyAndSuggestion) {
+  const std::string path = WriteTemp("flywheel_bad.toml", "[model]\nhiden_size = 64\n");
+  auto job = LoadJobConfig(path);
+  ASSERT_FALSE(job.ok());
+  EXPECT_THAT(job.status().message(), HasSubstr(path + ":2: unknown key model.hiden_size"));
+  EXPECT_THAT(job.status().message(), HasSubstr("did you mean model.hidden_size?"));
+}
+
+TEST(JobConfigTest, ValidationNamesTheKey) {
+  const std::string path = WriteTemp("flywheel_invalid.toml", "[model]\nnum_heads = 3\n");
+  auto job = LoadJobConfig(path);
+  ASSERT_FALSE(job.ok());
+  EXPECT_THAT(job.status().message(), HasSubstr("model.hidden_size"));
+  EXPECT_THAT(job.status().message(), HasSubstr(path));
+}
+
+TEST(JobConfigTest, OverridesApplyAndPrintedConfigReadsBack) {
+  const std::string path = WriteTemp("flywheel_ok.toml", "[run]\nname = \"a\"\n");
+  auto job = LoadJobConfig(path, {"run.mode=colocated", "model.num_layers=3"});
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->run.mode, TrainMode::kColocated);
+  EXPECT_EQ(job->model.num_layers, 3);
+
+  const std::string printed = WriteTemp("flywheel_printed.toml", FormatJobConfig(*job));
+  auto again = LoadJobConfig(printed);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->run.mode, TrainMode::kColocated);
+  EXPECT_EQ(again->model.num_layers, 3);
+  EXPECT_EQ(again->run.name, "a");
+}
+
+TEST(JobConfigTest, MissingFileIsNotFound) {
+  auto job = LoadJobConfig("/nonexistent/job.toml");
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(job.status().message(), HasSubstr("/nonexistent/job.toml"));
+}
+
+}  // namespace
+}  // namespace flywheel

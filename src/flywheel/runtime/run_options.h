@@ -1,0 +1,51 @@
+// Job-level knobs: the [run] section of a job config.
+#ifndef FLYWHEEL_RUNTIME_RUN_OPTIONS_H_
+#define FLYWHEEL_RUNTIME_RUN_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "flywheel/core/config.h"
+
+namespace flywheel {
+
+// async: actors and learner overlap, bounded by buffer.max_staleness.
+// colocated: the synchronous baseline — generate a batch, wait for it, train, publish, repeat.
+enum class TrainMode { kAsync, kColocated };
+inline constexpr config::ChoiceName<TrainMode> kTrainModeNames[] = {
+    {"async", TrainMode::kAsync}, {"colocated", TrainMode::kColocated}};
+
+struct RunOptions {
+  std::string name = "default";
+  std::string runs_dir = "runs";
+  TrainMode mode = TrainMode::kAsync;
+  int64_t seed = 1;
+  int64_t max_steps = 100;         // learner optimiser steps
+  double max_wall_seconds = 0;     // 0 = no wall-clock limit
+
+  template <typename V>
+  void VisitFields(V& v) {
+    v.Field("name", name, "run directory name under runs_dir");
+    v.Field("runs_dir", runs_dir, "parent of run directories");
+    v.Choice("mode", mode, kTrainModeNames, "async = decoupled; colocated = synchronous baseline");
+    v.Field("seed", seed, "seed for tasks, sampling and initialisation");
+    v.Field("max_steps", max_steps, "stop after this many learner steps");
+    v.Field("max_wall_seconds", max_wall_seconds, "stop after this long; 0 = no limit");
+  }
+
+  absl::Status Validate() const {
+    if (name.empty() || name.find('/') != std::string::npos) {
+      return absl::InvalidArgumentError("run.name must be a non-empty name without '/'");
+    }
+    if (max_steps <= 0) return absl::InvalidArgumentError("run.max_steps must be > 0");
+    if (max_wall_seconds < 0) {
+      return absl::InvalidArgumentError("run.max_wall_seconds must be >= 0");
+    }
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace flywheel
+
+#endif  // FLYWHEEL_RUNTIME_RUN_OPTIONS_H_
