@@ -12,8 +12,7 @@ find_package(nlohmann_json CONFIG REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 
-if(FLYWHEEL_WITH_TORCH)
-  # Debian's libtorch-dev (CPU) by default; a CUDA LibTorch with -DTorch_DIR=<libtorch>/share/cmake/Torch.
+# Debian's libtorch-dev (CPU) by default; a CUDA LibTorch with -DTorch_DIR=<libtorch>/share/cmake/Torch.
   find_package(Torch REQUIRED)
   # TORCH_CXX_FLAGS carries the C++ ABI define; it must match for every TU that sees torch types.
   # Debian's Caffe2 config re-creates a `gflags` target without a library location; give it one.
@@ -25,8 +24,7 @@ if(FLYWHEEL_WITH_TORCH)
     endif()
   endif()
   separate_arguments(FLYWHEEL_TORCH_CXX_FLAGS UNIX_COMMAND "${TORCH_CXX_FLAGS}")
-  message(STATUS "flywheel: LibTorch ${Torch_VERSION} from ${Torch_DIR}")
-endif()
+message(STATUS "flywheel: LibTorch ${Torch_VERSION} from ${Torch_DIR}")
 
 if(FLYWHEEL_BUILD_TESTS)
   find_package(GTest CONFIG REQUIRED)

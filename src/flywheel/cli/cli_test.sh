@@ -35,5 +35,8 @@ grep -q "num_layers = 5" <<<"$out" || fail "--set did not apply: $out"
 "$FLYWHEEL" --log-level loud config print "$SOURCE/examples/guess.toml" >/dev/null 2>&1 &&
   fail "an unknown --log-level was accepted"
 
+out=$("$FLYWHEEL" bench matmul --quick --out "$TMP/m.json") || fail "bench matmul failed: $out"
+grep -q '"peak_gflops"' "$TMP/m.json" || fail "bench JSON lacks peak_gflops"
+
 echo "cli_test: $failures failures"
 exit $((failures > 0))

@@ -21,6 +21,7 @@ struct Invocation {
 int ReportError(const absl::Status& status);
 
 void AddConfigCommand(CLI::App& app, Invocation& invocation);
+void AddBenchCommand(CLI::App& app, Invocation& invocation);
 
 }  // namespace flywheel::cli
 

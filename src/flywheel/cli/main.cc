@@ -25,6 +25,7 @@ int Main(int argc, char** argv) {
 
   Invocation invocation;
   AddConfigCommand(app, invocation);
+  AddBenchCommand(app, invocation);
 
   try {
     app.parse(argc, argv);

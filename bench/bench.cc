@@ -1,0 +1,83 @@
+#include "bench/bench.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "flywheel/core/strings.h"
+
+namespace flywheel::bench {
+
+int64_t BenchArgs::GetInt(const std::string& key, int64_t fallback) const {
+  auto it = params.find(key);
+  return it == params.end() ? fallback : std::stoll(it->second);
+}
+
+double BenchArgs::GetDouble(const std::string& key, double fallback) const {
+  auto it = params.find(key);
+  return it == params.end() ? fallback : std::stod(it->second);
+}
+
+std::string BenchArgs::GetString(const std::string& key, const std::string& fallback) const {
+  auto it = params.find(key);
+  return it == params.end() ? fallback : it->second;
+}
+
+double Percentile(std::vector<double> samples, double q) {
+  if (samples.empty()) return 0.0;
+  std::sort(samples.begin(), samples.end());
+  const double pos = q * static_cast<double>(samples.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, samples.size() - 1);
+  return samples[lo] + (pos - static_cast<double>(lo)) * (samples[hi] - samples[lo]);
+}
+
+absl::Status EmitReport(const std::string& bench, const BenchArgs& args,
+                        const BenchReport& report) {
+  nlohmann::json out = {{"bench", bench},
+                        {"machine", MachineInfo()},
+                        {"config", report.config},
+                        {"results", report.results}};
+  for (const auto& [key, value] : report.ratios.items()) out[key] = value;
+
+  if (!report.table.empty()) {
+    std::vector<size_t> widths;
+    for (const auto& row : report.table) {
+      widths.resize(std::max(widths.size(), row.size()), 0);
+      for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+    }
+    for (size_t r = 0; r < report.table.size(); ++r) {
+      std::string line;
+      for (size_t c = 0; c < report.table[r].size(); ++c) {
+        line += fmt::format("{:<{}}  ", report.table[r][c], widths[c]);
+      }
+      std::cout << line << "\n";
+      if (r == 0) {
+        size_t total = 0;
+        for (size_t w : widths) total += w + 2;
+        std::cout << std::string(total, '-') << "\n";
+      }
+    }
+  }
+  std::cout << bench << ": " << report.summary << "\n";
+
+  if (!args.out_path.empty()) {
+    const std::string tmp = args.out_path + ".tmp";
+    {
+      std::ofstream f(tmp);
+      if (!f) return absl::UnavailableError(StrCat("cannot write ", tmp));
+      f << out.dump(2) << "\n";
+      if (!f.flush()) return absl::DataLossError(StrCat("short write to ", tmp));
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, args.out_path, ec);
+    if (ec) return absl::UnavailableError(StrCat("rename ", tmp, ": ", ec.message()));
+    std::cout << "wrote " << args.out_path << "\n";
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace flywheel::bench

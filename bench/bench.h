@@ -1,0 +1,61 @@
+// `flywheel bench NAME --out FILE.json`: comparisons that run both sides in one invocation and
+// report the ratio (absolute times on a shared machine are noise).
+//
+// A benchmark is a function from BenchArgs to a BenchReport; bench_main.cc lists them. The
+// report is written as one JSON object: bench, machine, config, per-variant results, ratios
+// as top-level keys; a small table and a one-line summary go to stdout.
+#ifndef FLYWHEEL_BENCH_BENCH_H_
+#define FLYWHEEL_BENCH_BENCH_H_
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+
+namespace flywheel::bench {
+
+struct BenchArgs {
+  std::string out_path;            // --out; empty: print only
+  bool quick = false;              // --quick: a short run for smoke tests
+  std::map<std::string, std::string> params;  // --param key=value, benchmark-specific
+  std::string source_dir;          // repository root (scripts in bench/ live here)
+
+  // Typed access to --param values with a default.
+  int64_t GetInt(const std::string& key, int64_t fallback) const;
+  double GetDouble(const std::string& key, double fallback) const;
+  std::string GetString(const std::string& key, const std::string& fallback) const;
+};
+
+struct BenchReport {
+  nlohmann::json config = nlohmann::json::object();   // every knob that shapes the figures
+  nlohmann::json results = nlohmann::json::object();  // per variant
+  nlohmann::json ratios = nlohmann::json::object();   // named by the issue; top-level keys
+  // Rows of the printed table: first row is the header.
+  std::vector<std::vector<std::string>> table;
+  std::string summary;  // one line
+};
+
+using BenchFn = std::function<absl::StatusOr<BenchReport>(const BenchArgs&)>;
+
+struct BenchEntry {
+  std::string name;
+  std::string help;
+  BenchFn run;
+};
+
+// cores, threads, LibTorch version and BLAS where linked.
+nlohmann::json MachineInfo();
+
+// Assembles the JSON object, writes it to args.out_path (atomically) and prints table + summary.
+absl::Status EmitReport(const std::string& bench, const BenchArgs& args, const BenchReport& report);
+
+// Percentile of `samples` (q in [0, 1]); sorts a copy.
+double Percentile(std::vector<double> samples, double q);
+
+}  // namespace flywheel::bench
+
+#endif  // FLYWHEEL_BENCH_BENCH_H_

@@ -1,0 +1,19 @@
+// Every `flywheel bench` entry point, declared here and listed in registry.cc.
+#ifndef FLYWHEEL_BENCH_REGISTRY_H_
+#define FLYWHEEL_BENCH_REGISTRY_H_
+
+#include <vector>
+
+#include "bench/bench.h"
+
+namespace flywheel::bench {
+
+const std::vector<BenchEntry>& Benchmarks();
+
+absl::StatusOr<BenchReport> RunMatmulBench(const BenchArgs& args);
+// Float32 n x n matmul throughput, the peak for model-FLOP utilisation figures.
+double MeasureMatmulGflops(int64_t n, int repeats);
+
+}  // namespace flywheel::bench
+
+#endif  // FLYWHEEL_BENCH_REGISTRY_H_
