@@ -12,9 +12,9 @@ find_package(nlohmann_json CONFIG REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 
-# Debian's libtorch-dev (CPU) by default; a CUDA LibTorch with -DTorch_DIR=<libtorch>/share/cmake/Torch.
+if(NOT FLYWHEEL_THREAD_SAFETY)
+  # Debian's libtorch-dev (CPU) by default; a CUDA LibTorch with -DTorch_DIR=<libtorch>/share/cmake/Torch.
   find_package(Torch REQUIRED)
-  # TORCH_CXX_FLAGS carries the C++ ABI define; it must match for every TU that sees torch types.
   # Debian's Caffe2 config re-creates a `gflags` target without a library location; give it one.
   if(TARGET gflags)
     get_target_property(_gflags_location gflags IMPORTED_LOCATION)
@@ -23,8 +23,10 @@ pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
       set_target_properties(gflags PROPERTIES IMPORTED_LOCATION "${FLYWHEEL_GFLAGS_LIBRARY}")
     endif()
   endif()
+  # TORCH_CXX_FLAGS carries the C++ ABI define; it must match for every TU that sees torch types.
   separate_arguments(FLYWHEEL_TORCH_CXX_FLAGS UNIX_COMMAND "${TORCH_CXX_FLAGS}")
-message(STATUS "flywheel: LibTorch ${Torch_VERSION} from ${Torch_DIR}")
+  message(STATUS "flywheel: LibTorch ${Torch_VERSION} from ${Torch_DIR}")
+endif()
 
 if(FLYWHEEL_BUILD_TESTS)
   find_package(GTest CONFIG REQUIRED)
