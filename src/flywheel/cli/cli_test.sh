@@ -38,5 +38,12 @@ grep -q "num_layers = 5" <<<"$out" || fail "--set did not apply: $out"
 out=$("$FLYWHEEL" bench matmul --quick --out "$TMP/m.json") || fail "bench matmul failed: $out"
 grep -q '"peak_gflops"' "$TMP/m.json" || fail "bench JSON lacks peak_gflops"
 
+out=$("$FLYWHEEL" trajectory stats "$SOURCE/examples/calls/repair-calls.jsonl") ||
+  fail "trajectory stats failed: $out"
+grep -q "0.500 (partial)" <<<"$out" || fail "trajectory stats lacks the partial reward: $out"
+printf 'not json\n' >"$TMP/calls.jsonl"
+err=$("$FLYWHEEL" trajectory stats "$TMP/calls.jsonl" 2>&1) && fail "a malformed call log was accepted"
+grep -q "calls.jsonl:1:" <<<"$err" || fail "call log error lacks the line: $err"
+
 echo "cli_test: $failures failures"
 exit $((failures > 0))
