@@ -21,6 +21,7 @@ struct ModelOptions {
   double rope_theta = 10000.0;
   double rms_norm_eps = 1e-5;
   bool tie_embeddings = true;
+  bool attention_bias = false;  // bias on q/k/v projections (Qwen2); Llama has none
   int64_t seed = 0;  // initialisation seed
 
   template <typename V>
@@ -35,8 +36,11 @@ struct ModelOptions {
     v.Field("rope_theta", rope_theta, "rotary embedding base");
     v.Field("rms_norm_eps", rms_norm_eps, "RMSNorm epsilon");
     v.Field("tie_embeddings", tie_embeddings, "share the embedding and LM head weights");
+    v.Field("attention_bias", attention_bias, "bias on q/k/v projections (Qwen2 style)");
     v.Field("seed", seed, "initialisation seed");
   }
+
+  int64_t head_dim() const { return hidden_size / num_heads; }
 
   absl::Status Validate() const {
     if (vocab_size < 0) return absl::InvalidArgumentError("model.vocab_size must be >= 0");

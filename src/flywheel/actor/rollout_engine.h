@@ -1,0 +1,163 @@
+// The rollout engine: token generation for many concurrent agent episodes of one actor, with a
+// KV cache per sequence, continuous batching and weight swaps between decode steps.
+//
+//   actor thread                         RolloutEngine
+//   ────────────                         ─────────────
+//   AddSequence(prompt, seed) ─────────▶ sequence: tokens [cached | pending], KV slot
+//   StartTurn(id, max_new, stop) ──────▶ marks it generating
+//   loop: Step() ──────────────────────▶ 1. swap to the newest published snapshot (if any)
+//          ◀── GeneratedToken{id, token,  2. sequences with 1 pending token: ONE batched decode
+//               logprob, version, end}       (rows at different lengths, mask per row);
+//                                           sequences with several pending tokens (a new
+//                                           observation, or all after a recompute swap): prefill
+//                                           appending to their cache
+//                                        3. sample each row with its own seeded generator
+//   AppendTokens(id, observation) ─────▶ pending; prefilled by the next Step that needs it
+//   RemoveSequence(id) ────────────────▶ frees the slot (the last slot moves into the hole)
+//
+//   learner ── PublishSnapshot(shared_ptr<const WeightSnapshot>) ──▶ taken at the next Step
+//
+// Sequences join and leave between any two steps; a sequence whose turn ended (stop token,
+// max_new_tokens, max length) keeps its cache and waits for AppendTokens + StartTurn. Every
+// generated token carries the log-prob of the distribution it was drawn from (SamplingLogProbs,
+// docs/sampling.md) and the version of the weights that produced it.
+//
+// At a swap the cached keys/values of in-flight sequences are either kept (cheap; tokens after
+// the swap attend to keys computed with the old weights) or recomputed with the new weights
+// (`kv_on_swap = "recompute"`: each sequence re-prefills its whole history at its next step, so
+// every token is exactly what the new weights would produce from scratch).
+//
+// Threading: one engine per actor, used by one thread (all methods except PublishSnapshot are
+// called from the owner thread). PublishSnapshot may be called from any thread. Inference runs
+// under c10::InferenceMode; `intra_op_threads` sets the owner thread's LibTorch thread count
+// (with the OpenMP backend this is per calling thread). Engines share nothing but snapshots.
+#ifndef FLYWHEEL_ACTOR_ROLLOUT_ENGINE_H_
+#define FLYWHEEL_ACTOR_ROLLOUT_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "flywheel/core/config.h"
+#include "flywheel/model/kv_cache.h"
+#include "flywheel/model/sampling.h"
+#include "flywheel/model/weight_snapshot.h"
+
+namespace flywheel {
+
+enum class KvOnSwap { kKeep, kRecompute };
+inline constexpr config::ChoiceName<KvOnSwap> kKvOnSwapNames[] = {
+    {"keep", KvOnSwap::kKeep}, {"recompute", KvOnSwap::kRecompute}};
+
+struct RolloutEngineOptions {
+  int64_t intra_op_threads = 0;  // 0 = leave the thread's setting as it is
+  KvOnSwap kv_on_swap = KvOnSwap::kKeep;
+  int64_t initial_slots = 8;       // KV cache sequences before the first growth
+  int64_t initial_capacity = 256;  // KV cache positions before the first growth
+
+  template <typename V>
+  void VisitFields(V& v) {
+    v.Field("intra_op_threads", intra_op_threads, "LibTorch threads of this actor (0 = default)");
+    v.Choice("kv_on_swap", kv_on_swap, kKvOnSwapNames,
+             "cached keys/values at a weight swap: keep, or recompute with the new weights");
+    v.Field("initial_slots", initial_slots, "KV cache sequences allocated up front");
+    v.Field("initial_capacity", initial_capacity, "KV cache positions allocated up front");
+  }
+  absl::Status Validate() const;
+};
+
+using SequenceId = int64_t;
+
+struct SequenceOptions {
+  SamplingParams sampling;
+  uint64_t seed = 0;  // the sequence's own generator: same seed and weights → same tokens
+};
+
+struct TurnOptions {
+  int64_t max_new_tokens = 256;
+  std::vector<int64_t> stop_tokens;  // e.g. end-of-turn, EOS; the stop token is generated
+};
+
+enum class TurnEnd { kNone, kStopToken, kMaxNewTokens, kMaxLength };
+const char* TurnEndName(TurnEnd end);
+
+struct GeneratedToken {
+  SequenceId sequence = 0;
+  int64_t token = 0;
+  int64_t position = 0;  // index of the token in its sequence
+  float logprob = 0;     // log μ(token): the distribution it was drawn from
+  int64_t version = 0;   // weights that produced it
+  TurnEnd end = TurnEnd::kNone;  // != kNone: this token ends the turn
+};
+
+class RolloutEngine {
+ public:
+  static absl::StatusOr<std::unique_ptr<RolloutEngine>> Create(
+      const RolloutEngineOptions& options, std::shared_ptr<const WeightSnapshot> snapshot);
+
+  // A new sequence starting with `prompt` (at least one token, e.g. BOS). Not generating yet.
+  absl::StatusOr<SequenceId> AddSequence(const std::vector<int64_t>& prompt,
+                                         const SequenceOptions& options);
+  // Appends tokens (an observation) to a sequence that is not generating.
+  absl::Status AppendTokens(SequenceId id, const std::vector<int64_t>& tokens);
+  // Starts generating for `id` from the next Step.
+  absl::Status StartTurn(SequenceId id, const TurnOptions& turn);
+  // One decode step over every generating sequence; one token per generating sequence.
+  absl::StatusOr<std::vector<GeneratedToken>> Step();
+  absl::Status RemoveSequence(SequenceId id);
+
+  // Thread-safe. The engine moves to `snapshot` at its next Step if it is newer than the
+  // weights in use.
+  void PublishSnapshot(std::shared_ptr<const WeightSnapshot> snapshot) ABSL_LOCKS_EXCLUDED(mu_);
+
+  int64_t version() const { return snapshot_->version; }
+  int64_t num_sequences() const { return static_cast<int64_t>(slot_owner_.size()); }
+  int64_t num_generating() const;
+  absl::StatusOr<std::vector<int64_t>> Tokens(SequenceId id) const;
+  std::string DebugString() const;
+
+ private:
+  struct Sequence {
+    int64_t slot = 0;
+    std::vector<int64_t> tokens;  // [0, cached) are in the KV cache, the rest pending
+    int64_t cached = 0;
+    SamplingParams sampling;
+    std::mt19937_64 rng;
+    bool generating = false;
+    TurnOptions turn;
+    int64_t generated_in_turn = 0;
+  };
+
+  RolloutEngine(const RolloutEngineOptions& options,
+                std::shared_ptr<const WeightSnapshot> snapshot);
+  absl::StatusOr<Sequence*> Find(SequenceId id, std::string_view action);
+  const Sequence* FindConst(SequenceId id) const;
+  void MaybeSwap() ABSL_LOCKS_EXCLUDED(mu_);
+  // Logits [rows, V] of the last pending token of each sequence; moves them to cached.
+  torch::Tensor DecodeBatch(const std::vector<Sequence*>& rows);
+  torch::Tensor Prefill(Sequence& seq);
+  void Sample(const std::vector<Sequence*>& rows, const std::vector<SequenceId>& ids,
+              const torch::Tensor& logits, std::vector<GeneratedToken>& out);
+
+  const RolloutEngineOptions options_;
+  std::shared_ptr<const WeightSnapshot> snapshot_;  // weights in use (owner thread only)
+  KvCache cache_;
+  std::unordered_map<SequenceId, Sequence> sequences_;
+  std::vector<SequenceId> slot_owner_;  // slot -> sequence; slots are dense 0..n-1
+  SequenceId next_id_ = 1;
+
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const WeightSnapshot> published_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace flywheel
+
+#endif  // FLYWHEEL_ACTOR_ROLLOUT_ENGINE_H_

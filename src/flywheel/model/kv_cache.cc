@@ -1,0 +1,90 @@
+#include "flywheel/model/kv_cache.h"
+
+#include <algorithm>
+
+namespace flywheel {
+
+KvCache::KvCache(const ModelOptions& options, torch::TensorOptions tensor_options,
+                 int64_t initial_slots, int64_t initial_capacity)
+    : slots_(std::max<int64_t>(initial_slots, 1)),
+      capacity_(std::max<int64_t>(initial_capacity, 1)) {
+  for (int64_t l = 0; l < options.num_layers; ++l) {
+    keys_.push_back(
+        torch::zeros({slots_, options.num_kv_heads, capacity_, options.head_dim()}, tensor_options));
+    values_.push_back(torch::zeros_like(keys_.back()));
+  }
+}
+
+void KvCache::Reserve(int64_t slots, int64_t length) {
+  if (slots <= slots_ && length <= capacity_) return;
+  int64_t new_slots = slots_;
+  while (new_slots < slots) new_slots *= 2;
+  int64_t new_capacity = capacity_;
+  while (new_capacity < length) new_capacity *= 2;
+  auto grow = [&](torch::Tensor& t) {
+    auto bigger = torch::zeros({new_slots, t.size(1), new_capacity, t.size(3)}, t.options());
+    bigger.narrow(0, 0, slots_).narrow(2, 0, capacity_).copy_(t);
+    t = bigger;
+  };
+  for (auto& t : keys_) grow(t);
+  for (auto& t : values_) grow(t);
+  slots_ = new_slots;
+  capacity_ = new_capacity;
+}
+
+void KvCache::MoveSlot(int64_t from, int64_t to, int64_t length) {
+  if (from == to || length == 0) return;
+  for (auto* tensors : {&keys_, &values_}) {
+    for (auto& t : *tensors) t[to].narrow(1, 0, length).copy_(t[from].narrow(1, 0, length));
+  }
+}
+
+KvCache::Binding KvCache::Bind(std::vector<int64_t> slots, std::vector<int64_t> starts,
+                               int64_t attend_length) {
+  TORCH_CHECK(slots.size() == starts.size(), "KvCache::Bind: one start per slot");
+  TORCH_CHECK(attend_length <= capacity_, "KvCache::Bind: attend_length ", attend_length,
+              " exceeds capacity ", capacity_, " (Reserve first)");
+  Binding binding;
+  binding.cache_ = this;
+  binding.identity_ = true;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    TORCH_CHECK(slots[i] >= 0 && slots[i] < slots_, "KvCache::Bind: slot ", slots[i],
+                " out of range");
+    if (slots[i] != static_cast<int64_t>(i)) binding.identity_ = false;
+  }
+  const auto device = keys_.front().device();
+  binding.slot_index_ = torch::tensor(slots, torch::kInt64).to(device);
+  binding.start_index_ = torch::tensor(starts, torch::kInt64).to(device);
+  binding.slots_ = std::move(slots);
+  binding.starts_ = std::move(starts);
+  binding.attend_length_ = attend_length;
+  return binding;
+}
+
+std::pair<torch::Tensor, torch::Tensor> KvCache::Binding::Update(int64_t layer,
+                                                                 const torch::Tensor& k,
+                                                                 const torch::Tensor& v) {
+  auto& keys = cache_->keys_[layer];
+  auto& values = cache_->values_[layer];
+  const int64_t rows = k.size(0);
+  const int64_t lq = k.size(2);
+  using torch::indexing::Slice;
+  if (lq == 1) {
+    // One token per row at a different position per row: one scatter for the whole batch.
+    keys.index_put_({slot_index_, Slice(), start_index_}, k.select(2, 0));
+    values.index_put_({slot_index_, Slice(), start_index_}, v.select(2, 0));
+  } else {
+    for (int64_t b = 0; b < rows; ++b) {
+      TORCH_CHECK(starts_[b] + lq <= cache_->capacity_, "KvCache: write past capacity");
+      keys[slots_[b]].narrow(1, starts_[b], lq).copy_(k[b]);
+      values[slots_[b]].narrow(1, starts_[b], lq).copy_(v[b]);
+    }
+  }
+  auto read = [&](const torch::Tensor& t) {
+    const auto prefix = t.narrow(2, 0, attend_length_);
+    return identity_ ? prefix.narrow(0, 0, rows) : prefix.index_select(0, slot_index_);
+  };
+  return {read(keys), read(values)};
+}
+
+}  // namespace flywheel

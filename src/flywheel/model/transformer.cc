@@ -1,0 +1,207 @@
+#include "flywheel/model/transformer.h"
+
+#include <cmath>
+#include <limits>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "flywheel/core/strings.h"
+#include "flywheel/model/torch_status.h"
+
+namespace flywheel {
+
+LinearWeightsImpl::LinearWeightsImpl(int64_t in, int64_t out, bool with_bias) {
+  weight = register_parameter("weight", torch::empty({out, in}));
+  if (with_bias) bias = register_parameter("bias", torch::zeros({out}));
+}
+
+torch::Tensor LinearWeightsImpl::forward(const torch::Tensor& x) const {
+  return torch::linear(x, weight, bias);
+}
+
+RMSNormImpl::RMSNormImpl(int64_t dim, double eps_in) : eps(eps_in) {
+  weight = register_parameter("weight", torch::ones({dim}));
+}
+
+torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) const {
+  // Computed in float32 whatever the activation dtype, as HF Llama does.
+  const auto x32 = x.to(torch::kFloat32);
+  const auto normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return weight * normed.to(x.scalar_type());
+}
+
+EmbeddingTableImpl::EmbeddingTableImpl(int64_t vocab_size, int64_t dim) {
+  weight = register_parameter("weight", torch::empty({vocab_size, dim}));
+}
+
+torch::Tensor EmbeddingTableImpl::forward(const torch::Tensor& tokens) const {
+  return torch::embedding(weight, tokens);
+}
+
+Rotary MakeRotary(const torch::Tensor& positions, int64_t head_dim, double theta) {
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(positions.device());
+  // inv_freq[i] = theta^(-2i / head_dim), i < head_dim / 2.
+  const auto inv_freq =
+      torch::pow(theta, -torch::arange(0, head_dim, 2, opts) / static_cast<double>(head_dim));
+  const auto angles = positions.to(torch::kFloat32).unsqueeze(-1) * inv_freq;  // [B, L, D/2]
+  const auto emb = torch::cat({angles, angles}, -1).unsqueeze(1);              // [B, 1, L, D]
+  return {emb.cos(), emb.sin()};
+}
+
+torch::Tensor Rotary::Apply(const torch::Tensor& x) const {
+  const int64_t half = x.size(-1) / 2;
+  const auto x1 = x.narrow(-1, 0, half);
+  const auto x2 = x.narrow(-1, half, half);
+  const auto rotated = torch::cat({-x2, x1}, -1);
+  return x * cos.to(x.scalar_type()) + rotated * sin.to(x.scalar_type());
+}
+
+torch::Tensor AttentionBias(const torch::Tensor& allowed, torch::ScalarType dtype) {
+  auto bias = torch::zeros(allowed.sizes(), torch::TensorOptions().dtype(dtype).device(
+                                                allowed.device()));
+  bias.masked_fill_(allowed.logical_not(), -std::numeric_limits<float>::infinity());
+  return bias.unsqueeze(1).unsqueeze(1);  // [B, 1, 1, Lq, Lk]: broadcast over kv heads, groups
+}
+
+AttentionImpl::AttentionImpl(const ModelOptions& o, int64_t layer_index)
+    : layer_index_(layer_index),
+      num_heads_(o.num_heads),
+      num_kv_heads_(o.num_kv_heads),
+      head_dim_(o.head_dim()) {
+  q_proj = register_module("q_proj", LinearWeights(o.hidden_size, o.num_heads * head_dim_,
+                                                   o.attention_bias));
+  k_proj = register_module("k_proj", LinearWeights(o.hidden_size, o.num_kv_heads * head_dim_,
+                                                   o.attention_bias));
+  v_proj = register_module("v_proj", LinearWeights(o.hidden_size, o.num_kv_heads * head_dim_,
+                                                   o.attention_bias));
+  o_proj = register_module("o_proj", LinearWeights(o.num_heads * head_dim_, o.hidden_size, false));
+}
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Rotary& rotary,
+                                     const torch::Tensor& bias, KvStore* store) const {
+  const int64_t b = x.size(0);
+  const int64_t lq = x.size(1);
+  const int64_t groups = num_heads_ / num_kv_heads_;
+  auto q = q_proj->forward(x).view({b, lq, num_heads_, head_dim_}).transpose(1, 2);
+  auto k = k_proj->forward(x).view({b, lq, num_kv_heads_, head_dim_}).transpose(1, 2);
+  auto v = v_proj->forward(x).view({b, lq, num_kv_heads_, head_dim_}).transpose(1, 2);
+  q = rotary.Apply(q);
+  k = rotary.Apply(k);
+  if (store != nullptr) std::tie(k, v) = store->Update(layer_index_, k, v);
+  const int64_t lk = k.size(2);
+  // Grouped-query attention without copying keys: query head h = kv_head * groups + g (the HF
+  // repeat_kv order) is folded into the query-row dimension of its kv head.
+  const auto qg = q.reshape({b, num_kv_heads_, groups * lq, head_dim_});
+  auto scores = torch::matmul(qg, k.transpose(-1, -2)) * (1.0 / std::sqrt(double(head_dim_)));
+  scores = scores.view({b, num_kv_heads_, groups, lq, lk}) + bias;
+  const auto probs = torch::softmax(scores, -1).view({b, num_kv_heads_, groups * lq, lk});
+  const auto out = torch::matmul(probs, v)  // [B, kv_heads, groups * Lq, D]
+                       .view({b, num_heads_, lq, head_dim_})
+                       .transpose(1, 2)
+                       .reshape({b, lq, num_heads_ * head_dim_});
+  return o_proj->forward(out);
+}
+
+MlpImpl::MlpImpl(const ModelOptions& o) {
+  gate_proj = register_module("gate_proj", LinearWeights(o.hidden_size, o.intermediate_size, false));
+  up_proj = register_module("up_proj", LinearWeights(o.hidden_size, o.intermediate_size, false));
+  down_proj = register_module("down_proj", LinearWeights(o.intermediate_size, o.hidden_size, false));
+}
+
+torch::Tensor MlpImpl::forward(const torch::Tensor& x) const {
+  return down_proj->forward(torch::silu(gate_proj->forward(x)) * up_proj->forward(x));
+}
+
+DecoderLayerImpl::DecoderLayerImpl(const ModelOptions& o, int64_t layer_index) {
+  input_layernorm = register_module("input_layernorm", RMSNorm(o.hidden_size, o.rms_norm_eps));
+  self_attn = register_module("self_attn", Attention(o, layer_index));
+  post_attention_layernorm =
+      register_module("post_attention_layernorm", RMSNorm(o.hidden_size, o.rms_norm_eps));
+  mlp = register_module("mlp", Mlp(o));
+}
+
+torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const Rotary& rotary,
+                                        const torch::Tensor& bias, KvStore* store) const {
+  const auto h = x + self_attn->forward(input_layernorm->forward(x), rotary, bias, store);
+  return h + mlp->forward(post_attention_layernorm->forward(h));
+}
+
+DecoderStackImpl::DecoderStackImpl(const ModelOptions& o) {
+  embed_tokens = register_module("embed_tokens", EmbeddingTable(o.vocab_size, o.hidden_size));
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < o.num_layers; ++i) {
+    decoder.emplace_back(o, i);
+    layers->push_back(decoder.back());
+  }
+  norm = register_module("norm", RMSNorm(o.hidden_size, o.rms_norm_eps));
+}
+
+TransformerImpl::TransformerImpl(const ModelOptions& options) : options_(options) {
+  TORCH_CHECK_VALUE(options.vocab_size > 0, "model.vocab_size must be > 0 to build the model");
+  model_ = register_module("model", DecoderStack(options));
+  if (!options.tie_embeddings) {
+    lm_head_ = register_module("lm_head",
+                               LinearWeights(options.hidden_size, options.vocab_size, false));
+  }
+}
+
+torch::Tensor TransformerImpl::Hidden(const torch::Tensor& tokens, const torch::Tensor& positions,
+                                      const torch::Tensor& allowed, KvStore* store) const {
+  TORCH_CHECK_VALUE(tokens.dim() == 2 && positions.sizes() == tokens.sizes(),
+                    "transformer: tokens ", tokens.sizes(), " and positions ", positions.sizes(),
+                    " must both be [B, L]");
+  TORCH_CHECK_VALUE(allowed.dim() == 3 && allowed.size(0) == tokens.size(0) &&
+                        allowed.size(1) == tokens.size(1),
+                    "transformer: allowed mask ", allowed.sizes(), " must be [B, Lq, Lk] for ",
+                    "tokens ", tokens.sizes());
+  auto x = model_->embed_tokens->forward(tokens);
+  const Rotary rotary = MakeRotary(positions, options_.head_dim(), options_.rope_theta);
+  const auto bias = AttentionBias(allowed, x.scalar_type());
+  for (const auto& layer : model_->decoder) x = layer->forward(x, rotary, bias, store);
+  return model_->norm->forward(x);
+}
+
+torch::Tensor TransformerImpl::Logits(const torch::Tensor& hidden) const {
+  const auto& w = lm_head_.is_empty() ? model_->embed_tokens->weight : lm_head_->weight;
+  return torch::linear(hidden, w);
+}
+
+torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens,
+                                       const AttentionLayout& layout) const {
+  TORCH_CHECK_VALUE(layout.allowed.dim() == 3 && layout.allowed.size(1) == layout.allowed.size(2),
+                    "transformer: layout.allowed must be [B, L, L], got ", layout.allowed.sizes());
+  const auto device = model_->embed_tokens->weight.device();
+  return Logits(Hidden(tokens.to(device), layout.positions.to(device), layout.allowed.to(device),
+                       nullptr));
+}
+
+int64_t TransformerImpl::NumParameters() const {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  return n;
+}
+
+absl::StatusOr<Transformer> MakeTransformer(const ModelOptions& options) {
+  if (auto s = options.Validate(); !s.ok()) return s;
+  if (options.vocab_size <= 0) {
+    return absl::InvalidArgumentError(
+        "model.vocab_size must be > 0 to build the model (set it, or take it from the tokenizer)");
+  }
+  return TorchCallOr("building the transformer", [&] {
+    Transformer model(options);
+    torch::NoGradGuard no_grad;
+    auto gen = at::detail::createCPUGenerator(static_cast<uint64_t>(options.seed));
+    for (auto& item : model->named_parameters()) {
+      const std::string& name = item.key();
+      if (name.ends_with("norm.weight")) continue;  // RMSNorm weights start at 1
+      if (name.ends_with(".bias")) {
+        item.value().zero_();
+      } else {
+        item.value().normal_(0.0, 0.02, gen);
+      }
+    }
+    return model;
+  });
+}
+
+}  // namespace flywheel

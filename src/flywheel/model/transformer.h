@@ -1,0 +1,153 @@
+// The policy: a decoder-only transformer of the Llama family (RMSNorm, rotary position
+// embedding, multi-head attention with optional grouped-query attention, SwiGLU MLP, tied or
+// untied LM head). Parameter names follow Hugging Face Llama/Qwen2 so that real checkpoints load
+// by name:
+//
+//   model.embed_tokens.weight                      [V, hidden]
+//   model.layers.N.input_layernorm.weight          [hidden]
+//   model.layers.N.self_attn.{q,k,v,o}_proj.weight (+ q/k/v .bias with attention_bias)
+//   model.layers.N.post_attention_layernorm.weight [hidden]
+//   model.layers.N.mlp.{gate,up,down}_proj.weight
+//   model.norm.weight                              [hidden]
+//   lm_head.weight                                 [V, hidden] (absent when tied)
+//
+// Every attention call takes an AttentionLayout-style description (positions + allowed mask)
+// and optionally a KvStore; training, packed documents, trees and cached decoding share one path.
+// The inference methods are const: a published snapshot's weights are never modified, so many
+// actor threads may run the same snapshot at once.
+#ifndef FLYWHEEL_MODEL_TRANSFORMER_H_
+#define FLYWHEEL_MODEL_TRANSFORMER_H_
+
+#include <cstdint>
+
+#include <torch/torch.h>
+
+#include "flywheel/model/attention_layout.h"
+#include "flywheel/model/kv_store.h"
+#include "flywheel/model/model_options.h"
+
+namespace flywheel {
+
+// y = x W^T (+ b), weight stored as in torch::nn::Linear ("weight", "bias").
+class LinearWeightsImpl : public torch::nn::Module {
+ public:
+  LinearWeightsImpl(int64_t in, int64_t out, bool bias);
+  torch::Tensor forward(const torch::Tensor& x) const;
+  torch::Tensor weight;
+  torch::Tensor bias;  // undefined without bias
+};
+TORCH_MODULE(LinearWeights);
+
+// Root-mean-square norm (Zhang & Sennrich 2019): x / sqrt(mean(x^2) + eps) * weight.
+class RMSNormImpl : public torch::nn::Module {
+ public:
+  RMSNormImpl(int64_t dim, double eps);
+  torch::Tensor forward(const torch::Tensor& x) const;
+  torch::Tensor weight;
+  double eps;
+};
+TORCH_MODULE(RMSNorm);
+
+// cos/sin of the rotary embedding (Su et al. 2021, "rotate half" convention as in HF Llama) for
+// given positions, shaped [B, 1, L, head_dim] to broadcast over heads.
+struct Rotary {
+  torch::Tensor cos;
+  torch::Tensor sin;
+  torch::Tensor Apply(const torch::Tensor& x) const;  // x [B, heads, L, head_dim]
+};
+Rotary MakeRotary(const torch::Tensor& positions, int64_t head_dim, double theta);
+
+class AttentionImpl : public torch::nn::Module {
+ public:
+  AttentionImpl(const ModelOptions& options, int64_t layer_index);
+  // x [B, Lq, hidden]; bias [B, 1, 1, Lq, Lk] additive mask (0 or -inf).
+  torch::Tensor forward(const torch::Tensor& x, const Rotary& rotary, const torch::Tensor& bias,
+                        KvStore* store) const;
+
+  LinearWeights q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+
+ private:
+  int64_t layer_index_;
+  int64_t num_heads_;
+  int64_t num_kv_heads_;
+  int64_t head_dim_;
+};
+TORCH_MODULE(Attention);
+
+// SwiGLU (Shazeer 2020): down(silu(gate(x)) * up(x)).
+class MlpImpl : public torch::nn::Module {
+ public:
+  explicit MlpImpl(const ModelOptions& options);
+  torch::Tensor forward(const torch::Tensor& x) const;
+  LinearWeights gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+class DecoderLayerImpl : public torch::nn::Module {
+ public:
+  DecoderLayerImpl(const ModelOptions& options, int64_t layer_index);
+  torch::Tensor forward(const torch::Tensor& x, const Rotary& rotary, const torch::Tensor& bias,
+                        KvStore* store) const;
+  RMSNorm input_layernorm{nullptr};
+  Attention self_attn{nullptr};
+  RMSNorm post_attention_layernorm{nullptr};
+  Mlp mlp{nullptr};
+};
+TORCH_MODULE(DecoderLayer);
+
+// The "model." prefix of the HF naming: embeddings, layers, final norm.
+class EmbeddingTableImpl : public torch::nn::Module {
+ public:
+  EmbeddingTableImpl(int64_t vocab_size, int64_t dim);
+  torch::Tensor forward(const torch::Tensor& tokens) const;
+  torch::Tensor weight;
+};
+TORCH_MODULE(EmbeddingTable);
+
+class DecoderStackImpl : public torch::nn::Module {
+ public:
+  explicit DecoderStackImpl(const ModelOptions& options);
+  EmbeddingTable embed_tokens{nullptr};
+  torch::nn::ModuleList layers;       // registered as "layers" (names layers.N.…)
+  std::vector<DecoderLayer> decoder;  // the same layers, typed
+  RMSNorm norm{nullptr};
+};
+TORCH_MODULE(DecoderStack);
+
+class TransformerImpl : public torch::nn::Module {
+ public:
+  // options.vocab_size must be > 0 here (the job resolves 0 from the tokenizer first).
+  explicit TransformerImpl(const ModelOptions& options);
+
+  // Training / scoring: logits [B, L, V] for tokens [B, L] int64 under `layout`.
+  torch::Tensor forward(const torch::Tensor& tokens, const AttentionLayout& layout) const;
+
+  // Final-norm hidden states [B, Lq, hidden] of `tokens` [B, Lq] at `positions` [B, Lq], where
+  // query i of row b may attend to key j iff allowed[b][i][j] ([B, Lq, Lk]). Without a store
+  // Lk = Lq and the keys are the input's own; with one, keys come from the store.
+  torch::Tensor Hidden(const torch::Tensor& tokens, const torch::Tensor& positions,
+                       const torch::Tensor& allowed, KvStore* store) const;
+  // LM head: logits [..., V] of hidden states [..., hidden].
+  torch::Tensor Logits(const torch::Tensor& hidden) const;
+
+  const ModelOptions& options() const { return options_; }
+  int64_t NumParameters() const;
+
+ private:
+  ModelOptions options_;
+  DecoderStack model_{nullptr};
+  LinearWeights lm_head_{nullptr};  // null when tied to the embedding
+};
+TORCH_MODULE(Transformer);
+
+// Builds a model with weights initialised as HF Llama does (normal(0, 0.02), norms = 1) from
+// options.seed with a private generator (no global RNG state is touched). Errors name the
+// invalid option.
+absl::StatusOr<Transformer> MakeTransformer(const ModelOptions& options);
+
+// Additive attention bias [B, 1, 1, Lq, Lk] (0 where allowed, -inf elsewhere) of a bool mask.
+torch::Tensor AttentionBias(const torch::Tensor& allowed, torch::ScalarType dtype);
+
+}  // namespace flywheel
+
+#endif  // FLYWHEEL_MODEL_TRANSFORMER_H_

@@ -1,0 +1,27 @@
+#include "flywheel/model/weight_snapshot.h"
+
+#include "flywheel/core/strings.h"
+#include "flywheel/model/torch_status.h"
+
+namespace flywheel {
+
+absl::StatusOr<std::shared_ptr<const WeightSnapshot>> MakeSnapshot(const Transformer& model,
+                                                                   int64_t version) {
+  return TorchCallOr(StrCat("snapshot of weights version ", version), [&] {
+    auto snapshot = std::make_shared<WeightSnapshot>();
+    snapshot->version = version;
+    snapshot->model = Transformer(model->options());
+    torch::NoGradGuard no_grad;
+    const auto source = model->named_parameters();
+    if (!source.is_empty()) snapshot->model->to(source.values().front().device());
+    for (auto& item : snapshot->model->named_parameters()) {
+      const torch::Tensor* from = source.find(item.key());
+      TORCH_CHECK(from != nullptr, "parameter ", item.key(), " missing in the source model");
+      item.value().copy_(*from);
+      item.value().set_requires_grad(false);
+    }
+    return std::shared_ptr<const WeightSnapshot>(std::move(snapshot));
+  });
+}
+
+}  // namespace flywheel
