@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "flywheel/trajectory/path_selection.h"
+#include "flywheel/trajectory/random_execution_testing.h"
 
 namespace flywheel {
 namespace {
@@ -17,41 +18,7 @@ using ::testing::HasSubstr;
 
 LlmCall Call(std::string id, Role role, std::vector<int32_t> context,
              std::vector<int32_t> generated) {
-  LlmCall c;
-  c.call_id = std::move(id);
-  c.role = role;
-  c.context = std::move(context);
-  c.generated = std::move(generated);
-  c.logprobs.assign(c.generated.size(), -0.5f);
-  c.versions.assign(c.generated.size(), 3);
-  return c;
-}
-
-// A random branching execution: a main conversation with retries from earlier points,
-// summaries and sub-agents whose contexts start from a shared system prompt.
-Execution RandomExecution(std::mt19937& rng, const std::string& id) {
-  std::uniform_int_distribution<int> token(1, 40), len(1, 5), coin(0, 3);
-  Execution e;
-  e.execution_id = id;
-  e.final_reward = 1.0f;
-  std::vector<int32_t> history = {0, token(rng), token(rng)};  // BOS + prompt
-  for (int turn = 0; turn < 6; ++turn) {
-    std::vector<int32_t> generated;
-    for (int i = len(rng); i > 0; --i) generated.push_back(token(rng));
-    const Role role = static_cast<Role>(coin(rng));
-    const int call = static_cast<int>(e.calls.size());
-    if (coin(rng) == 0 && history.size() > 3) {
-      // a retry from an earlier point of the history
-      std::vector<int32_t> earlier(history.begin(),
-                                   history.begin() + 3 + rng() % (history.size() - 3));
-      e.calls.push_back(Call(id + "-" + std::to_string(call), role, earlier, generated));
-      continue;
-    }
-    e.calls.push_back(Call(id + "-" + std::to_string(call), role, history, generated));
-    history.insert(history.end(), generated.begin(), generated.end());
-    for (int i = len(rng); i > 0; --i) history.push_back(token(rng));  // observation
-  }
-  return e;
+  return testing::MakeCall(std::move(id), role, std::move(context), std::move(generated));
 }
 
 // What the model sees for a contribution: the tokens and positions of its ancestor chain.
@@ -78,7 +45,7 @@ Batch MakeBatch(int executions, int j_max, uint32_t seed) {
   std::mt19937 rng(seed);
   Batch b;
   for (int i = 0; i < executions; ++i) {
-    auto tree = TrajectoryTree::FromExecution(RandomExecution(rng, "e" + std::to_string(i)));
+    auto tree = TrajectoryTree::FromExecution(testing::RandomExecution(rng, "e" + std::to_string(i)));
     EXPECT_TRUE(tree.ok()) << tree.status();
     b.trees.push_back(std::move(*tree));
   }
