@@ -26,10 +26,15 @@ ModelOptions Tiny(int64_t seed) {
   return o;
 }
 
-std::shared_ptr<const WeightSnapshot> Snapshot(int64_t seed, int64_t version) {
+// The learner's model (unfused parameters) and the snapshot published from it.
+Transformer LearnerModel(int64_t seed) {
   auto model = MakeTransformer(Tiny(seed));
   EXPECT_TRUE(model.ok()) << model.status();
-  auto snapshot = MakeSnapshot(*model, version);
+  return *model;
+}
+
+std::shared_ptr<const WeightSnapshot> Snapshot(int64_t seed, int64_t version) {
+  auto snapshot = MakeSnapshot(LearnerModel(seed), version);
   EXPECT_TRUE(snapshot.ok()) << snapshot.status();
   return *snapshot;
 }
@@ -53,12 +58,12 @@ std::vector<int64_t> RandomTokens(int64_t n, int64_t seed) {
 }
 
 // The learner's view: forward of the whole sequence, then TokenLogprobs of each next token.
-torch::Tensor LearnerLogprobs(const WeightSnapshot& s, const std::vector<int64_t>& tokens,
+torch::Tensor LearnerLogprobs(const Transformer& model, const std::vector<int64_t>& tokens,
                               const SamplingParams& params) {
   torch::NoGradGuard no_grad;
   const int64_t n = static_cast<int64_t>(tokens.size());
   const auto t = torch::tensor(tokens, torch::kInt64).unsqueeze(0);
-  const auto logits = s.model->forward(t, CausalLayout(1, n));
+  const auto logits = model->forward(t, CausalLayout(1, n));
   return TokenLogprobs(logits.narrow(1, 0, n - 1), t.narrow(1, 1, n - 1), params)[0];
 }
 
@@ -69,7 +74,7 @@ torch::Tensor LearnerLogprobs(const WeightSnapshot& s, const std::vector<int64_t
 TEST(RolloutEngineTest, RecordedLogprobsEqualLearnerForwardAcrossASwap) {
   auto v1 = Snapshot(1, 1);
   auto v2 = Snapshot(2, 2);
-  std::map<int64_t, std::shared_ptr<const WeightSnapshot>> versions = {{1, v1}, {2, v2}};
+  std::map<int64_t, Transformer> versions = {{1, LearnerModel(1)}, {2, LearnerModel(2)}};
   auto engine = Engine(v1, KvOnSwap::kRecompute, /*initial_capacity=*/8);
   SequenceOptions so;
   so.sampling.temperature = 0.8;
@@ -121,7 +126,7 @@ TEST(RolloutEngineTest, RecordedLogprobsEqualLearnerForwardAcrossASwap) {
   std::set<int64_t> seen_versions;
   for (const auto& [id, tokens] : final_tokens) {
     std::map<int64_t, torch::Tensor> learner;
-    for (const auto& [v, s] : versions) learner[v] = LearnerLogprobs(*s, tokens, so.sampling);
+    for (const auto& [v, m] : versions) learner[v] = LearnerLogprobs(m, tokens, so.sampling);
     for (const auto& g : recorded[id]) {
       ASSERT_EQ(tokens[g.position], g.token);
       const float expected = learner[g.version][g.position - 1].item<float>();
@@ -152,7 +157,7 @@ TEST(RolloutEngineTest, KeepModeTagsVersionsAndKeepsEarlierTokensExact) {
   }
   ASSERT_EQ(got.size(), 10u);
   EXPECT_EQ(got.back().end, TurnEnd::kMaxNewTokens);
-  const auto learner = LearnerLogprobs(*v1, *engine->Tokens(id), so.sampling);
+  const auto learner = LearnerLogprobs(LearnerModel(1), *engine->Tokens(id), so.sampling);
   for (int i = 0; i < 10; ++i) {
     EXPECT_EQ(got[i].version, i < 5 ? 1 : 2);
     if (i < 5) {

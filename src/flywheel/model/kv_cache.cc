@@ -9,9 +9,10 @@ KvCache::KvCache(const ModelOptions& options, torch::TensorOptions tensor_option
     : slots_(std::max<int64_t>(initial_slots, 1)),
       capacity_(std::max<int64_t>(initial_capacity, 1)) {
   for (int64_t l = 0; l < options.num_layers; ++l) {
-    keys_.push_back(
+    values_.push_back(
         torch::zeros({slots_, options.num_kv_heads, capacity_, options.head_dim()}, tensor_options));
-    values_.push_back(torch::zeros_like(keys_.back()));
+    keys_.push_back(
+        torch::zeros({slots_, options.num_kv_heads, options.head_dim(), capacity_}, tensor_options));
   }
 }
 
@@ -21,22 +22,25 @@ void KvCache::Reserve(int64_t slots, int64_t length) {
   while (new_slots < slots) new_slots *= 2;
   int64_t new_capacity = capacity_;
   while (new_capacity < length) new_capacity *= 2;
-  auto grow = [&](torch::Tensor& t) {
-    auto bigger = torch::zeros({new_slots, t.size(1), new_capacity, t.size(3)}, t.options());
-    bigger.narrow(0, 0, slots_).narrow(2, 0, capacity_).copy_(t);
+  // `dim` is the position dimension: 2 for values, 3 for (transposed) keys.
+  auto grow = [&](torch::Tensor& t, int64_t dim) {
+    auto sizes = t.sizes().vec();
+    sizes[0] = new_slots;
+    sizes[dim] = new_capacity;
+    auto bigger = torch::zeros(sizes, t.options());
+    bigger.narrow(0, 0, slots_).narrow(dim, 0, capacity_).copy_(t);
     t = bigger;
   };
-  for (auto& t : keys_) grow(t);
-  for (auto& t : values_) grow(t);
+  for (auto& t : keys_) grow(t, 3);
+  for (auto& t : values_) grow(t, 2);
   slots_ = new_slots;
   capacity_ = new_capacity;
 }
 
 void KvCache::MoveSlot(int64_t from, int64_t to, int64_t length) {
   if (from == to || length == 0) return;
-  for (auto* tensors : {&keys_, &values_}) {
-    for (auto& t : *tensors) t[to].narrow(1, 0, length).copy_(t[from].narrow(1, 0, length));
-  }
+  for (auto& t : keys_) t[to].narrow(2, 0, length).copy_(t[from].narrow(2, 0, length));
+  for (auto& t : values_) t[to].narrow(1, 0, length).copy_(t[from].narrow(1, 0, length));
 }
 
 KvCache::Binding KvCache::Bind(std::vector<int64_t> slots, std::vector<int64_t> starts,
@@ -71,20 +75,20 @@ std::pair<torch::Tensor, torch::Tensor> KvCache::Binding::Update(int64_t layer,
   using torch::indexing::Slice;
   if (lq == 1) {
     // One token per row at a different position per row: one scatter for the whole batch.
-    keys.index_put_({slot_index_, Slice(), start_index_}, k.select(2, 0));
+    keys.index_put_({slot_index_, Slice(), Slice(), start_index_}, k.select(2, 0));
     values.index_put_({slot_index_, Slice(), start_index_}, v.select(2, 0));
   } else {
     for (int64_t b = 0; b < rows; ++b) {
       TORCH_CHECK(starts_[b] + lq <= cache_->capacity_, "KvCache: write past capacity");
-      keys[slots_[b]].narrow(1, starts_[b], lq).copy_(k[b]);
+      keys[slots_[b]].narrow(2, starts_[b], lq).copy_(k[b].transpose(-1, -2));
       values[slots_[b]].narrow(1, starts_[b], lq).copy_(v[b]);
     }
   }
-  auto read = [&](const torch::Tensor& t) {
-    const auto prefix = t.narrow(2, 0, attend_length_);
+  auto read = [&](const torch::Tensor& t, int64_t dim) {
+    const auto prefix = t.narrow(dim, 0, attend_length_);
     return identity_ ? prefix.narrow(0, 0, rows) : prefix.index_select(0, slot_index_);
   };
-  return {read(keys), read(values)};
+  return {read(keys, 3), read(values, 2)};
 }
 
 }  // namespace flywheel

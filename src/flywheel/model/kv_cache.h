@@ -1,6 +1,7 @@
 // Keys/values of many sequences for incremental decoding, one slot per sequence.
 //
-//   layer l:  keys[l]   [slots, kv_heads, capacity, head_dim]   (values[l] alike)
+//   layer l:  values[l] [slots, kv_heads, capacity, head_dim]
+//             keys[l]   [slots, kv_heads, head_dim, capacity]   (transposed: see KvStore)
 //             slot 0  | k0 k1 k2 k3 . . . . |   length 4
 //             slot 1  | k0 k1 . . . . . . . |   length 2
 //             slot 2  | k0 k1 k2 k3 k4 k5 . |   length 6

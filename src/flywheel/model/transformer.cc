@@ -82,17 +82,33 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Rotary& rotar
   const int64_t b = x.size(0);
   const int64_t lq = x.size(1);
   const int64_t groups = num_heads_ / num_kv_heads_;
-  auto q = q_proj->forward(x).view({b, lq, num_heads_, head_dim_}).transpose(1, 2);
-  auto k = k_proj->forward(x).view({b, lq, num_kv_heads_, head_dim_}).transpose(1, 2);
-  auto v = v_proj->forward(x).view({b, lq, num_kv_heads_, head_dim_}).transpose(1, 2);
-  q = rotary.Apply(q);
-  k = rotary.Apply(k);
-  if (store != nullptr) std::tie(k, v) = store->Update(layer_index_, k, v);
-  const int64_t lk = k.size(2);
+  torch::Tensor q, k, v;
+  const int64_t q_width = num_heads_ * head_dim_;
+  const int64_t kv_width = num_kv_heads_ * head_dim_;
+  if (qkv_weight_.defined()) {  // frozen weights: one GEMM instead of three
+    const auto qkv = torch::linear(x, qkv_weight_, qkv_bias_);
+    q = qkv.narrow(-1, 0, q_width);
+    k = qkv.narrow(-1, q_width, kv_width);
+    v = qkv.narrow(-1, q_width + kv_width, kv_width);
+  } else {
+    q = q_proj->forward(x);
+    k = k_proj->forward(x);
+    v = v_proj->forward(x);
+  }
+  q = rotary.Apply(q.view({b, lq, num_heads_, head_dim_}).transpose(1, 2));
+  k = rotary.Apply(k.view({b, lq, num_kv_heads_, head_dim_}).transpose(1, 2));
+  v = v.view({b, lq, num_kv_heads_, head_dim_}).transpose(1, 2);
+  torch::Tensor kt;  // keys transposed, [B, kv_heads, D, Lk]
+  if (store != nullptr) {
+    std::tie(kt, v) = store->Update(layer_index_, k, v);
+  } else {
+    kt = k.transpose(-1, -2);
+  }
+  const int64_t lk = kt.size(3);
   // Grouped-query attention without copying keys: query head h = kv_head * groups + g (the HF
   // repeat_kv order) is folded into the query-row dimension of its kv head.
   const auto qg = q.reshape({b, num_kv_heads_, groups * lq, head_dim_});
-  auto scores = torch::matmul(qg, k.transpose(-1, -2)) * (1.0 / std::sqrt(double(head_dim_)));
+  auto scores = torch::matmul(qg, kt) * (1.0 / std::sqrt(double(head_dim_)));
   scores = scores.view({b, num_kv_heads_, groups, lq, lk}) + bias;
   const auto probs = torch::softmax(scores, -1).view({b, num_kv_heads_, groups * lq, lk});
   const auto out = torch::matmul(probs, v)  // [B, kv_heads, groups * Lq, D]
@@ -108,7 +124,25 @@ MlpImpl::MlpImpl(const ModelOptions& o) {
   down_proj = register_module("down_proj", LinearWeights(o.intermediate_size, o.hidden_size, false));
 }
 
+void AttentionImpl::FuseProjections() {
+  torch::NoGradGuard no_grad;
+  qkv_weight_ = torch::cat({q_proj->weight, k_proj->weight, v_proj->weight}, 0);
+  if (q_proj->bias.defined()) {
+    qkv_bias_ = torch::cat({q_proj->bias, k_proj->bias, v_proj->bias}, 0);
+  }
+}
+
+void MlpImpl::FuseProjections() {
+  torch::NoGradGuard no_grad;
+  gate_up_weight_ = torch::cat({gate_proj->weight, up_proj->weight}, 0);
+}
+
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) const {
+  if (gate_up_weight_.defined()) {
+    const auto gate_up = torch::linear(x, gate_up_weight_);
+    const int64_t n = gate_up.size(-1) / 2;
+    return down_proj->forward(torch::silu(gate_up.narrow(-1, 0, n)) * gate_up.narrow(-1, n, n));
+  }
   return down_proj->forward(torch::silu(gate_proj->forward(x)) * up_proj->forward(x));
 }
 
@@ -173,6 +207,13 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens,
   const auto device = model_->embed_tokens->weight.device();
   return Logits(Hidden(tokens.to(device), layout.positions.to(device), layout.allowed.to(device),
                        nullptr));
+}
+
+void TransformerImpl::FuseProjectionsForInference() {
+  for (auto& layer : model_->decoder) {
+    layer->self_attn->FuseProjections();
+    layer->mlp->FuseProjections();
+  }
 }
 
 int64_t TransformerImpl::NumParameters() const {

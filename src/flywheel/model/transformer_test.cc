@@ -113,6 +113,19 @@ TEST(TransformerTest, TreeEqualsEachPathRunAlone) {
   }
 }
 
+TEST(TransformerTest, FusedProjectionsComputeTheSameFunction) {
+  torch::NoGradGuard no_grad;
+  auto o = Tiny(2, false);
+  o.attention_bias = true;
+  auto model = Build(o);
+  for (auto& p : model->parameters()) p.add_(torch::randn_like(p) * 0.01);  // nonzero biases
+  const auto tokens = torch::randint(50, {2, 7}, torch::kInt64);
+  const auto before = model->forward(tokens, CausalLayout(2, 7));
+  model->FuseProjectionsForInference();
+  const auto after = model->forward(tokens, CausalLayout(2, 7));
+  EXPECT_TRUE(torch::allclose(before, after, 1e-5, 1e-5));
+}
+
 TEST(TransformerTest, ShapeErrorsBecomeStatus) {
   auto model = Build(Tiny());
   const auto s = TorchCall("forward", [&] {

@@ -20,6 +20,7 @@ absl::StatusOr<std::shared_ptr<const WeightSnapshot>> MakeSnapshot(const Transfo
       item.value().copy_(*from);
       item.value().set_requires_grad(false);
     }
+    snapshot->model->FuseProjectionsForInference();
     return std::shared_ptr<const WeightSnapshot>(std::move(snapshot));
   });
 }

@@ -21,7 +21,8 @@ struct WeightSnapshot {
   Transformer model{nullptr};  // parameters do not require grad; never modified
 };
 
-// Deep-copies `model`'s parameters (on `model`'s device) into a new snapshot tagged `version`.
+// Deep-copies `model`'s parameters (on `model`'s device) into a new snapshot tagged `version`,
+// with projections fused for decoding (FuseProjectionsForInference).
 absl::StatusOr<std::shared_ptr<const WeightSnapshot>> MakeSnapshot(const Transformer& model,
                                                                    int64_t version);
 

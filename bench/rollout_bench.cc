@@ -1,0 +1,316 @@
+// Generated tokens/s of the policy on the same model, prompts and thread count for
+//   (a) engine:    the rollout engine (KV cache, one batched decode per step, continuous batching)
+//   (b) recompute: the same model recomputing the whole sequence at every step (no cache)
+//   (c) python:    plain eager PyTorch (bench/rollout_python.py) with its own KV cache
+// and the ratios speedup_vs_recompute = a/b, speedup_vs_python = a/c.
+//
+// (b) grows quadratically with the generated length; by default it times `recompute_samples`
+// steps spread over the whole generation and integrates the per-step time linearly between
+// them (`recompute_mode: "sampled"`); --param recompute=full times every step. (c) is skipped,
+// with a message, when /usr/bin/python3 has no torch. A greedy check confirms that the Python
+// peer is the same model: its greedy tokens must equal the engine's.
+//
+// Fairness: the engine and the Python peer run alternately, `rounds` times each, and the median
+// is reported (other work on a shared machine shifts single runs). Both use `threads` LibTorch
+// threads and the same number of BLAS threads (OpenBLAS keeps its own pool, which otherwise
+// spins on every core).
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <torch/torch.h>
+
+#include "bench/registry.h"
+#include "flywheel/actor/rollout_engine.h"
+#include "flywheel/core/status_macros.h"
+#include "flywheel/core/strings.h"
+#include "flywheel/model/safetensors.h"
+#include "flywheel/model/torch_status.h"
+
+namespace flywheel::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// OpenBLAS's thread pool is separate from LibTorch's; without this it uses every core.
+void SetBlasThreads(int64_t threads) {
+  using SetFn = void (*)(int);
+  if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+    fn(static_cast<int>(threads));
+  }
+}
+
+double Median(std::vector<double> v) { return Percentile(std::move(v), 0.5); }
+
+double Seconds(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+struct Setup {
+  ModelOptions model;
+  std::shared_ptr<const WeightSnapshot> snapshot;
+  std::vector<std::vector<int64_t>> prompts;
+  int64_t new_tokens = 0;
+  int64_t threads = 1;
+};
+
+// Generates new_tokens for every prompt with the engine; returns seconds (after a warm-up).
+absl::StatusOr<double> RunEngine(const Setup& s, const SamplingParams& sampling, int64_t n,
+                                 std::vector<std::vector<int64_t>>* out) {
+  RolloutEngineOptions options;
+  options.intra_op_threads = s.threads;
+  options.initial_slots = static_cast<int64_t>(s.prompts.size());
+  options.initial_capacity = static_cast<int64_t>(s.prompts[0].size()) + n;
+  ASSIGN_OR_RETURN(auto engine, RolloutEngine::Create(options, s.snapshot));
+  std::vector<SequenceId> ids;
+  const auto start = Clock::now();
+  for (size_t i = 0; i < s.prompts.size(); ++i) {
+    ASSIGN_OR_RETURN(SequenceId id, engine->AddSequence(s.prompts[i], {sampling, 1000 + i}));
+    RETURN_IF_ERROR(engine->StartTurn(id, {n, {}}));
+    ids.push_back(id);
+  }
+  while (engine->num_generating() > 0) RETURN_IF_ERROR(engine->Step().status());
+  const double seconds = Seconds(start);
+  if (out != nullptr) {
+    for (SequenceId id : ids) {
+      ASSIGN_OR_RETURN(auto tokens, engine->Tokens(id));
+      out->emplace_back(tokens.end() - n, tokens.end());
+    }
+  }
+  return seconds;
+}
+
+// One recompute step: the whole [B, L] sequence through the model, sample the next tokens.
+void RecomputeStep(const Setup& s, torch::Tensor& tokens, std::vector<std::mt19937_64>& rngs) {
+  const int64_t b = tokens.size(0);
+  const int64_t l = tokens.size(1);
+  const auto layout = CausalLayout(b, l);
+  const auto& model = s.snapshot->model;
+  const auto hidden = model->Hidden(tokens, layout.positions, layout.allowed, nullptr);
+  const auto logprobs =
+      SamplingLogProbs(model->Logits(hidden.select(1, l - 1)), SamplingParams{}).contiguous();
+  std::vector<int64_t> next(b);
+  for (int64_t i = 0; i < b; ++i) {
+    next[i] = DrawToken(logprobs.data_ptr<float>() + i * logprobs.size(1), logprobs.size(1),
+                        rngs[i]);
+  }
+  tokens = torch::cat({tokens, torch::tensor(next, torch::kInt64).unsqueeze(1)}, 1);
+}
+
+// Seconds for the whole generation without a cache: timed at `samples` lengths spread over the
+// run and integrated linearly between them, or every step when samples <= 0.
+double RunRecompute(const Setup& s, int64_t samples) {
+  c10::InferenceMode guard;
+  at::set_num_threads(static_cast<int>(s.threads));
+  const int64_t b = static_cast<int64_t>(s.prompts.size());
+  const int64_t p = static_cast<int64_t>(s.prompts[0].size());
+  std::vector<int64_t> flat;
+  for (const auto& prompt : s.prompts) flat.insert(flat.end(), prompt.begin(), prompt.end());
+  std::vector<std::mt19937_64> rngs;
+  for (int64_t i = 0; i < b; ++i) rngs.emplace_back(1000 + i);
+  auto prompts = torch::tensor(flat, torch::kInt64).view({b, p});
+  if (samples <= 0 || samples >= s.new_tokens) {
+    auto tokens = prompts.clone();
+    const auto start = Clock::now();
+    for (int64_t i = 0; i < s.new_tokens; ++i) RecomputeStep(s, tokens, rngs);
+    return Seconds(start);
+  }
+  // Step i runs on p + i tokens; time steps at evenly spaced i (random token contents: the cost
+  // does not depend on them).
+  std::vector<std::pair<double, double>> points;  // (step index, seconds)
+  for (int64_t k = 0; k < samples; ++k) {
+    const int64_t i = k * (s.new_tokens - 1) / (samples - 1);
+    auto tokens = torch::cat({prompts, torch::randint(s.model.vocab_size, {b, i}, torch::kInt64)}, 1);
+    const auto start = Clock::now();
+    RecomputeStep(s, tokens, rngs);
+    points.push_back({static_cast<double>(i), Seconds(start)});
+  }
+  double total = 0;
+  for (size_t k = 0; k + 1 < points.size(); ++k) {
+    const auto [i0, t0] = points[k];
+    const auto [i1, t1] = points[k + 1];
+    total += (t0 + t1) / 2 * (i1 - i0);  // trapezoid over the steps between two samples
+  }
+  return total + points.back().second;  // the last step itself
+}
+
+struct PythonResult {
+  bool ran = false;
+  std::string skipped;
+  nlohmann::json json;
+};
+
+absl::StatusOr<PythonResult> RunPython(const Setup& s, const BenchArgs& args, int64_t check) {
+  PythonResult result;
+  const std::string python = "/usr/bin/python3";
+  if (std::system(StrCat(python, " -c 'import torch' >/dev/null 2>&1").c_str()) != 0) {
+    result.skipped = StrCat(python, " has no torch (Debian package python3-torch): python variant skipped");
+    return result;
+  }
+  const auto dir = std::filesystem::temp_directory_path() /
+                   StrCat("flywheel_rollout_bench_", ::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string weights = (dir / "weights.safetensors").string();
+  const std::string spec_path = (dir / "spec.json").string();
+  const std::string out_path = (dir / "out.json").string();
+  RETURN_IF_ERROR(SaveStateDict(weights, *s.snapshot->model));
+  nlohmann::json spec = {
+      {"model",
+       {{"hidden_size", s.model.hidden_size}, {"num_layers", s.model.num_layers},
+        {"num_heads", s.model.num_heads}, {"num_kv_heads", s.model.num_kv_heads},
+        {"rope_theta", s.model.rope_theta}, {"rms_norm_eps", s.model.rms_norm_eps}}},
+      {"prompts", s.prompts},
+      {"new_tokens", s.new_tokens},
+      {"threads", s.threads},
+      {"greedy_check_tokens", check}};
+  std::ofstream(spec_path) << spec.dump();
+  const std::string script = args.source_dir + "/bench/rollout_python.py";
+  const std::string cmd = StrCat("OPENBLAS_NUM_THREADS=", s.threads, " OMP_NUM_THREADS=", s.threads,
+                                 " ", python, " '", script, "' --weights '", weights, "' --spec '",
+                                 spec_path, "' > '", out_path, "'");
+  const int rc = std::system(cmd.c_str());
+  std::ifstream in(out_path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::filesystem::remove_all(dir);
+  if (rc != 0) {
+    return absl::InternalError(StrCat("python peer failed (exit ", rc, "): ", cmd, "\n", text));
+  }
+  result.json = nlohmann::json::parse(text, nullptr, false);
+  if (result.json.is_discarded()) {
+    return absl::InternalError(StrCat("python peer printed no JSON: ", text));
+  }
+  result.ran = true;
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args) {
+  Setup s;
+  s.model.vocab_size = args.GetInt("vocab", 512);
+  s.model.hidden_size = args.GetInt("hidden", 128);
+  s.model.num_layers = args.GetInt("layers", 2);
+  s.model.num_heads = args.GetInt("heads", 4);
+  s.model.num_kv_heads = args.GetInt("kv_heads", 2);
+  s.model.intermediate_size = args.GetInt("intermediate", 344);
+  s.model.seed = 1;
+  const int64_t batch = args.GetInt("batch", args.quick ? 4 : 32);
+  const int64_t prompt_len = args.GetInt("prompt", args.quick ? 8 : 32);
+  s.new_tokens = args.GetInt("new_tokens", args.quick ? 16 : 512);
+  s.threads = args.GetInt("threads", 1);
+  const bool full_recompute = args.GetString("recompute", "sampled") == "full";
+  const int64_t samples = full_recompute ? 0 : args.GetInt("recompute_samples", 9);
+  const bool run_python = args.GetString("python", "on") != "off";
+  const int64_t rounds = std::max<int64_t>(1, args.GetInt("rounds", args.quick ? 1 : 3));
+  s.model.max_seq_len = std::max<int64_t>(1024, prompt_len + s.new_tokens);
+  RETURN_IF_ERROR(s.model.Validate());
+  if (batch <= 0 || prompt_len <= 0 || s.new_tokens < 2 || s.threads <= 0) {
+    return absl::InvalidArgumentError("rollout bench: batch, prompt, threads must be > 0 and new_tokens >= 2");
+  }
+  SetBlasThreads(s.threads);
+  ASSIGN_OR_RETURN(Transformer model, MakeTransformer(s.model));
+  ASSIGN_OR_RETURN(s.snapshot, MakeSnapshot(model, 1));
+  std::mt19937_64 rng(7);
+  for (int64_t i = 0; i < batch; ++i) {
+    std::vector<int64_t> prompt(prompt_len);
+    for (auto& t : prompt) t = static_cast<int64_t>(rng() % s.model.vocab_size);
+    s.prompts.push_back(prompt);
+  }
+  const int64_t generated = batch * s.new_tokens;
+
+  // (a) engine, after a short warm-up; greedy tokens for the Python cross-check.
+  const int64_t check = std::min<int64_t>(8, s.new_tokens);
+  std::vector<std::vector<int64_t>> greedy;
+  SamplingParams greedy_params;
+  greedy_params.top_k = 1;
+  {
+    Setup two = s;
+    two.prompts.resize(std::min<int64_t>(2, batch));
+    RETURN_IF_ERROR(RunEngine(two, greedy_params, check, &greedy).status());
+  }
+  RETURN_IF_ERROR(RunEngine(s, {}, 4, nullptr).status());
+
+  // (a) and (c) alternate, `rounds` times each.
+  std::vector<double> engine_runs, python_runs;
+  PythonResult py;
+  if (!run_python) py.skipped = "python variant off (--param python=off)";
+  for (int64_t r = 0; r < rounds; ++r) {
+    ASSIGN_OR_RETURN(const double seconds, RunEngine(s, {}, s.new_tokens, nullptr));
+    engine_runs.push_back(seconds);
+    if (run_python && py.skipped.empty()) {
+      ASSIGN_OR_RETURN(py, RunPython(s, args, check));
+      if (py.ran) python_runs.push_back(py.json["seconds"].get<double>());
+    }
+  }
+  const double engine_s = Median(engine_runs);
+  const double engine_tps = generated / engine_s;
+
+  // (b) recompute.
+  double recompute_s = 0;
+  RETURN_IF_ERROR(TorchCall("recompute variant", [&] { recompute_s = RunRecompute(s, samples); }));
+  const double recompute_tps = generated / recompute_s;
+
+  BenchReport report;
+  report.config = {{"batch_size", batch},
+                   {"prompt_tokens", prompt_len},
+                   {"new_tokens", s.new_tokens},
+                   {"threads", s.threads},
+                   {"rounds", rounds},
+                   {"sampling", "temperature 1, no truncation"},
+                   {"recompute_mode", full_recompute ? "full" : "sampled"},
+                   {"recompute_samples", samples},
+                   {"model",
+                    {{"vocab_size", s.model.vocab_size}, {"hidden_size", s.model.hidden_size},
+                     {"num_layers", s.model.num_layers}, {"num_heads", s.model.num_heads},
+                     {"num_kv_heads", s.model.num_kv_heads},
+                     {"intermediate_size", s.model.intermediate_size},
+                     {"parameters", model->NumParameters()}}}};
+  report.results["engine"] = {
+      {"tokens_per_s", engine_tps}, {"seconds", engine_s}, {"seconds_per_round", engine_runs}};
+  report.results["recompute"] = {{"tokens_per_s", recompute_tps}, {"seconds", recompute_s}};
+  nlohmann::json tps = {{"engine", engine_tps}, {"recompute", recompute_tps}};
+  report.table = {{"variant", "tokens/s", "seconds"},
+                  {"engine (KV cache, batched)", fmt::format("{:.0f}", engine_tps),
+                   fmt::format("{:.2f}", engine_s)},
+                  {full_recompute ? "recompute (full)" : "recompute (sampled steps)",
+                   fmt::format("{:.0f}", recompute_tps), fmt::format("{:.2f}", recompute_s)}};
+  report.ratios["speedup_vs_recompute"] = engine_tps / recompute_tps;
+  std::string summary = fmt::format("engine {:.0f} tok/s; {:.1f}x vs recompute", engine_tps,
+                                    engine_tps / recompute_tps);
+  if (py.ran) {
+    const double py_s = Median(python_runs);
+    const double py_tps = generated / py_s;
+    const bool same = py.json["greedy_tokens"] == nlohmann::json(greedy);
+    report.results["python"] = py.json;  // the last round's output, plus:
+    report.results["python"]["tokens_per_s"] = py_tps;
+    report.results["python"]["seconds"] = py_s;
+    report.results["python"]["seconds_per_round"] = python_runs;
+    report.results["python"]["greedy_matches_engine"] = same;
+    tps["python"] = py_tps;
+    report.ratios["speedup_vs_python"] = engine_tps / py_tps;
+    report.table.push_back({"python eager (KV cache)", fmt::format("{:.0f}", py_tps),
+                            fmt::format("{:.2f}", py_s)});
+    summary += fmt::format(", {:.1f}x vs python eager{}", engine_tps / py_tps,
+                           same ? "" : " (WARNING: python greedy tokens differ from the engine's)");
+  } else {
+    report.results["python"] = {{"skipped", py.skipped}};
+    report.ratios["speedup_vs_python"] = nullptr;
+    std::printf("%s\n", py.skipped.c_str());
+    summary += "; python skipped";
+  }
+  report.ratios["tokens_per_s"] = tps;
+  report.ratios["model_parameters"] = model->NumParameters();
+  report.ratios["batch_size"] = batch;
+  report.ratios["threads"] = s.threads;
+  report.summary = fmt::format("{} (batch {}, {} new tokens, {} threads, {} params)", summary,
+                               batch, s.new_tokens, s.threads, model->NumParameters());
+  return report;
+}
+
+}  // namespace flywheel::bench

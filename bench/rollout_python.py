@@ -1,0 +1,164 @@
+#!/usr/bin/python3
+"""Peer of `flywheel bench rollout`: the same Llama-style model in plain eager PyTorch with its
+own preallocated KV cache, generating from the same prompts and weights.
+
+Run by the benchmark with Debian's /usr/bin/python3 (python3-torch). Fair setup: weights loaded
+from the benchmark's safetensors file, torch.inference_mode, the same thread count, a KV cache
+written in place (no torch.cat per step), grouped-query attention without copying keys. Prints
+one JSON object on stdout.
+
+usage: rollout_python.py --weights W.safetensors --spec SPEC.json
+SPEC: {"model": {...ModelOptions...}, "prompts": [[ids]], "new_tokens": N, "threads": T,
+       "greedy_check_tokens": K}
+"""
+import argparse
+import json
+import math
+import struct
+import time
+
+import torch
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    base = 8 + n
+    dtypes = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+    out = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = entry["data_offsets"]
+        buf = bytearray(data[base + begin:base + end])
+        t = torch.frombuffer(buf, dtype=dtypes[entry["dtype"]]) if end > begin else torch.empty(0)
+        out[name] = t.reshape(entry["shape"]).to(torch.float32)
+    return out
+
+
+class Model:
+    def __init__(self, cfg, w):
+        self.cfg = cfg
+        self.w = w
+        self.h = cfg["num_heads"]
+        self.kvh = cfg["num_kv_heads"]
+        self.d = cfg["hidden_size"] // self.h
+        self.layers = cfg["num_layers"]
+        self.eps = cfg["rms_norm_eps"]
+        inv = cfg["rope_theta"] ** (-torch.arange(0, self.d, 2, dtype=torch.float32) / self.d)
+        self.inv_freq = inv
+        self.head = w.get("lm_head.weight", w["model.embed_tokens.weight"])
+
+    def rms(self, x, weight):
+        return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+    def rope(self, positions):
+        ang = positions.to(torch.float32)[..., None] * self.inv_freq
+        emb = torch.cat([ang, ang], -1)[:, None]  # [B, 1, L, D]
+        return emb.cos(), emb.sin()
+
+    @staticmethod
+    def apply_rope(x, cos, sin):
+        half = x.shape[-1] // 2
+        rot = torch.cat([-x[..., half:], x[..., :half]], -1)
+        return x * cos + rot * sin
+
+    def forward(self, tokens, start, cache):
+        """tokens [B, L] at positions start..start+L-1; cache: per layer (k, v) preallocated."""
+        w = self.w
+        b, l = tokens.shape
+        x = w["model.embed_tokens.weight"][tokens]
+        positions = torch.arange(start, start + l)[None].expand(b, l)
+        cos, sin = self.rope(positions)
+        total = start + l
+        mask = None
+        if l > 1:
+            mask = torch.full((l, total), float("-inf")).triu(start + 1)
+        g = self.h // self.kvh
+        for i in range(self.layers):
+            p = f"model.layers.{i}."
+            hx = self.rms(x, w[p + "input_layernorm.weight"])
+            q = torch.nn.functional.linear(hx, w[p + "self_attn.q_proj.weight"])
+            k = torch.nn.functional.linear(hx, w[p + "self_attn.k_proj.weight"])
+            v = torch.nn.functional.linear(hx, w[p + "self_attn.v_proj.weight"])
+            q = q.view(b, l, self.h, self.d).transpose(1, 2)
+            k = k.view(b, l, self.kvh, self.d).transpose(1, 2)
+            v = v.view(b, l, self.kvh, self.d).transpose(1, 2)
+            q = self.apply_rope(q, cos, sin)
+            k = self.apply_rope(k, cos, sin)
+            kc, vc = cache[i]
+            kc[:, :, start:total] = k
+            vc[:, :, start:total] = v
+            keys, values = kc[:, :, :total], vc[:, :, :total]
+            qg = q.reshape(b, self.kvh, g * l, self.d)
+            scores = (qg @ keys.transpose(-1, -2)) / math.sqrt(self.d)
+            if mask is not None:
+                scores = scores.view(b, self.kvh, g, l, total) + mask
+            probs = torch.softmax(scores, -1).view(b, self.kvh, g * l, total)
+            att = (probs @ values).view(b, self.h, l, self.d).transpose(1, 2).reshape(b, l, -1)
+            x = x + torch.nn.functional.linear(att, w[p + "self_attn.o_proj.weight"])
+            hx = self.rms(x, w[p + "post_attention_layernorm.weight"])
+            gate = torch.nn.functional.linear(hx, w[p + "mlp.gate_proj.weight"])
+            up = torch.nn.functional.linear(hx, w[p + "mlp.up_proj.weight"])
+            x = x + torch.nn.functional.linear(torch.nn.functional.silu(gate) * up,
+                                               w[p + "mlp.down_proj.weight"])
+        x = self.rms(x[:, -1], w["model.norm.weight"])
+        return torch.nn.functional.linear(x, self.head)  # [B, V] logits of the last position
+
+    def new_cache(self, b, length):
+        return [(torch.zeros(b, self.kvh, length, self.d), torch.zeros(b, self.kvh, length, self.d))
+                for _ in range(self.layers)]
+
+    def generate(self, prompts, new_tokens, greedy=False, seed=0):
+        gen = torch.Generator().manual_seed(seed)
+        tokens = torch.tensor(prompts, dtype=torch.int64)
+        b, l = tokens.shape
+        cache = self.new_cache(b, l + new_tokens)
+        logits = self.forward(tokens, 0, cache)
+        out, logprobs = [], []
+        pos = l
+        for step in range(new_tokens):
+            lp = torch.log_softmax(logits, -1)
+            if greedy:
+                nxt = lp.argmax(-1, keepdim=True)
+            else:
+                nxt = torch.multinomial(lp.exp(), 1, generator=gen)
+            logprobs.append(lp.gather(-1, nxt))
+            out.append(nxt)
+            if step + 1 < new_tokens:
+                logits = self.forward(nxt, pos, cache)
+                pos += 1
+        return torch.cat(out, 1), torch.cat(logprobs, 1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--weights", required=True)
+    ap.add_argument("--spec", required=True)
+    args = ap.parse_args()
+    with open(args.spec) as f:
+        spec = json.load(f)
+    torch.set_num_threads(spec["threads"])
+    with torch.inference_mode():
+        model = Model(spec["model"], read_safetensors(args.weights))
+        prompts = spec["prompts"]
+        check = spec.get("greedy_check_tokens", 0)
+        greedy = model.generate(prompts[:2], check, greedy=True)[0].tolist() if check else []
+        model.generate(prompts, 4)  # warm-up
+        start = time.perf_counter()
+        tokens, _ = model.generate(prompts, spec["new_tokens"], seed=1)
+        seconds = time.perf_counter() - start
+    print(json.dumps({
+        "tokens_per_s": tokens.numel() / seconds,
+        "seconds": seconds,
+        "generated_tokens": tokens.numel(),
+        "greedy_tokens": greedy,
+        "torch_version": torch.__version__,
+        "threads": torch.get_num_threads(),
+    }))
+
+
+if __name__ == "__main__":
+    main()
