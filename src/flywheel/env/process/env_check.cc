@@ -46,7 +46,8 @@ class Checker {
   // crashed or stayed silent, after which nothing more can be checked.
   std::optional<std::string> Request(const std::string& request, std::string_view what) {
     absl::Status status = process_->WriteLine(request);
-    absl::StatusOr<std::string> line = status;
+    absl::StatusOr<std::string> line = std::string();
+    if (!status.ok()) line = status;
     if (status.ok()) line = process_->ReadLine(absl::Now() + Timeout(), kMaxLineBytes);
     if (line.ok()) return *line;
     std::string problem;

@@ -185,7 +185,8 @@ StepResult ProcessEnv::Exchange(const std::string& request, std::string_view wha
   Subprocess& p = *lease_.process;
   const ProcessOptions& o = pool_->options();
   absl::Status status = p.WriteLine(request);
-  absl::StatusOr<std::string> line = status;
+  absl::StatusOr<std::string> line = std::string();
+  if (!status.ok()) line = status;
   if (status.ok()) {
     line = p.ReadLine(absl::Now() + Seconds(o.step_timeout_seconds),
                       static_cast<size_t>(o.max_line_bytes));
@@ -285,7 +286,8 @@ absl::StatusOr<double> ProcessEnv::ScorePartial() {
   }
   Subprocess& p = *lease_.process;
   absl::Status status = p.WriteLine(protocol::ScoreRequest());
-  absl::StatusOr<std::string> line = status;
+  absl::StatusOr<std::string> line = std::string();
+  if (!status.ok()) line = status;
   if (status.ok()) {
     line = p.ReadLine(absl::Now() + Seconds(pool_->options().score_timeout_seconds),
                       static_cast<size_t>(pool_->options().max_line_bytes));
