@@ -38,5 +38,18 @@ grep -q "num_layers = 5" <<<"$out" || fail "--set did not apply: $out"
 out=$("$FLYWHEEL" bench matmul --quick --out "$TMP/m.json") || fail "bench matmul failed: $out"
 grep -q '"peak_gflops"' "$TMP/m.json" || fail "bench JSON lacks peak_gflops"
 
+out=$(cd "$SOURCE" && "$FLYWHEEL" env check -- python3 examples/envs/guess_env.py) ||
+  fail "env check of the example environment exited non-zero: $out"
+grep -q "^passed" <<<"$out" || fail "env check of the example did not pass: $out"
+
+out=$(cd "$SOURCE" && "$FLYWHEEL" env check --timeout 5 -- python3 examples/envs/broken/bad_protocol_env.py)
+[[ $? -ne 0 ]] || fail "env check of the broken environment exited 0"
+grep -q "VIOLATION  hello: hello has protocol_version 0" <<<"$out" ||
+  fail "env check did not name the version violation: $out"
+
+out=$("$FLYWHEEL" env play "$SOURCE/examples/guess.toml" --policy expert --episodes 50) ||
+  fail "env play failed: $out"
+grep -q "mean reward 1.000" <<<"$out" || fail "the guess expert did not solve every episode: $out"
+
 echo "cli_test: $failures failures"
 exit $((failures > 0))
