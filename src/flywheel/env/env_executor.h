@@ -11,7 +11,8 @@
 // the next due time whenever no compute is pending, so the run is a discrete-event simulation.
 //
 // Calls for one Environment must not overlap (start the next after `done` ran); different
-// environments may be driven concurrently. `done` runs on an executor thread and must be short.
+// environments may be driven concurrently. `done` runs on an executor thread and must be short;
+// it may start the episode's next call but must not call Close().
 // Close() cancels what has not run: its callbacks get CANCELLED.
 #ifndef FLYWHEEL_ENV_ENV_EXECUTOR_H_
 #define FLYWHEEL_ENV_ENV_EXECUTOR_H_

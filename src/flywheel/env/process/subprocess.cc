@@ -88,6 +88,7 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(
   p->stdin_fd_ = in[1];
   p->stdout_fd_ = out[0];
   p->stderr_fd_ = err[0];
+  fcntl(p->stdin_fd_, F_SETFL, fcntl(p->stdin_fd_, F_GETFL) | O_NONBLOCK);
   fcntl(p->stdout_fd_, F_SETFL, fcntl(p->stdout_fd_, F_GETFL) | O_NONBLOCK);
   fcntl(p->stderr_fd_, F_SETFL, fcntl(p->stderr_fd_, F_GETFL) | O_NONBLOCK);
   return p;
@@ -100,14 +101,22 @@ Subprocess::~Subprocess() {
   CloseFd(stderr_fd_);
 }
 
-absl::Status Subprocess::WriteLine(std::string_view line) {
+absl::Status Subprocess::WriteLine(std::string_view line, absl::Duration timeout) {
   if (stdin_fd_ < 0) return absl::UnavailableError("stdin is closed");
+  const absl::Time deadline = absl::Now() + timeout;
   std::string data(line);
   data.push_back('\n');
   size_t done = 0;
   while (done < data.size()) {
     const ssize_t n = write(stdin_fd_, data.data() + done, data.size() - done);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) {
+      pollfd fd = {stdin_fd_, POLLOUT, 0};
+      if (poll(&fd, 1, MillisUntil(deadline)) == 0 && absl::Now() >= deadline) {
+        return absl::DeadlineExceededError("stdin stayed full (the process stopped reading)");
+      }
+      continue;
+    }
     if (n < 0) {
       return absl::UnavailableError(StrCat("write to stdin: ", std::strerror(errno)));
     }

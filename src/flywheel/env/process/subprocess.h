@@ -21,8 +21,9 @@ class Subprocess {
   static absl::StatusOr<std::unique_ptr<Subprocess>> Start(const std::vector<std::string>& argv);
   ~Subprocess();  // kills the process group if still running
 
-  // Writes `line` and a newline. UNAVAILABLE when the process no longer reads (exited).
-  absl::Status WriteLine(std::string_view line);
+  // Writes `line` and a newline. UNAVAILABLE when the process no longer reads (exited);
+  // DEADLINE_EXCEEDED when its stdin pipe stays full for `timeout` (it stopped reading).
+  absl::Status WriteLine(std::string_view line, absl::Duration timeout = absl::Seconds(5));
 
   // The next stdout line without its newline, waiting until `deadline` (real time).
   //   DEADLINE_EXCEEDED   no complete line in time
