@@ -94,8 +94,8 @@ TEST(ProcessEnvTest, CrashEndsTheEpisodeAsEnvErrorAndTheProcessRestarts) {
 
 TEST(ProcessEnvTest, HangEndsAsTimeoutWithTheLastPartialScore) {
   ProcessOptions o = Faulty("hang");
-  o.step_timeout_seconds = 0.5;
-  o.score_timeout_seconds = 0.3;
+  o.step_timeout_seconds = 1;  // generous: normal replies must not time out on a loaded machine
+  o.score_timeout_seconds = 0.5;
   auto pool = ProcessPool::Create(o, 4096);
   ASSERT_TRUE(pool.ok()) << pool.status();
   ProcessEnv env(*pool);
@@ -112,9 +112,9 @@ TEST(ProcessEnvTest, HangEndsAsTimeoutWithTheLastPartialScore) {
 }
 
 TEST(ProcessEnvTest, SlowStepTimesOutButTheProcessStillScoresAndIsKept) {
-  ProcessOptions o = Faulty("slow", {"--delay", "0.6"});
-  o.step_timeout_seconds = 0.2;
-  o.score_timeout_seconds = 3;
+  ProcessOptions o = Faulty("slow", {"--delay", "2.5"});
+  o.step_timeout_seconds = 1;
+  o.score_timeout_seconds = 5;
   auto pool = ProcessPool::Create(o, 4096);
   ASSERT_TRUE(pool.ok()) << pool.status();
   ProcessEnv env(*pool);
@@ -182,8 +182,8 @@ TEST(ProcessEnvTest, ErrorReplyEndsTheEpisodeButKeepsTheProcess) {
 TEST(ProcessEnvTest, ManyEpisodesShareFewCopies) {
   ProcessOptions o = Options();
   o.copies = 2;
-  o.start_timeout_seconds = 0.5;  // an episode waits start + step timeout for a free copy
-  o.step_timeout_seconds = 0.5;
+  o.start_timeout_seconds = 1;  // an episode waits start + step timeout for a free copy
+  o.step_timeout_seconds = 1;
   auto pool = ProcessPool::Create(o, 4096);
   ASSERT_TRUE(pool.ok());
   ProcessEnv a(*pool), b(*pool), c(*pool);
