@@ -44,6 +44,18 @@ grep -q "0.500 (partial)" <<<"$out" || fail "trajectory stats lacks the partial 
 printf 'not json\n' >"$TMP/calls.jsonl"
 err=$("$FLYWHEEL" trajectory stats "$TMP/calls.jsonl" 2>&1) && fail "a malformed call log was accepted"
 grep -q "calls.jsonl:1:" <<<"$err" || fail "call log error lacks the line: $err"
+out=$(cd "$SOURCE" && "$FLYWHEEL" env check -- python3 examples/envs/guess_env.py) ||
+  fail "env check of the example environment exited non-zero: $out"
+grep -q "^passed" <<<"$out" || fail "env check of the example did not pass: $out"
+
+out=$(cd "$SOURCE" && "$FLYWHEEL" env check --timeout 5 -- python3 examples/envs/broken/bad_protocol_env.py)
+[[ $? -ne 0 ]] || fail "env check of the broken environment exited 0"
+grep -q "VIOLATION  hello: hello has protocol_version 0" <<<"$out" ||
+  fail "env check did not name the version violation: $out"
+
+out=$("$FLYWHEEL" env play "$SOURCE/examples/guess.toml" --policy expert --episodes 50) ||
+  fail "env play failed: $out"
+grep -q "mean reward 1.000" <<<"$out" || fail "the guess expert did not solve every episode: $out"
 
 echo "cli_test: $failures failures"
 exit $((failures > 0))

@@ -23,6 +23,7 @@ int ReportError(const absl::Status& status);
 void AddConfigCommand(CLI::App& app, Invocation& invocation);
 void AddBenchCommand(CLI::App& app, Invocation& invocation);
 void AddTrajectoryCommand(CLI::App& app, Invocation& invocation);
+void AddEnvCommand(CLI::App& app, Invocation& invocation);
 
 }  // namespace flywheel::cli
 

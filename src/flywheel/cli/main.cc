@@ -27,6 +27,7 @@ int Main(int argc, char** argv) {
   AddConfigCommand(app, invocation);
   AddBenchCommand(app, invocation);
   AddTrajectoryCommand(app, invocation);
+  AddEnvCommand(app, invocation);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,184 @@
+#include "flywheel/env/env_executor.h"
+
+#include <memory>
+
+namespace flywheel {
+namespace {
+
+// Idle threads re-check for shutdown at this interval even without a signal.
+constexpr absl::Duration kIdlePoll = absl::Milliseconds(200);
+
+}  // namespace
+
+EnvExecutor::EnvExecutor(Options options) : clock_(options.clock) {
+  for (int i = 0; i < std::max(1, options.num_workers); ++i) {
+    threads_.emplace_back([this] { WorkerLoop(); });
+  }
+  threads_.emplace_back([this] { TimerLoop(); });
+}
+
+EnvExecutor::~EnvExecutor() { Close(); }
+
+void EnvExecutor::Close() {
+  std::deque<Work> work;
+  std::vector<Timer> timers;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return;
+    closed_ = true;
+    work.swap(work_);
+    while (!timers_.empty()) {
+      timers.push_back(std::move(const_cast<Timer&>(timers_.top())));
+      timers_.pop();
+    }
+    work_cv_.SignalAll();
+    timer_cv_.SignalAll();
+  }
+  for (auto& w : work) w.cancel();
+  for (auto& t : timers) t.fire(absl::CancelledError("environment executor closed"));
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+int64_t EnvExecutor::in_flight() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(work_.size() + timers_.size()) + busy_workers_;
+}
+
+void EnvExecutor::Submit(absl::AnyInvocable<void()> run, absl::AnyInvocable<void()> cancel) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!closed_) {
+      work_.push_back({std::move(run), nullptr});
+      work_.back().cancel = std::move(cancel);
+      work_cv_.Signal();
+      return;
+    }
+  }
+  cancel();
+}
+
+void EnvExecutor::StartReset(Environment* env, TaskInstance task, StepCallback done) {
+  auto shared = std::make_shared<StepCallback>(std::move(done));
+  Submit([this, env, task = std::move(task),
+          shared] { CompleteStep(env->Reset(task), std::move(*shared)); },
+         [shared] { (*shared)(absl::CancelledError("environment executor closed")); });
+}
+
+void EnvExecutor::StartStep(Environment* env, std::string action, StepCallback done) {
+  auto shared = std::make_shared<StepCallback>(std::move(done));
+  Submit([this, env, action = std::move(action),
+          shared] { CompleteStep(env->Step(action), std::move(*shared)); },
+         [shared] { (*shared)(absl::CancelledError("environment executor closed")); });
+}
+
+void EnvExecutor::StartScorePartial(Environment* env, ScoreCallback done) {
+  auto shared = std::make_shared<ScoreCallback>(std::move(done));
+  Submit([env, shared] { (*shared)(env->ScorePartial()); },
+         [shared] { (*shared)(absl::CancelledError("environment executor closed")); });
+}
+
+std::future<absl::StatusOr<StepResult>> EnvExecutor::Reset(Environment* env, TaskInstance task) {
+  auto promise = std::make_shared<std::promise<absl::StatusOr<StepResult>>>();
+  auto future = promise->get_future();
+  StartReset(env, std::move(task), [promise](absl::StatusOr<StepResult> r) {
+    promise->set_value(std::move(r));
+  });
+  return future;
+}
+
+std::future<absl::StatusOr<StepResult>> EnvExecutor::Step(Environment* env, std::string action) {
+  auto promise = std::make_shared<std::promise<absl::StatusOr<StepResult>>>();
+  auto future = promise->get_future();
+  StartStep(env, std::move(action), [promise](absl::StatusOr<StepResult> r) {
+    promise->set_value(std::move(r));
+  });
+  return future;
+}
+
+// Runs on a worker: completes at once, or parks the result in the timer queue for its latency.
+void EnvExecutor::CompleteStep(absl::StatusOr<StepResult> result, StepCallback done) {
+  if (!result.ok() || result->latency <= absl::ZeroDuration()) {
+    done(std::move(result));
+    return;
+  }
+  const absl::Time due = clock_->Now() + result->latency;
+  auto shared_result = std::make_shared<absl::StatusOr<StepResult>>(std::move(result));
+  auto fire = [shared_result, done = std::move(done)](absl::Status status) mutable {
+    if (!status.ok()) {
+      done(std::move(status));
+    } else {
+      done(std::move(*shared_result));
+    }
+  };
+  {
+    absl::MutexLock lock(&mu_);
+    if (!closed_) {
+      timers_.push(Timer{due, next_seq_++, std::move(fire)});
+      timer_cv_.Signal();
+      return;
+    }
+  }
+  fire(absl::CancelledError("environment executor closed"));
+}
+
+void EnvExecutor::HoldVirtualTime(absl::FunctionRef<void()> start) {
+  {
+    absl::MutexLock lock(&mu_);
+    ++holds_;
+  }
+  start();
+  absl::MutexLock lock(&mu_);
+  --holds_;
+  timer_cv_.Signal();
+}
+
+void EnvExecutor::WorkerLoop() {
+  while (true) {
+    Work work;
+    {
+      absl::MutexLock lock(&mu_);
+      while (!closed_ && work_.empty()) work_cv_.WaitWithTimeout(&mu_, kIdlePoll);
+      if (closed_) return;
+      work = std::move(work_.front());
+      work_.pop_front();
+      ++busy_workers_;
+    }
+    work.run();
+    absl::MutexLock lock(&mu_);
+    --busy_workers_;
+    if (busy_workers_ == 0 && work_.empty()) timer_cv_.Signal();  // virtual time may advance
+  }
+}
+
+void EnvExecutor::TimerLoop() {
+  while (true) {
+    absl::AnyInvocable<void(absl::Status)> fire;
+    {
+      absl::MutexLock lock(&mu_);
+      while (true) {
+        if (closed_) return;
+        if (timers_.empty()) {
+          timer_cv_.WaitWithTimeout(&mu_, kIdlePoll);
+          continue;
+        }
+        const absl::Time due = timers_.top().due;
+        const absl::Time now = clock_->Now();
+        if (due <= now) break;
+        if (!IsVirtual()) {
+          // Wakes early when a nearer timer is added or on close.
+          timer_cv_.WaitWithDeadline(&mu_, std::min(due, now + kIdlePoll));
+        } else if (busy_workers_ == 0 && work_.empty() && holds_ == 0) {
+          clock_->SleepFor(due - now);  // nothing can schedule an earlier event: jump ahead
+        } else {
+          timer_cv_.WaitWithTimeout(&mu_, kIdlePoll);
+        }
+      }
+      fire = std::move(const_cast<Timer&>(timers_.top()).fire);
+      timers_.pop();
+    }
+    fire(absl::OkStatus());
+  }
+}
+
+}  // namespace flywheel

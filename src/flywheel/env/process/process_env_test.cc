@@ -1,0 +1,215 @@
+// Process environments, including deliberately broken ones: each failure ends its episode as
+// described in process_env.h, is counted, and the next episode works.
+#include "flywheel/env/process/process_env.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/time/clock.h"
+#include "flywheel/env/tasks/guess.h"
+#include "flywheel/env/test_util.h"
+
+namespace flywheel {
+namespace {
+
+using ::testing::HasSubstr;
+
+ProcessOptions Options(std::vector<std::string> extra_args = {}, const char* script =
+                                                                      "examples/envs/guess_env.py") {
+  ProcessOptions o;
+  o.command = {"python3", testing::SourcePath(script)};
+  o.command.insert(o.command.end(), extra_args.begin(), extra_args.end());
+  o.copies = 1;
+  o.step_timeout_seconds = 5;
+  o.score_timeout_seconds = 2;
+  return o;
+}
+
+ProcessOptions Faulty(const std::string& fault, std::vector<std::string> more = {}) {
+  std::vector<std::string> args = {"--fault", fault};
+  args.insert(args.end(), more.begin(), more.end());
+  return Options(args, "examples/envs/broken/misbehaving_env.py");
+}
+
+int64_t Counter(std::string_view name) {
+  return MetricsRegistry::Global().GetCounter(name)->value();
+}
+
+// Plays a whole episode with the guess expert and expects it solved.
+void ExpectSolves(Environment& env, uint64_t seed) {
+  auto expert = MakeGuessExpert(GuessOptions{});
+  auto summary = RunEpisode(env, *expert, TaskInstance{"guess", seed}, 20);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->total_reward, 1.0);
+  EXPECT_EQ(summary->end, EpisodeEnd::kDone);
+}
+
+// Reset, one normal step, then "boom" (which fires the injected fault).
+StepResult Boom(Environment& env) {
+  EXPECT_TRUE(env.Reset(TaskInstance{"guess", 3}).ok());
+  auto normal = env.Step("0");
+  EXPECT_TRUE(normal.ok());
+  EXPECT_FALSE(normal->done);
+  auto r = env.Step("boom");
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *r : StepResult{};
+}
+
+TEST(ProcessEnvTest, PythonExampleSpeaksTheProtocol) {
+  auto pool = ProcessPool::Create(Options(), 4096);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  EXPECT_EQ((*pool)->name(), "guess");
+  EXPECT_EQ((*pool)->vocabulary().kind, VocabularySpec::kWords);
+  ProcessEnv env(*pool);
+  for (uint64_t seed = 0; seed < 5; ++seed) ExpectSolves(env, seed);
+  // Same instance as the built-in task is not required, but the same seed must repeat.
+  auto a = env.Reset(TaskInstance{"guess", 11});
+  auto a1 = env.Step("8");
+  auto b = env.Reset(TaskInstance{"guess", 11});
+  auto b1 = env.Step("8");
+  ASSERT_TRUE(a1.ok() && b1.ok());
+  EXPECT_EQ(a1->observation, b1->observation);
+  auto score = env.ScorePartial();
+  ASSERT_TRUE(score.ok()) << score.status();
+  EXPECT_EQ(*score, *b1->partial_score);
+}
+
+TEST(ProcessEnvTest, CrashEndsTheEpisodeAsEnvErrorAndTheProcessRestarts) {
+  auto pool = ProcessPool::Create(Faulty("crash"), 4096);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  ProcessEnv env(*pool);
+  const int64_t crashes = Counter("env.process.crashes");
+  const int64_t restarts = Counter("env.process.restarts");
+  const StepResult r = Boom(env);
+  EXPECT_TRUE(r.done);
+  EXPECT_EQ(r.end, EpisodeEnd::kEnvError);
+  EXPECT_THAT(r.error, HasSubstr("crashed during step"));
+  EXPECT_THAT(r.error, HasSubstr("exited with code 3"));
+  EXPECT_THAT(r.error, HasSubstr("injected crash"));  // the stderr tail
+  EXPECT_THAT(r.error, HasSubstr("misbehaving_env.py"));
+  EXPECT_EQ(Counter("env.process.crashes"), crashes + 1);
+  ExpectSolves(env, 1);
+  EXPECT_EQ(Counter("env.process.restarts"), restarts + 1);
+}
+
+TEST(ProcessEnvTest, HangEndsAsTimeoutWithTheLastPartialScore) {
+  ProcessOptions o = Faulty("hang");
+  o.step_timeout_seconds = 1;  // generous: normal replies must not time out on a loaded machine
+  o.score_timeout_seconds = 0.5;
+  auto pool = ProcessPool::Create(o, 4096);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  ProcessEnv env(*pool);
+  const int64_t timeouts = Counter("env.process.timeouts");
+  const StepResult r = Boom(env);
+  EXPECT_EQ(r.end, EpisodeEnd::kTimeout);
+  EXPECT_THAT(r.error, HasSubstr("step_timeout_seconds"));
+  EXPECT_THAT(r.error, HasSubstr("restarting it"));
+  // The hung process cannot score; the last partial score it reported stands.
+  ASSERT_TRUE(r.partial_score.has_value());
+  EXPECT_GT(*r.partial_score, 0);
+  EXPECT_EQ(Counter("env.process.timeouts"), timeouts + 1);
+  ExpectSolves(env, 1);
+}
+
+TEST(ProcessEnvTest, SlowStepTimesOutButTheProcessStillScoresAndIsKept) {
+  ProcessOptions o = Faulty("slow", {"--delay", "2.5"});
+  o.step_timeout_seconds = 1;
+  o.score_timeout_seconds = 5;
+  auto pool = ProcessPool::Create(o, 4096);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  ProcessEnv env(*pool);
+  const int64_t restarts = Counter("env.process.restarts");
+  const StepResult r = Boom(env);
+  EXPECT_EQ(r.end, EpisodeEnd::kTimeout);
+  ASSERT_TRUE(r.partial_score.has_value());
+  EXPECT_THAT(r.error, ::testing::Not(HasSubstr("restarting")));
+  ExpectSolves(env, 1);
+  EXPECT_EQ(Counter("env.process.restarts"), restarts) << "a slow but answering process is kept";
+}
+
+TEST(ProcessEnvTest, GarbageLineIsAProtocolErrorQuotingTheLine) {
+  auto pool = ProcessPool::Create(Faulty("garbage"), 4096);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  ProcessEnv env(*pool);
+  const int64_t errors = Counter("env.process.protocol_errors");
+  const StepResult r = Boom(env);
+  EXPECT_EQ(r.end, EpisodeEnd::kProtocolError);
+  EXPECT_THAT(r.error, HasSubstr("not valid JSON: \"this is not json\""));
+  EXPECT_EQ(Counter("env.process.protocol_errors"), errors + 1);
+  ExpectSolves(env, 1);
+}
+
+TEST(ProcessEnvTest, HugeObservationIsTruncatedAndCountedAndTheEpisodeGoesOn) {
+  auto pool = ProcessPool::Create(Faulty("huge"), 4096);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  ProcessEnv env(*pool);
+  const int64_t truncated = Counter("env.observation_truncated");
+  const StepResult r = Boom(env);
+  EXPECT_EQ(r.end, EpisodeEnd::kRunning);
+  EXPECT_TRUE(r.truncated);
+  EXPECT_EQ(r.observation.size(), 4096u);
+  EXPECT_EQ(Counter("env.observation_truncated"), truncated + 1);
+  auto next = env.Step("5");
+  ASSERT_TRUE(next.ok());
+  EXPECT_FALSE(next->truncated);
+  ExpectSolves(env, 1);
+}
+
+TEST(ProcessEnvTest, LineOverTheByteLimitIsAProtocolError) {
+  ProcessOptions o = Faulty("huge");
+  o.max_line_bytes = 64 << 10;
+  auto pool = ProcessPool::Create(o, 4096);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  ProcessEnv env(*pool);
+  const StepResult r = Boom(env);
+  EXPECT_EQ(r.end, EpisodeEnd::kProtocolError);
+  EXPECT_THAT(r.error, HasSubstr("max_line_bytes"));
+  ExpectSolves(env, 1);
+}
+
+TEST(ProcessEnvTest, ErrorReplyEndsTheEpisodeButKeepsTheProcess) {
+  auto pool = ProcessPool::Create(Faulty("refuse"), 4096);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  ProcessEnv env(*pool);
+  const int64_t restarts = Counter("env.process.restarts");
+  const StepResult r = Boom(env);
+  EXPECT_EQ(r.end, EpisodeEnd::kEnvError);
+  EXPECT_THAT(r.error, HasSubstr("I refuse to play boom"));
+  ExpectSolves(env, 1);
+  EXPECT_EQ(Counter("env.process.restarts"), restarts);
+}
+
+TEST(ProcessEnvTest, ManyEpisodesShareFewCopies) {
+  ProcessOptions o = Options();
+  o.copies = 2;
+  o.start_timeout_seconds = 1;  // an episode waits start + step timeout for a free copy
+  o.step_timeout_seconds = 1;
+  auto pool = ProcessPool::Create(o, 4096);
+  ASSERT_TRUE(pool.ok());
+  ProcessEnv a(*pool), b(*pool), c(*pool);
+  ASSERT_TRUE(a.Reset(TaskInstance{"guess", 1}).ok());
+  ASSERT_TRUE(b.Reset(TaskInstance{"guess", 2}).ok());
+  // Both copies are leased: a third episode waits, then fails as env-error with the advice.
+  auto r = c.Reset(TaskInstance{"guess", 3});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->end, EpisodeEnd::kEnvError);
+  EXPECT_THAT(r->error, HasSubstr("env.process.copies"));
+  a.Close();
+  ExpectSolves(c, 3);
+}
+
+TEST(ProcessEnvTest, CommandThatCannotStartIsReportedAtCreation) {
+  ProcessOptions o;
+  o.command = {"/nonexistent/flywheel-env"};
+  auto missing = ProcessPool::Create(o, 4096);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(missing.status().message(), HasSubstr("/nonexistent/flywheel-env"));
+
+  auto bad = ProcessPool::Create(Options({}, "examples/envs/broken/bad_protocol_env.py"), 4096);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("hello handshake"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("protocol_version 0"));
+}
+
+}  // namespace
+}  // namespace flywheel

@@ -1,0 +1,289 @@
+#include "flywheel/env/tasks/repair.h"
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "flywheel/core/strings.h"
+#include "flywheel/env/task_source.h"
+#include "flywheel/env/tasks/text.h"
+
+namespace flywheel {
+namespace {
+
+using Operand = RepairLine::Operand;
+
+std::string OperandText(const Operand& o) {
+  if (o.kind == 'x') return "x";
+  if (o.kind == 'v') return StrCat("v", o.index);
+  return std::to_string(o.index);
+}
+
+std::optional<Operand> ParseOperand(std::string_view w, int line) {
+  if (w == "x") return Operand{'x', 0};
+  if (w.size() == 1 && w[0] >= '0' && w[0] <= '9') return Operand{'c', w[0] - '0'};
+  if (w.size() >= 2 && w[0] == 'v') {
+    std::optional<int64_t> j = ParseInt(w.substr(1));
+    if (j && *j >= 1 && *j < line) return Operand{'v', static_cast<int>(*j)};
+  }
+  return std::nullopt;
+}
+
+bool SameLine(const RepairLine& p, const RepairLine& q) {
+  return p.op == q.op && p.a.kind == q.a.kind && p.a.index == q.a.index &&
+         p.b.kind == q.b.kind && p.b.index == q.b.index;
+}
+
+// Operand b of line i (1-based), with a = v(i-1): x, a variable older than a, or a constant.
+// Multiplying only by a unit of Z/10 (1, 3, 7, 9) keeps every line a bijection of a, so a
+// change anywhere reaches the output and mutations stay visible to the tests.
+Operand RandomOperand(std::mt19937_64& rng, int line, char op) {
+  static constexpr int kUnits[] = {1, 3, 7, 9};
+  if (op == '*') return {'c', kUnits[std::uniform_int_distribution<int>(0, 3)(rng)]};
+  const int choice = std::uniform_int_distribution<int>(0, 2)(rng);
+  if (choice == 0) return {'x', 0};
+  if (choice == 1 && line > 2) return {'v', std::uniform_int_distribution<int>(1, line - 2)(rng)};
+  return {'c', std::uniform_int_distribution<int>(1, 9)(rng)};
+}
+
+char RandomOp(std::mt19937_64& rng) { return "+-*"[std::uniform_int_distribution<int>(0, 2)(rng)]; }
+
+RepairLine RandomLine(std::mt19937_64& rng, int line) {
+  RepairLine l;
+  l.op = RandomOp(rng);
+  l.a = line == 1 ? Operand{'x', 0} : Operand{'v', line - 1};  // a chain: every line matters
+  l.b = RandomOperand(rng, line, l.op);
+  return l;
+}
+
+bool FailsSomeTest(const RepairProgram& p, const RepairInstance& inst) {
+  for (int x : inst.test_inputs) {
+    if (p.Run(x) != inst.correct.Run(x)) return true;
+  }
+  return false;
+}
+
+VocabularySpec RepairVocabulary(const RepairOptions& o) {
+  std::vector<std::string> words = {"inspect", "test", "patch", "submit", "ok",  "invalid",
+                                    "passed",  "of",   ":",     ";",      "x",   "got",
+                                    "want",    "=",    "+",     "-",      "*"};
+  const int64_t max_number = std::max<int64_t>({9, o.num_lines, o.num_tests});
+  for (int64_t i = 0; i <= max_number; ++i) words.push_back(std::to_string(i));
+  for (int64_t i = 1; i <= o.num_lines; ++i) words.push_back(StrCat("v", i));
+  return VocabularySpec::Words(std::move(words));
+}
+
+class RepairExpert : public Policy {
+ public:
+  explicit RepairExpert(const RepairOptions& options) : options_(options) {}
+  void Begin(const TaskInstance& task, std::string_view) override {
+    const RepairInstance inst = GenerateRepair(options_, task.seed);
+    plan_ = {"test"};
+    for (size_t i = 0; i < inst.correct.lines.size(); ++i) {
+      if (!SameLine(inst.correct.lines[i], inst.buggy.lines[i])) {
+        plan_.push_back(StrCat("patch ", i + 1, " ", inst.correct.LineText(i)));
+      }
+    }
+    plan_.push_back("submit");
+    next_ = 0;
+  }
+  std::string Act(std::string_view) override {
+    return next_ < plan_.size() ? plan_[next_++] : "submit";
+  }
+
+ private:
+  const RepairOptions options_;
+  std::vector<std::string> plan_;
+  size_t next_ = 0;
+};
+
+class RepairRandom : public Policy {
+ public:
+  RepairRandom(const RepairOptions& options, uint64_t seed) : options_(options), rng_(seed) {}
+  void Begin(const TaskInstance&, std::string_view) override {}
+  std::string Act(std::string_view) override {
+    const double u = std::uniform_real_distribution<double>(0, 1)(rng_);
+    const int line = std::uniform_int_distribution<int>(1, options_.num_lines)(rng_);
+    if (u < 0.1) return "submit";
+    if (u < 0.3) return "test";
+    if (u < 0.5) return StrCat("inspect ", line);
+    RepairProgram p;
+    p.lines.resize(line);
+    p.lines[line - 1] = RandomLine(rng_, line);
+    return StrCat("patch ", line, " ", p.LineText(line - 1));
+  }
+
+ private:
+  const RepairOptions options_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace
+
+int RepairProgram::Run(int x) const {
+  std::vector<int> v(lines.size() + 1, 0);
+  auto value = [&](const Operand& o) {
+    return o.kind == 'x' ? x : o.kind == 'v' ? v[o.index] : o.index;
+  };
+  int out = x % 10;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const int a = value(lines[i].a), b = value(lines[i].b);
+    const int r = lines[i].op == '+' ? a + b : lines[i].op == '-' ? a - b : a * b;
+    out = v[i + 1] = ((r % 10) + 10) % 10;
+  }
+  return out;
+}
+
+std::string RepairProgram::LineText(size_t i) const {
+  return StrCat("v", i + 1, " = ", OperandText(lines[i].a), " ", lines[i].op, " ",
+                OperandText(lines[i].b));
+}
+
+std::optional<RepairLine> ParseRepairLine(const std::vector<std::string_view>& w, int n) {
+  if (w.size() != 5 || w[0] != StrCat("v", n) || w[1] != "=") return std::nullopt;
+  if (w[3] != "+" && w[3] != "-" && w[3] != "*") return std::nullopt;
+  std::optional<Operand> a = ParseOperand(w[2], n), b = ParseOperand(w[4], n);
+  if (!a || !b) return std::nullopt;
+  return RepairLine{*a, *b, w[3][0]};
+}
+
+RepairInstance GenerateRepair(const RepairOptions& options, uint64_t seed) {
+  std::mt19937_64 rng(MixSeed(seed));
+  RepairInstance inst;
+  const int n = static_cast<int>(options.num_lines);
+  for (int i = 1; i <= n; ++i) inst.correct.lines.push_back(RandomLine(rng, i));
+  std::vector<int> inputs(10);
+  std::iota(inputs.begin(), inputs.end(), 0);
+  std::shuffle(inputs.begin(), inputs.end(), rng);
+  inst.test_inputs.assign(inputs.begin(), inputs.begin() + options.num_tests);
+
+  // Mutate lines one at a time, keeping a mutation only if on its own it fails a test, so that
+  // every bug is visible to the tests and the expert's fix is necessary.
+  inst.buggy = inst.correct;
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  int64_t bugs = 0;
+  for (int i : order) {
+    if (bugs == options.num_bugs) break;
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      RepairLine mutated = inst.correct.lines[i];
+      if (std::bernoulli_distribution(0.5)(rng)) {
+        mutated.op = RandomOp(rng);
+      } else {
+        mutated.b = RandomOperand(rng, i + 1, mutated.op);
+      }
+      RepairProgram alone = inst.correct, together = inst.buggy;
+      alone.lines[i] = together.lines[i] = mutated;
+      // Visible alone, and not cancelling the bugs already placed.
+      if (!SameLine(mutated, inst.correct.lines[i]) && FailsSomeTest(alone, inst) &&
+          FailsSomeTest(together, inst)) {
+        inst.buggy.lines[i] = mutated;
+        ++bugs;
+        break;
+      }
+    }
+  }
+  return inst;
+}
+
+RepairEnv::RepairEnv(const RepairOptions& options)
+    : options_(options), vocabulary_(RepairVocabulary(options)) {}
+
+absl::StatusOr<StepResult> RepairEnv::Reset(const TaskInstance& task) {
+  instance_ = GenerateRepair(options_, task.seed);
+  program_ = instance_.buggy;
+  turns_ = 0;
+  started_ = true;
+  done_ = false;
+  StepResult r;
+  r.observation = TestReport();
+  r.partial_score = FractionPassing();
+  return r;
+}
+
+absl::StatusOr<StepResult> RepairEnv::Step(std::string_view action) {
+  if (!started_) return absl::FailedPreconditionError("repair: step before reset");
+  if (done_) return absl::FailedPreconditionError("repair: step after the episode ended");
+  ++turns_;
+  bool submitted = false;
+  StepResult r;
+  r.observation = Act(action, submitted);
+  r.partial_score = FractionPassing();
+  if (submitted) {
+    r.reward = *r.partial_score;
+    r.done = true;
+    r.end = EpisodeEnd::kDone;
+  } else if (turns_ >= options_.max_turns) {
+    r.done = true;
+    r.end = EpisodeEnd::kTimeout;  // horizon reached without a submit: scored partially
+  }
+  done_ = r.done;
+  return r;
+}
+
+std::string RepairEnv::Act(std::string_view action, bool& submitted) {
+  const std::vector<std::string_view> w = SplitWords(action);
+  if (w.empty()) return "invalid";
+  const int n = static_cast<int>(program_.lines.size());
+  std::optional<int64_t> line = w.size() >= 2 ? ParseInt(w[1]) : std::nullopt;
+  const bool line_ok = line && *line >= 1 && *line <= n;
+  if (w[0] == "submit" && w.size() == 1) {
+    submitted = true;
+    return TestReport();
+  }
+  if (w[0] == "test" && w.size() == 1) return TestReport();
+  if (w[0] == "inspect" && w.size() == 1) {
+    std::vector<std::string> lines;
+    for (int i = 0; i < n; ++i) lines.push_back(StrCat(i + 1, " : ", program_.LineText(i)));
+    return Join(lines, " ; ");
+  }
+  if (w[0] == "inspect" && w.size() == 2 && line_ok) {
+    return StrCat(*line, " : ", program_.LineText(*line - 1));
+  }
+  if (w[0] == "patch" && line_ok) {
+    std::optional<RepairLine> parsed = ParseRepairLine({w.begin() + 2, w.end()}, *line);
+    if (!parsed) return "invalid";
+    program_.lines[*line - 1] = *parsed;
+    return "ok";
+  }
+  return "invalid";
+}
+
+double RepairEnv::FractionPassing() const {
+  int passing = 0;
+  for (int x : instance_.test_inputs) passing += program_.Run(x) == instance_.correct.Run(x);
+  return static_cast<double>(passing) / static_cast<double>(instance_.test_inputs.size());
+}
+
+std::string RepairEnv::TestReport() const {
+  std::vector<std::string> failures;
+  for (int x : instance_.test_inputs) {
+    const int got = program_.Run(x), want = instance_.correct.Run(x);
+    if (got != want) failures.push_back(StrCat("x ", x, " got ", got, " want ", want));
+  }
+  const size_t total = instance_.test_inputs.size();
+  std::string report = StrCat("passed ", total - failures.size(), " of ", total);
+  if (!failures.empty()) report += StrCat(" : ", Join(failures, " ; "));
+  return report;
+}
+
+absl::StatusOr<double> RepairEnv::ScorePartial() {
+  if (!started_) return absl::FailedPreconditionError("repair: score before reset");
+  return FractionPassing();
+}
+
+std::string RepairEnv::DebugString() const {
+  return StrCat("repair(num_lines=", options_.num_lines, ", num_bugs=", options_.num_bugs,
+                ", num_tests=", options_.num_tests, ", max_turns=", options_.max_turns, ")");
+}
+
+std::unique_ptr<Policy> MakeRepairExpert(const RepairOptions& options) {
+  return std::make_unique<RepairExpert>(options);
+}
+
+std::unique_ptr<Policy> MakeRepairRandom(const RepairOptions& options, uint64_t seed) {
+  return std::make_unique<RepairRandom>(options, seed);
+}
+
+}  // namespace flywheel
