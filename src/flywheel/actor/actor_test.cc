@@ -1,0 +1,149 @@
+#include "flywheel/actor/actor.h"
+
+#include <map>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "flywheel/actor/env_tokenizer.h"
+#include "flywheel/model/weight_snapshot.h"
+
+namespace flywheel {
+namespace {
+
+struct Harness {
+  explicit Harness(double latency_ms, ActorOptions actor_options = {}) {
+    EnvOptions env_options;
+    env_options.latency.model = LatencyKind::kConstant;
+    env_options.latency.mean_ms = latency_ms;
+    factory = *EnvFactory::Create(env_options);
+    executor = std::make_unique<EnvExecutor>(EnvExecutor::Options{.num_workers = 1});
+    tokenizer = *MakeTokenizer(factory->vocabulary());
+    ModelOptions model_options;
+    model_options.vocab_size = tokenizer->vocab_size();
+    model_options.hidden_size = 32;
+    model_options.num_layers = 1;
+    model_options.num_heads = 2;
+    model_options.num_kv_heads = 1;
+    model_options.intermediate_size = 64;
+    model = *MakeTransformer(model_options);
+    tasks = std::make_unique<TaskSource>(factory->task_name(), 7, 4);
+    actor_options.episodes_in_flight = 6;
+    actor_options.max_new_tokens = 3;
+    actor_options.max_turns = 4;
+    actor = std::make_unique<Actor>(
+        "actor-0", actor_options, *RolloutEngine::Create({}, *MakeSnapshot(model, 0)),
+        factory.get(), executor.get(), tokenizer.get(), tasks.get(),
+        [this](Trajectory t) {
+          absl::MutexLock lock(&mu);
+          trajectories.push_back(std::move(t));
+          return absl::OkStatus();
+        },
+        11);
+  }
+  ~Harness() {
+    executor->Close();
+    actor.reset();
+  }
+  std::vector<Trajectory> Take() {
+    absl::MutexLock lock(&mu);
+    return std::exchange(trajectories, {});
+  }
+
+  std::unique_ptr<EnvFactory> factory;
+  std::unique_ptr<EnvExecutor> executor;
+  std::unique_ptr<Tokenizer> tokenizer;
+  Transformer model{nullptr};
+  std::unique_ptr<TaskSource> tasks;
+  std::unique_ptr<Actor> actor;
+  absl::Mutex mu;
+  std::vector<Trajectory> trajectories ABSL_GUARDED_BY(mu);
+};
+
+TEST(ActorTest, RunsConcurrentEpisodesIntoValidTrajectories) {
+  Harness h(2.0);
+  ASSERT_TRUE(h.actor->Run(12).ok());
+  const std::vector<Trajectory> out = h.Take();
+  ASSERT_EQ(out.size(), 12u);
+  std::map<std::string, int> per_group;
+  for (const Trajectory& t : out) {
+    EXPECT_TRUE(t.Validate(h.tokenizer->vocab_size()).ok()) << t.Validate();
+    EXPECT_GT(t.NumTrainable(), 0);
+    EXPECT_EQ(t.MinVersion(), 0);
+    EXPECT_EQ(t.tokens[0], h.tokenizer->special().bos);
+    EXPECT_FALSE(t.trainable[0]);
+    EXPECT_TRUE(t.termination == Termination::kDone || t.termination == Termination::kMaxTurns)
+        << t.DebugString();
+    ASSERT_FALSE(t.turn_ends.empty());
+    EXPECT_LE(t.turn_ends.size(), 4u);
+    ++per_group[t.group_id];
+  }
+  // 12 episodes = 3 task instances × G = 4 rollouts
+  ASSERT_EQ(per_group.size(), 3u);
+  for (const auto& [group, n] : per_group) EXPECT_EQ(n, 4) << group;
+  const ActorStats stats = h.actor->stats();
+  EXPECT_EQ(stats.episodes_finished, 12);
+  EXPECT_GT(stats.tokens_generated, 12);
+  EXPECT_GT(stats.env_wait_seconds, 0);
+}
+
+TEST(ActorTest, NewWeightsTagTheTokensTheyProduce) {
+  Harness h(1.0);
+  ASSERT_TRUE(h.actor->Run(4).ok());
+  for (const Trajectory& t : h.Take()) EXPECT_EQ(t.MaxVersion(), 0);
+  h.actor->PublishSnapshot(*MakeSnapshot(h.model, 5));
+  ASSERT_TRUE(h.actor->Run(4).ok());
+  const std::vector<Trajectory> after = h.Take();
+  ASSERT_EQ(after.size(), 4u);
+  for (const Trajectory& t : after) {
+    EXPECT_EQ(t.MinVersion(), 5);
+    EXPECT_EQ(t.MaxVersion(), 5);
+  }
+  EXPECT_EQ(h.actor->version(), 5);
+}
+
+TEST(ActorTest, ExpiredBudgetEndsTheEpisodeWithItsPartialScore) {
+  ActorOptions options;
+  options.episode_time_budget_s = 0.15;
+  Harness h(100.0, options);  // the reset fits in the budget, reset + one step do not
+  ASSERT_TRUE(h.actor->Run(4).ok());
+  const std::vector<Trajectory> out = h.Take();
+  ASSERT_EQ(out.size(), 4u);
+  for (const Trajectory& t : out) {
+    if (t.termination != Termination::kTimeout) {
+      EXPECT_EQ(t.termination, Termination::kDone);  // solved on the first guess
+      continue;
+    }
+    ASSERT_TRUE(t.partial_score.has_value());
+    EXPECT_FLOAT_EQ(t.final_reward, *t.partial_score);
+  }
+  EXPECT_GE(h.actor->stats().episodes_timed_out, 3);
+}
+
+TEST(ActorTest, StopEndsAnOpenEndedRun) {
+  Harness h(5.0);
+  absl::Status status;
+  std::thread runner([&] { status = h.actor->Run(); });
+  absl::SleepFor(absl::Milliseconds(300));
+  h.actor->Stop();
+  runner.join();
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_GT(h.actor->stats().episodes_finished, 0);
+}
+
+TEST(ActorTest, SinkErrorStopsTheActor) {
+  Harness h(1.0);
+  h.actor = nullptr;
+  ActorOptions options;
+  options.episodes_in_flight = 2;
+  h.actor = std::make_unique<Actor>(
+      "actor-1", options, *RolloutEngine::Create({}, *MakeSnapshot(h.model, 0)), h.factory.get(),
+      h.executor.get(), h.tokenizer.get(), h.tasks.get(),
+      [](Trajectory) { return absl::CancelledError("buffer closed"); }, 3);
+  const absl::Status s = h.actor->Run(10);
+  EXPECT_TRUE(absl::IsCancelled(s)) << s;
+}
+
+}  // namespace
+}  // namespace flywheel
