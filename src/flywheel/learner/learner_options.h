@@ -75,6 +75,7 @@ struct LearnerOptions {
   std::vector<int64_t> buckets = {256, 512, 1024};  // row lengths L, ascending
   int64_t token_budget = 8192;   // tokens per micro-batch (rows = token_budget / L)
   TooLongPolicy too_long = TooLongPolicy::kError;
+  bool carry_over = false;       // hold part-filled last micro-batch rows for the next step
 
   // Optimiser and schedule.
   double lr = 1e-5;
@@ -114,6 +115,9 @@ struct LearnerOptions {
     v.Field("token_budget", token_budget, "tokens per micro-batch (rows * L)");
     v.Choice("too_long", too_long, kTooLongPolicyNames,
              "trajectory longer than the largest bucket: error or drop (counted)");
+    v.Field("carry_over", carry_over,
+            "hold rows that would part-fill a step's last micro-batch for the next step "
+            "(less padding, at most one step more lag)");
     v.Field("lr", lr, "peak AdamW learning rate");
     v.Field("weight_decay", weight_decay, "AdamW decoupled weight decay");
     v.Field("beta1", beta1, "AdamW beta1");

@@ -53,11 +53,15 @@ struct MicroBatchBuilder {
 }  // namespace
 
 std::vector<std::vector<int64_t>> FirstFitDecreasing(std::span<const int64_t> sizes,
-                                                     int64_t capacity) {
+                                                     int64_t capacity,
+                                                     std::span<const uint8_t> priority) {
   std::vector<int64_t> order(sizes.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return sizes[a] > sizes[b]; });
+  auto prio = [&](int64_t i) { return i < static_cast<int64_t>(priority.size()) && priority[i]; };
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    if (prio(a) != prio(b)) return prio(a);
+    return sizes[a] > sizes[b];
+  });
   std::vector<std::vector<int64_t>> bins;
   std::vector<int64_t> room;
   for (int64_t item : order) {
@@ -80,7 +84,8 @@ int64_t Packer::RowsFor(int64_t length) const {
 }
 
 absl::StatusOr<PackedStep> Packer::Pack(std::span<const Trajectory> trajectories,
-                                        std::span<const std::vector<float>> advantages) {
+                                        std::span<const std::vector<float>> advantages,
+                                        int64_t carried) {
   if (options_.buckets.empty()) return absl::InvalidArgumentError("packer: no buckets configured");
   if (advantages.size() != trajectories.size()) {
     return absl::InvalidArgumentError(StrCat("packer: ", advantages.size(),
@@ -115,30 +120,61 @@ absl::StatusOr<PackedStep> Packer::Pack(std::span<const Trajectory> trajectories
   }
   if (kept.empty()) return step;
 
-  // Bucket: the one needing the fewest positions (ties: the shorter) among those that fit.
+  // Bucket: the one with the least padding (ties: the shorter) among those that fit the longest
+  // trajectory. With carry_over, trailing bins that would only part-fill the last micro-batch
+  // are held back for the next step, unless they hold a trajectory carried over already.
   std::vector<int64_t> lengths;
-  for (int64_t i : kept) lengths.push_back(trajectories[i].size());
+  std::vector<uint8_t> priority;
+  for (int64_t i : kept) {
+    lengths.push_back(trajectories[i].size());
+    priority.push_back(i < carried ? 1 : 0);
+  }
   const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
   std::vector<std::vector<int64_t>> bins;
-  int64_t best_capacity = std::numeric_limits<int64_t>::max();
+  int64_t held_bins = 0;
+  double best_waste = 2.0;
   for (int64_t L : options_.buckets) {
     if (L < longest) continue;
-    auto candidate = FirstFitDecreasing(lengths, L);
+    auto candidate = FirstFitDecreasing(lengths, L, priority);
     const int64_t rows = RowsFor(L);
-    const int64_t micro = (static_cast<int64_t>(candidate.size()) + rows - 1) / rows;
-    const int64_t capacity = micro * rows * L;
-    if (capacity < best_capacity) {
-      best_capacity = capacity;
+    const int64_t n = static_cast<int64_t>(candidate.size());
+    int64_t held = 0;
+    if (options_.carry_over && n > rows && n % rows != 0) {
+      held = n % rows;
+      for (int64_t b = n - held; b < n; ++b) {
+        for (int64_t k : candidate[b]) held = priority[k] ? 0 : held;
+      }
+    }
+    int64_t packed_tokens = 0;
+    for (int64_t b = 0; b < n - held; ++b) {
+      for (int64_t k : candidate[b]) packed_tokens += lengths[k];
+    }
+    const int64_t capacity = (n - held + rows - 1) / rows * rows * L;
+    const double waste = 1.0 - static_cast<double>(packed_tokens) / capacity;
+    if (waste < best_waste) {
+      best_waste = waste;
       step.bucket = L;
       step.rows_per_micro_batch = rows;
+      held_bins = held;
       bins = std::move(candidate);
     }
   }
+  std::vector<uint8_t> packed(kept.size(), 1);
+  for (int64_t b = static_cast<int64_t>(bins.size()) - held_bins;
+       b < static_cast<int64_t>(bins.size()); ++b) {
+    for (int64_t k : bins[b]) {
+      packed[k] = 0;
+      step.held_back.push_back(kept[k]);
+    }
+  }
+  std::sort(step.held_back.begin(), step.held_back.end());
+  bins.resize(bins.size() - held_bins);
 
   // Dense execution ids; a trajectory without an execution id is an execution of its own.
   std::vector<int64_t> execution(kept.size());
   std::map<std::string, int64_t> execution_index;
   for (size_t k = 0; k < kept.size(); ++k) {
+    if (!packed[k]) continue;
     const Trajectory& t = trajectories[kept[k]];
     const std::string key = t.execution_id.empty() ? StrCat("\x01solo:", t.id, ":", k)
                                                    : t.execution_id;
@@ -149,6 +185,7 @@ absl::StatusOr<PackedStep> Packer::Pack(std::span<const Trajectory> trajectories
   // Trainable targets per sequence and per execution (a target is token j ≥ 1).
   std::vector<int64_t> per_sequence(kept.size(), 0), per_execution(execution_index.size(), 0);
   for (size_t k = 0; k < kept.size(); ++k) {
+    if (!packed[k]) continue;
     const Trajectory& t = trajectories[kept[k]];
     for (int64_t j = 1; j < t.size(); ++j) {
       if (t.trainable[j]) {
@@ -168,7 +205,7 @@ absl::StatusOr<PackedStep> Packer::Pack(std::span<const Trajectory> trajectories
       break;
     case LossAggregation::kExecutionMean: {
       const std::vector<double> w = GroupWeights(per_execution);
-      for (size_t k = 0; k < kept.size(); ++k) weight_of[k] = w[execution[k]];
+      for (size_t k = 0; k < kept.size(); ++k) weight_of[k] = packed[k] ? w[execution[k]] : 0.0;
       break;
     }
   }

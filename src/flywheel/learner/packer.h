@@ -38,9 +38,10 @@ struct PackerOptions {
   int64_t token_budget = 8192;                      // rows · L per micro-batch
   TooLongPolicy too_long = TooLongPolicy::kError;
   LossAggregation aggregation = LossAggregation::kTokenMean;
+  bool carry_over = false;  // hold back what would part-fill the last micro-batch (see Pack)
 
   static PackerOptions FromLearnerOptions(const LearnerOptions& o) {
-    return {o.buckets, o.token_budget, o.too_long, o.aggregation};
+    return {o.buckets, o.token_budget, o.too_long, o.aggregation, o.carry_over};
   }
 };
 
@@ -72,6 +73,7 @@ struct PackedStep {
   int64_t capacity_tokens = 0;       // Σ rows · L
   int64_t trainable_tokens = 0;      // trainable targets (what the loss averages over)
   std::vector<std::string> dropped_too_long;  // trajectory ids (too_long = "drop")
+  std::vector<int64_t> held_back;  // input indices left for the next step (carry_over), ascending
 
   double padding_waste() const {
     return capacity_tokens == 0 ? 0.0 : 1.0 - static_cast<double>(real_tokens) / capacity_tokens;
@@ -80,9 +82,11 @@ struct PackedStep {
 
 // First-fit-decreasing: items sorted by size (descending, ties by index), each placed in the
 // first bin with room, a new bin when none has. Returns the item indices of each bin in
-// placement order. Every size must be in [1, capacity].
+// placement order. Every size must be in [1, capacity]. Items flagged in `priority` are placed
+// before all others (each group by decreasing size), so they land in the first bins.
 std::vector<std::vector<int64_t>> FirstFitDecreasing(std::span<const int64_t> sizes,
-                                                     int64_t capacity);
+                                                     int64_t capacity,
+                                                     std::span<const uint8_t> priority = {});
 
 class Packer {
  public:
@@ -92,8 +96,15 @@ class Packer {
   // bucket is the one that needs the fewest padded positions among those that fit the longest
   // trajectory. A trajectory longer than the largest bucket is an error naming it, or, with
   // too_long = "drop", left out and counted (learner.dropped{reason=too_long}).
+  //
+  // Every micro-batch has the same shape, so the last one of a step is usually part empty. With
+  // carry_over, the trajectories of those trailing rows are not packed but listed in held_back
+  // for the caller to pass again next step, first, with `carried` = their count: carried
+  // trajectories are placed first and never held back twice (at most one step of extra lag).
+  // The step's loss weights cover only what was packed.
   absl::StatusOr<PackedStep> Pack(std::span<const Trajectory> trajectories,
-                                  std::span<const std::vector<float>> advantages);
+                                  std::span<const std::vector<float>> advantages,
+                                  int64_t carried = 0);
 
   // Distinct [rows, L] shapes produced so far (at most the number of buckets).
   int64_t distinct_shapes() const { return static_cast<int64_t>(shapes_.size()); }

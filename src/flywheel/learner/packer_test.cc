@@ -206,6 +206,48 @@ TEST(PackerTest, LossWeightsEqualAggregationOverTheWholeStep) {
   }
 }
 
+TEST(PackerTest, CarryOverHoldsPartFilledRowsForOneStepOnly) {
+  PackerOptions o = Options({8}, 16);  // 2 rows of 8 per micro-batch
+  o.carry_over = true;
+  Packer packer(o);
+  // Three full-row trajectories: 2 fill a micro-batch, the third would half-fill a second one.
+  std::vector<Trajectory> batch = {Make("a", 2, 6), Make("b", 2, 6), Make("c", 2, 6)};
+  auto step = packer.Pack(batch, Advantages(batch));
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_THAT(step->held_back, ElementsAre(2));
+  EXPECT_EQ(step->micro_batches.size(), 1u);
+  EXPECT_EQ(step->padding_waste(), 0.0);
+  EXPECT_EQ(step->trainable_tokens, 12);  // weights cover only what was packed
+  EXPECT_NEAR(step->micro_batches[0].loss_weights.sum().item<double>(), 1.0, 1e-6);
+
+  // Next step: the held trajectory goes first and is packed whatever happens to the tail.
+  std::vector<Trajectory> next = {batch[2], Make("d", 2, 6), Make("e", 2, 6)};
+  step = packer.Pack(next, Advantages(next), /*carried=*/1);
+  ASSERT_TRUE(step.ok());
+  EXPECT_THAT(step->held_back, ElementsAre(2));  // "e", a new one, waits instead
+  EXPECT_THAT(step->micro_batches[0].doc_trajectories,
+              ElementsAre(ElementsAre(0), ElementsAre(1)));
+
+  // A tail made only of carried trajectories is never held back again.
+  step = packer.Pack(batch, Advantages(batch), /*carried=*/3);
+  ASSERT_TRUE(step.ok());
+  EXPECT_TRUE(step->held_back.empty());
+  EXPECT_EQ(step->micro_batches.size(), 2u);
+  // Without carry_over nothing is held.
+  Packer plain(Options({8}, 16));
+  step = plain.Pack(batch, Advantages(batch));
+  ASSERT_TRUE(step.ok());
+  EXPECT_TRUE(step->held_back.empty());
+  EXPECT_DOUBLE_EQ(step->padding_waste(), 0.25);
+}
+
+TEST(PackerTest, PriorityItemsArePlacedFirst) {
+  const std::vector<int64_t> sizes = {2, 7, 5};
+  const std::vector<uint8_t> priority = {1, 0, 0};
+  EXPECT_THAT(FirstFitDecreasing(sizes, 8, priority),
+              ElementsAre(ElementsAre(0, 2), ElementsAre(1)));
+}
+
 // A bigram model (logits at i depend only on token i) has no attention across documents, so a
 // packed batch must give exactly the loss and gradients of the trajectories taken one by one:
 // this checks the target/mask alignment end to end.
