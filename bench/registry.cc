@@ -6,6 +6,7 @@ namespace flywheel::bench {
 const std::vector<BenchEntry>& Benchmarks() {
   static const std::vector<BenchEntry>* entries = new std::vector<BenchEntry>{
       {"matmul", "float32 matmul GFLOP/s of LibTorch here (the MFU denominator; shows the BLAS in use)", RunMatmulBench},
+      {"packing", "learner packer: padding waste and distinct shapes over length-mixed steps vs padding each trajectory", RunPackingBench},
   };
   return *entries;
 }
