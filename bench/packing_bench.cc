@@ -87,9 +87,9 @@ absl::StatusOr<BenchReport> RunPackingBench(const BenchArgs& args) {
       for (const Trajectory& t : input) adv.emplace_back(t.tokens.size(), 1.0f);
       const auto start = std::chrono::steady_clock::now();
       auto step = packer.Pack(input, adv, carried);
-      tally.pack_ms.push_back(std::chrono::duration<double, std::milli>(
-                                  std::chrono::steady_clock::now() - start)
-                                  .count());
+      tally.pack_ms.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count());
       if (!step.ok()) return step.status();
       tally.real += step->real_tokens;
       tally.capacity += step->capacity_tokens;
@@ -144,17 +144,16 @@ absl::StatusOr<BenchReport> RunPackingBench(const BenchArgs& args) {
 
   report.table = {{"variant", "padding_waste", "distinct_shapes", "pack ms p50"}};
   auto row = [&](const char* name, const Tally& t) {
-    report.table.push_back({name, fmt::format("{:.4f}", t.waste()),
-                            std::to_string(t.shapes.size()),
-                            t.pack_ms.empty() ? "-" : fmt::format("{:.2f}",
-                                                                  Percentile(t.pack_ms, 0.5))});
+    report.table.push_back(
+        {name, fmt::format("{:.4f}", t.waste()), std::to_string(t.shapes.size()),
+         t.pack_ms.empty() ? "-" : fmt::format("{:.2f}", Percentile(t.pack_ms, 0.5))});
   };
   row("pad_per_trajectory", naive);
   row("ffd", plain);
   row("ffd_carry_over", carried_tally);
 
-  const int64_t shapes = static_cast<int64_t>(
-      std::max(plain.shapes.size(), carried_tally.shapes.size()));
+  const int64_t shapes =
+      static_cast<int64_t>(std::max(plain.shapes.size(), carried_tally.shapes.size()));
   report.ratios["padding_waste"] = carried_tally.waste();
   report.ratios["padding_waste_without_carry_over"] = plain.waste();
   report.ratios["distinct_shapes"] = shapes;

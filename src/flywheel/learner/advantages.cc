@@ -70,8 +70,8 @@ std::vector<int32_t> TokenTurns(const Trajectory& t) {
   return turn;
 }
 
-absl::StatusOr<std::vector<std::vector<float>>> ComputeAdvantages(
-    std::span<const Trajectory> batch, const AdvantageOptions& options) {
+absl::StatusOr<std::vector<std::vector<float>>> ComputeAdvantages(std::span<const Trajectory> batch,
+                                                                  const AdvantageOptions& options) {
   if (options.kind == AdvantageKind::kVtrace) {
     return absl::FailedPreconditionError(
         "learner.advantage = \"vtrace\" needs value estimates from a value head; compute them "
@@ -81,8 +81,7 @@ absl::StatusOr<std::vector<std::vector<float>>> ComputeAdvantages(
   // Members of each group, in batch order.
   std::map<std::string, std::vector<size_t>> groups;
   for (size_t i = 0; i < batch.size(); ++i) {
-    const std::string key =
-        batch[i].group_id.empty() ? StrCat("\x01solo:", i) : batch[i].group_id;
+    const std::string key = batch[i].group_id.empty() ? StrCat("\x01solo:", i) : batch[i].group_id;
     groups[key].push_back(i);
   }
 
@@ -110,9 +109,10 @@ absl::StatusOr<std::vector<std::vector<float>>> ComputeAdvantages(
       continue;
     }
     std::vector<double> rewards;
-    for (size_t i : members) rewards.push_back(EpisodeReward(batch[i], options.timeout_reward_scale));
-    const std::vector<double> adv = GroupNormalizedAdvantages(
-        rewards, options.kind == AdvantageKind::kGrpo, options.grpo_eps);
+    for (size_t i : members)
+      rewards.push_back(EpisodeReward(batch[i], options.timeout_reward_scale));
+    const std::vector<double> adv =
+        GroupNormalizedAdvantages(rewards, options.kind == AdvantageKind::kGrpo, options.grpo_eps);
     for (size_t m = 0; m < members.size(); ++m) {
       const Trajectory& t = batch[members[m]];
       std::vector<float>& a = out[members[m]];

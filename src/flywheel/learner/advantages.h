@@ -44,8 +44,8 @@ std::vector<int32_t> TokenTurns(const Trajectory& t);
 // Per-token advantages for a batch, one vector per trajectory aligned with its tokens (0 on
 // tokens that are not trainable). Groups are formed by group_id; an empty group_id is a group of
 // its own. kVtrace is an error here: it needs value estimates (see vtrace.h).
-absl::StatusOr<std::vector<std::vector<float>>> ComputeAdvantages(
-    std::span<const Trajectory> batch, const AdvantageOptions& options);
+absl::StatusOr<std::vector<std::vector<float>>> ComputeAdvantages(std::span<const Trajectory> batch,
+                                                                  const AdvantageOptions& options);
 
 }  // namespace flywheel
 

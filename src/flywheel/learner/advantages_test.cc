@@ -1,9 +1,9 @@
 #include "flywheel/learner/advantages.h"
 
-#include <cmath>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 namespace flywheel {
 namespace {
@@ -32,16 +32,15 @@ TEST(AdvantagesTest, GrpoNormalisesByGroupMeanAndStd) {
   const double eps = 1e-6;
   const auto a = GroupNormalizedAdvantages(rewards, /*divide_by_std=*/true, eps);
   const double hi = 0.5 / (0.5 + eps);
-  EXPECT_THAT(a, ElementsAre(DoubleNear(hi, 1e-12), DoubleNear(-hi, 1e-12),
-                             DoubleNear(-hi, 1e-12), DoubleNear(hi, 1e-12)));
-  EXPECT_THAT(GroupNormalizedAdvantages(rewards, false, eps),
-              ElementsAre(0.5, -0.5, -0.5, 0.5));
+  EXPECT_THAT(a, ElementsAre(DoubleNear(hi, 1e-12), DoubleNear(-hi, 1e-12), DoubleNear(-hi, 1e-12),
+                             DoubleNear(hi, 1e-12)));
+  EXPECT_THAT(GroupNormalizedAdvantages(rewards, false, eps), ElementsAre(0.5, -0.5, -0.5, 0.5));
   // {3, 1, 2}: mean 2, var (1 + 1 + 0) / 3.
   const std::vector<double> r2 = {3, 1, 2};
   const double std2 = std::sqrt(2.0 / 3.0);
   EXPECT_THAT(GroupNormalizedAdvantages(r2, true, 0.1),
-              ElementsAre(DoubleNear(1 / (std2 + 0.1), 1e-12),
-                          DoubleNear(-1 / (std2 + 0.1), 1e-12), DoubleNear(0, 1e-12)));
+              ElementsAre(DoubleNear(1 / (std2 + 0.1), 1e-12), DoubleNear(-1 / (std2 + 0.1), 1e-12),
+                          DoubleNear(0, 1e-12)));
 }
 
 TEST(AdvantagesTest, IdenticalRewardsAndSingletonGroupsGiveZero) {

@@ -54,7 +54,8 @@ absl::Status FsyncPath(const std::string& path) {
   const int rc = ::fsync(fd);
   const int err = errno;
   ::close(fd);
-  if (rc != 0) return absl::InternalError(StrCat("checkpoint: fsync ", path, ": ", std::strerror(err)));
+  if (rc != 0)
+    return absl::InternalError(StrCat("checkpoint: fsync ", path, ": ", std::strerror(err)));
   return absl::OkStatus();
 }
 
@@ -76,9 +77,9 @@ absl::StatusOr<std::string> CheckpointManager::Save(int64_t step, const Writer& 
     return absl::AlreadyExistsError(
         StrCat("checkpoint: ", final_path, " already exists and is complete"));
   }
-  const fs::path temp = fs::path(options_.directory) /
-                        fmt::format("{}{}{:010d}-{}-{}", kTempPrefix, kStepPrefix, step,
-                                    ::getpid(), save_counter_++);
+  const fs::path temp =
+      fs::path(options_.directory) /
+      fmt::format("{}{}{:010d}-{}-{}", kTempPrefix, kStepPrefix, step, ::getpid(), save_counter_++);
   fs::create_directory(temp, ec);
   if (ec) return FsError("creating", temp.string(), ec);
 

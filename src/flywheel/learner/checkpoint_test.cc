@@ -1,14 +1,13 @@
 #include "flywheel/learner/checkpoint.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
+#include <torch/torch.h>
 
 #include <filesystem>
 #include <fstream>
 #include <random>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-#include <torch/torch.h>
 
 #include "flywheel/core/status_macros.h"
 #include "flywheel/learner/optimizer.h"

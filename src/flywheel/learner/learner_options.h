@@ -52,30 +52,30 @@ inline constexpr config::ChoiceName<TooLongPolicy> kTooLongPolicyNames[] = {
 struct LearnerOptions {
   // Loss.
   PolicyLossKind loss = PolicyLossKind::kDecoupledPpo;
-  double clip_eps = 0.2;        // PPO ratio clip: [1 − clip_eps, 1 + clip_eps]
-  double is_cap = 2.0;          // truncated-IS cap c (also the decoupled-PPO behaviour cap)
-  double entropy_coef = 0.0;    // entropy bonus
-  double kl_coef = 0.0;         // k3 KL to a frozen reference model; 0 = no reference
+  double clip_eps = 0.2;      // PPO ratio clip: [1 − clip_eps, 1 + clip_eps]
+  double is_cap = 2.0;        // truncated-IS cap c (also the decoupled-PPO behaviour cap)
+  double entropy_coef = 0.0;  // entropy bonus
+  double kl_coef = 0.0;       // k3 KL to a frozen reference model; 0 = no reference
   LossAggregation aggregation = LossAggregation::kTokenMean;
-  double value_coef = 0.5;      // weight of the value loss when a value head is used
+  double value_coef = 0.5;  // weight of the value loss when a value head is used
 
   // Advantages.
   AdvantageKind advantage = AdvantageKind::kGrpo;
-  double gamma = 1.0;                  // discount over turns (turn_return) / tokens (vtrace)
-  double grpo_eps = 1e-6;              // std epsilon in the GRPO denominator
-  double timeout_reward_scale = 1.0;   // a timed-out episode earns scale · partial_score
-  double vtrace_rho_bar = 1.0;         // ρ̄
-  double vtrace_c_bar = 1.0;           // c̄
-  double vtrace_lambda = 1.0;          // λ in c_t = λ · min(c̄, π/μ)
+  double gamma = 1.0;                 // discount over turns (turn_return) / tokens (vtrace)
+  double grpo_eps = 1e-6;             // std epsilon in the GRPO denominator
+  double timeout_reward_scale = 1.0;  // a timed-out episode earns scale · partial_score
+  double vtrace_rho_bar = 1.0;        // ρ̄
+  double vtrace_c_bar = 1.0;          // c̄
+  double vtrace_lambda = 1.0;         // λ in c_t = λ · min(c̄, π/μ)
 
   // Staleness: lag = learner_version − min token version; -1 = unbounded.
   int64_t max_staleness = 4;
 
   // Packing.
   std::vector<int64_t> buckets = {256, 512, 1024};  // row lengths L, ascending
-  int64_t token_budget = 8192;   // tokens per micro-batch (rows = token_budget / L)
+  int64_t token_budget = 8192;  // tokens per micro-batch (rows = token_budget / L)
   TooLongPolicy too_long = TooLongPolicy::kError;
-  bool carry_over = false;       // hold part-filled last micro-batch rows for the next step
+  bool carry_over = false;  // hold part-filled last micro-batch rows for the next step
 
   // Optimiser and schedule.
   double lr = 1e-5;
@@ -84,14 +84,14 @@ struct LearnerOptions {
   double beta2 = 0.999;
   double adam_eps = 1e-8;
   int64_t warmup_steps = 0;
-  int64_t total_steps = 0;       // cosine decay horizon; 0 = run.max_steps
-  double min_lr_ratio = 0.1;     // the cosine ends at lr · min_lr_ratio
-  double grad_clip = 1.0;        // global gradient-norm clip; 0 = off
+  int64_t total_steps = 0;    // cosine decay horizon; 0 = run.max_steps
+  double min_lr_ratio = 0.1;  // the cosine ends at lr · min_lr_ratio
+  double grad_clip = 1.0;     // global gradient-norm clip; 0 = off
 
   // Checkpoints and publishing.
   int64_t checkpoint_every = 100;  // steps; 0 = never
   int64_t keep_last = 3;
-  int64_t publish_every = 1;       // steps between weight snapshots to actors
+  int64_t publish_every = 1;  // steps between weight snapshots to actors
 
   template <typename V>
   void VisitFields(V& v) {
@@ -136,7 +136,8 @@ struct LearnerOptions {
     auto error = [](std::string message) {
       return absl::InvalidArgumentError(StrCat("learner.", message));
     };
-    if (!(clip_eps > 0 && clip_eps < 1)) return error(StrCat("clip_eps (", clip_eps, ") must be in (0, 1)"));
+    if (!(clip_eps > 0 && clip_eps < 1))
+      return error(StrCat("clip_eps (", clip_eps, ") must be in (0, 1)"));
     if (!(is_cap >= 1)) return error(StrCat("is_cap (", is_cap, ") must be >= 1"));
     if (entropy_coef < 0 || kl_coef < 0 || value_coef < 0) {
       return error("entropy_coef, kl_coef and value_coef must be >= 0");
@@ -155,8 +156,8 @@ struct LearnerOptions {
     for (size_t i = 0; i < buckets.size(); ++i) {
       if (buckets[i] <= 0) return error(StrCat("buckets[", i, "] must be > 0"));
       if (i > 0 && buckets[i] <= buckets[i - 1]) {
-        return error(StrCat("buckets must be strictly ascending (buckets[", i, "] = ",
-                            buckets[i], " after ", buckets[i - 1], ")"));
+        return error(StrCat("buckets must be strictly ascending (buckets[", i, "] = ", buckets[i],
+                            " after ", buckets[i - 1], ")"));
       }
     }
     if (token_budget < buckets.back()) {
@@ -174,8 +175,8 @@ struct LearnerOptions {
       return error("warmup_steps and total_steps must be >= 0");
     }
     if (total_steps > 0 && warmup_steps > total_steps) {
-      return error(StrCat("warmup_steps (", warmup_steps, ") exceeds total_steps (",
-                          total_steps, ")"));
+      return error(
+          StrCat("warmup_steps (", warmup_steps, ") exceeds total_steps (", total_steps, ")"));
     }
     if (!(min_lr_ratio >= 0 && min_lr_ratio <= 1)) return error("min_lr_ratio must be in [0, 1]");
     if (grad_clip < 0) return error("grad_clip must be >= 0 (0 = off)");

@@ -40,8 +40,8 @@ std::string LossDiagnostics::DebugString() const {
   return fmt::format(
       "tokens={} policy_loss={:.6g} mean_ratio={:.4f} clip_fraction={:.4f} "
       "is_cap_fraction={:.4f} mean_is_weight={:.4f} kl={:.6g} entropy={:.6g}",
-      tokens, policy_loss, mean_ratio(), clip_fraction(), is_cap_fraction(), mean_is_weight(),
-      kl, entropy);
+      tokens, policy_loss, mean_ratio(), clip_fraction(), is_cap_fraction(), mean_is_weight(), kl,
+      entropy);
 }
 
 torch::Tensor TruncatedIsTerm(const torch::Tensor& logp, const torch::Tensor& behaviour_logp,
@@ -58,8 +58,8 @@ torch::Tensor PpoClipTerm(const torch::Tensor& logp, const torch::Tensor& behavi
 }
 
 torch::Tensor DecoupledPpoTerm(const torch::Tensor& logp, const torch::Tensor& proximal_logp,
-                               const torch::Tensor& behaviour_logp,
-                               const torch::Tensor& advantages, double clip_eps, double cap) {
+                               const torch::Tensor& behaviour_logp, const torch::Tensor& advantages,
+                               double clip_eps, double cap) {
   const torch::Tensor behaviour_weight =
       (proximal_logp.detach() - behaviour_logp).exp().clamp_max(cap);
   return behaviour_weight * PpoClipTerm(logp, proximal_logp.detach(), advantages, clip_eps);
@@ -77,9 +77,9 @@ absl::StatusOr<torch::Tensor> AggregationWeights(LossAggregation aggregation,
   const torch::Tensor& ids =
       aggregation == LossAggregation::kExecutionMean ? execution_ids : sequence_ids;
   if (aggregation != LossAggregation::kTokenMean) {
-    RETURN_IF_ERROR(CheckShape(aggregation == LossAggregation::kExecutionMean ? "execution_ids"
-                                                                              : "sequence_ids",
-                               ids, trainable));
+    RETURN_IF_ERROR(CheckShape(
+        aggregation == LossAggregation::kExecutionMean ? "execution_ids" : "sequence_ids", ids,
+        trainable));
   }
   return TorchCallOr("loss aggregation weights", [&]() -> torch::Tensor {
     torch::NoGradGuard no_grad;
@@ -91,14 +91,12 @@ absl::StatusOr<torch::Tensor> AggregationWeights(LossAggregation aggregation,
     const torch::Tensor flat_ids = ids.to(torch::kLong).reshape({-1});
     const torch::Tensor trained_ids = flat_ids.masked_select(mask.reshape({-1}));
     if (trained_ids.numel() == 0) return torch::zeros_like(maskf);
-    TORCH_CHECK(trained_ids.min().item<int64_t>() >= 0,
-                "ids of trainable tokens must be >= 0");
+    TORCH_CHECK(trained_ids.min().item<int64_t>() >= 0, "ids of trainable tokens must be >= 0");
     const torch::Tensor counts = torch::bincount(trained_ids).to(torch::kFloat);
     const torch::Tensor groups = (counts > 0).sum().to(torch::kFloat);
     const torch::Tensor per_token =
         counts.index_select(0, flat_ids.clamp(0, counts.size(0) - 1)).view(trainable.sizes());
-    return torch::where(mask, 1.0 / (per_token.clamp_min(1.0) * groups),
-                        torch::zeros_like(maskf));
+    return torch::where(mask, 1.0 / (per_token.clamp_min(1.0) * groups), torch::zeros_like(maskf));
   });
 }
 
@@ -109,12 +107,12 @@ absl::StatusOr<LossOutput> PolicyLoss(const LossOptions& options, const PolicyLo
   RETURN_IF_ERROR(CheckShape("trainable", in.trainable, in.logprobs));
   RETURN_IF_ERROR(CheckShape("loss_weights", in.loss_weights, in.logprobs));
   if (options.kind == PolicyLossKind::kDecoupledPpo) {
-    RETURN_IF_ERROR(CheckShape("proximal_logprobs (needed by decoupled_ppo)",
-                               in.proximal_logprobs, in.logprobs));
+    RETURN_IF_ERROR(CheckShape("proximal_logprobs (needed by decoupled_ppo)", in.proximal_logprobs,
+                               in.logprobs));
   }
   if (options.kl_coef > 0) {
-    RETURN_IF_ERROR(CheckShape("reference_logprobs (needed by kl_coef > 0)",
-                               in.reference_logprobs, in.logprobs));
+    RETURN_IF_ERROR(CheckShape("reference_logprobs (needed by kl_coef > 0)", in.reference_logprobs,
+                               in.logprobs));
   }
   if (options.entropy_coef > 0) {
     RETURN_IF_ERROR(CheckShape("entropy (needed by entropy_coef > 0)", in.entropy, in.logprobs));
@@ -172,8 +170,8 @@ absl::StatusOr<LossOutput> PolicyLoss(const LossOptions& options, const PolicyLo
       case PolicyLossKind::kTruncatedIs:
       case PolicyLossKind::kVtrace:
         ratio = is_weight = (lp - mu).exp();
-        cap_hit = is_weight > (options.kind == PolicyLossKind::kVtrace ? options.rho_bar
-                                                                        : options.is_cap);
+        cap_hit = is_weight >
+                  (options.kind == PolicyLossKind::kVtrace ? options.rho_bar : options.is_cap);
         clip_hit = torch::zeros_like(mask);
         break;
       case PolicyLossKind::kPpoClip:

@@ -14,10 +14,10 @@
 #ifndef FLYWHEEL_LEARNER_LOSSES_H_
 #define FLYWHEEL_LEARNER_LOSSES_H_
 
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <string>
-
-#include <torch/torch.h>
 
 #include "absl/status/statusor.h"
 #include "flywheel/learner/learner_options.h"
@@ -27,8 +27,8 @@ namespace flywheel {
 struct LossOptions {
   PolicyLossKind kind = PolicyLossKind::kDecoupledPpo;
   double clip_eps = 0.2;
-  double is_cap = 2.0;       // c for truncated IS and the decoupled-PPO behaviour weight
-  double rho_bar = 1.0;      // V-trace policy-gradient truncation
+  double is_cap = 2.0;   // c for truncated IS and the decoupled-PPO behaviour weight
+  double rho_bar = 1.0;  // V-trace policy-gradient truncation
   double entropy_coef = 0.0;
   double kl_coef = 0.0;
 
@@ -50,14 +50,14 @@ struct PolicyLossInputs {
 
 // Sums over trainable tokens, so the diagnostics of a step's micro-batches can be merged.
 struct LossDiagnostics {
-  int64_t tokens = 0;          // trainable tokens seen
-  double ratio_sum = 0;        // Σ r_t (the ratio the loss clips; π/μ or π/π_prox)
-  double is_weight_sum = 0;    // Σ of the behaviour importance weight before the cap
-  int64_t clipped = 0;         // tokens where the PPO clip is active (zero gradient)
-  int64_t capped = 0;          // tokens whose importance weight exceeded the cap
-  double policy_loss = 0;      // Σ w_t ℓ_pg(t)
-  double kl = 0;               // Σ w_t k3(t)
-  double entropy = 0;          // Σ w_t H(t)
+  int64_t tokens = 0;        // trainable tokens seen
+  double ratio_sum = 0;      // Σ r_t (the ratio the loss clips; π/μ or π/π_prox)
+  double is_weight_sum = 0;  // Σ of the behaviour importance weight before the cap
+  int64_t clipped = 0;       // tokens where the PPO clip is active (zero gradient)
+  int64_t capped = 0;        // tokens whose importance weight exceeded the cap
+  double policy_loss = 0;    // Σ w_t ℓ_pg(t)
+  double kl = 0;             // Σ w_t k3(t)
+  double entropy = 0;        // Σ w_t H(t)
 
   void Merge(const LossDiagnostics& other);
   double mean_ratio() const { return tokens ? ratio_sum / tokens : 1.0; }
@@ -90,8 +90,8 @@ torch::Tensor PpoClipTerm(const torch::Tensor& logp, const torch::Tensor& behavi
                           const torch::Tensor& advantages, double clip_eps);
 // −min(exp(log π_prox − log μ), cap) · min(r·A, clip(r)·A), r = exp(log π − log π_prox)
 torch::Tensor DecoupledPpoTerm(const torch::Tensor& logp, const torch::Tensor& proximal_logp,
-                               const torch::Tensor& behaviour_logp,
-                               const torch::Tensor& advantages, double clip_eps, double cap);
+                               const torch::Tensor& behaviour_logp, const torch::Tensor& advantages,
+                               double clip_eps, double cap);
 // k3 = exp(log π_ref − log π) − (log π_ref − log π) − 1, an unbiased, non-negative estimator of
 // KL(π ‖ π_ref) from samples of π.
 torch::Tensor K3KlTerm(const torch::Tensor& logp, const torch::Tensor& reference_logp);

@@ -1,21 +1,19 @@
 #include "flywheel/learner/losses.h"
 
-#include <cmath>
-#include <limits>
-#include <vector>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
 
 namespace flywheel {
 namespace {
 
 using ::testing::HasSubstr;
 
-torch::Tensor T(std::vector<double> v) {
-  return torch::tensor(v, torch::kDouble);
-}
+torch::Tensor T(std::vector<double> v) { return torch::tensor(v, torch::kDouble); }
 torch::Tensor Mask(std::vector<int> v) {
   std::vector<uint8_t> b(v.begin(), v.end());
   return torch::tensor(std::vector<int64_t>(v.begin(), v.end())).to(torch::kBool);
@@ -90,9 +88,9 @@ TEST(LossesTest, PpoClipHandValuesAndBoundaries) {
 
 // Truncated IS: −min(π/μ, c)·A·log π with the weight detached; c = 2.
 TEST(LossesTest, TruncatedIsCapsTheWeight) {
-  const double lp0 = std::log(0.3), mu0 = std::log(0.1);   // π/μ = 3 → capped to 2
-  const double lp1 = std::log(0.2), mu1 = std::log(0.4);   // π/μ = 0.5
-  const double lp2 = std::log(0.4), mu2 = std::log(0.2);   // π/μ = 2, exactly the cap
+  const double lp0 = std::log(0.3), mu0 = std::log(0.1);  // π/μ = 3 → capped to 2
+  const double lp1 = std::log(0.2), mu1 = std::log(0.4);  // π/μ = 0.5
+  const double lp2 = std::log(0.4), mu2 = std::log(0.2);  // π/μ = 2, exactly the cap
   torch::Tensor lp = Leaf({lp0, lp1, lp2});
   LossOptions options;
   options.kind = PolicyLossKind::kTruncatedIs;
@@ -154,8 +152,8 @@ TEST(LossesTest, OnPolicyBatchGivesRatioOneAndMinusMeanAdvantage) {
   const torch::Tensor logp = torch::log_softmax(torch::randn({n, 5}), 1).select(1, 0);
   const torch::Tensor adv = torch::randn({n});
   const double mean_adv = adv.mean().item<double>();
-  for (PolicyLossKind kind : {PolicyLossKind::kPpoClip, PolicyLossKind::kDecoupledPpo,
-                              PolicyLossKind::kTruncatedIs}) {
+  for (PolicyLossKind kind :
+       {PolicyLossKind::kPpoClip, PolicyLossKind::kDecoupledPpo, PolicyLossKind::kTruncatedIs}) {
     torch::Tensor lp = logp.clone().requires_grad_(true);
     PolicyLossInputs in;
     in.logprobs = lp;
@@ -223,11 +221,11 @@ TEST(LossesTest, AggregationWeightsByTokenSequenceAndExecution) {
   const double s = 1.0 / 6;
   check(LossAggregation::kTokenMean, {s, s, s, 0, 0, s, 0, s, s});
   // mean over 3 sequences of per-sequence means
-  check(LossAggregation::kSequenceMean, {1.0 / 9, 1.0 / 9, 1.0 / 9, 0, 0, 1.0 / 3, 0, 1.0 / 6,
-                                         1.0 / 6});
+  check(LossAggregation::kSequenceMean,
+        {1.0 / 9, 1.0 / 9, 1.0 / 9, 0, 0, 1.0 / 3, 0, 1.0 / 6, 1.0 / 6});
   // exec 0 pools 4 tokens, exec 1 has 2; mean over the 2 executions
-  check(LossAggregation::kExecutionMean, {1.0 / 8, 1.0 / 8, 1.0 / 8, 0, 0, 1.0 / 8, 0, 1.0 / 4,
-                                          1.0 / 4});
+  check(LossAggregation::kExecutionMean,
+        {1.0 / 8, 1.0 / 8, 1.0 / 8, 0, 0, 1.0 / 8, 0, 1.0 / 4, 1.0 / 4});
 }
 
 TEST(LossesTest, NonTrainableNaNsDoNotLeak) {
@@ -237,16 +235,14 @@ TEST(LossesTest, NonTrainableNaNsDoNotLeak) {
   in.trainable = Mask({0, 1, 0});
   in.loss_weights = T({0, 1, 0});
   in.proximal_logprobs = T({nan, std::log(0.5), nan});
-  for (PolicyLossKind kind : {PolicyLossKind::kPpoClip, PolicyLossKind::kDecoupledPpo,
-                              PolicyLossKind::kTruncatedIs}) {
+  for (PolicyLossKind kind :
+       {PolicyLossKind::kPpoClip, PolicyLossKind::kDecoupledPpo, PolicyLossKind::kTruncatedIs}) {
     LossOptions options;
     options.kind = kind;
     auto out = PolicyLoss(options, in);
     ASSERT_TRUE(out.ok()) << out.status();
-    EXPECT_NEAR(out->loss.item<double>(), -1.0 * (kind == PolicyLossKind::kTruncatedIs
-                                                      ? std::log(0.5)
-                                                      : 1.0),
-                1e-12);
+    EXPECT_NEAR(out->loss.item<double>(),
+                -1.0 * (kind == PolicyLossKind::kTruncatedIs ? std::log(0.5) : 1.0), 1e-12);
     lp.mutable_grad() = torch::Tensor();
     out->loss.backward();
     EXPECT_TRUE(torch::isfinite(lp.grad()).all().item<bool>());

@@ -25,8 +25,9 @@ Optimizer::Optimizer(std::vector<torch::Tensor> parameters, OptimizerOptions opt
                      int64_t initial_version)
     : parameters_(std::move(parameters)), options_(options), version_(initial_version) {
   torch::optim::AdamWOptions adamw(options_.schedule.At(0));
-  adamw.betas({options_.beta1, options_.beta2}).eps(options_.eps).weight_decay(
-      options_.weight_decay);
+  adamw.betas({options_.beta1, options_.beta2})
+      .eps(options_.eps)
+      .weight_decay(options_.weight_decay);
   adamw_ = std::make_unique<torch::optim::AdamW>(parameters_, adamw);
 }
 

@@ -10,12 +10,12 @@
 #ifndef FLYWHEEL_LEARNER_OPTIMIZER_H_
 #define FLYWHEEL_LEARNER_OPTIMIZER_H_
 
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "absl/status/statusor.h"
 #include "flywheel/learner/learner_options.h"
@@ -36,10 +36,10 @@ struct OptimizerOptions {
 };
 
 struct OptimizerStepInfo {
-  int64_t step = 0;       // optimiser steps taken, after this one
-  int64_t version = 0;    // policy version of the parameters after this step
+  int64_t step = 0;     // optimiser steps taken, after this one
+  int64_t version = 0;  // policy version of the parameters after this step
   double lr = 0;
-  double grad_norm = 0;   // global L2 norm before clipping
+  double grad_norm = 0;  // global L2 norm before clipping
   bool clipped = false;
 };
 

@@ -1,11 +1,11 @@
 #include "flywheel/learner/optimizer.h"
 
-#include <cmath>
-#include <limits>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+
+#include <cmath>
+#include <limits>
 
 #include "flywheel/learner/lr_schedule.h"
 
@@ -19,11 +19,11 @@ TEST(LrScheduleTest, WarmupThenCosineToTheFloor) {
   EXPECT_DOUBLE_EQ(s.At(0), 0.25);
   EXPECT_DOUBLE_EQ(s.At(1), 0.5);
   EXPECT_DOUBLE_EQ(s.At(3), 1.0);
-  EXPECT_DOUBLE_EQ(s.At(4), 1.0);                      // cosine starts at the peak
-  EXPECT_NEAR(s.At(8), 0.1 + 0.9 * 0.5, 1e-12);        // half way: cos(π/2) = 0
+  EXPECT_DOUBLE_EQ(s.At(4), 1.0);                // cosine starts at the peak
+  EXPECT_NEAR(s.At(8), 0.1 + 0.9 * 0.5, 1e-12);  // half way: cos(π/2) = 0
   EXPECT_NEAR(s.At(6), 0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI / 4)), 1e-12);
   EXPECT_NEAR(s.At(12), 0.1, 1e-12);
-  EXPECT_NEAR(s.At(1000), 0.1, 1e-12);                 // stays at the floor
+  EXPECT_NEAR(s.At(1000), 0.1, 1e-12);  // stays at the floor
   for (int64_t k = 4; k < 12; ++k) EXPECT_GT(s.At(k), s.At(k + 1));
   const LrSchedule flat{0.5, 0, 10, 1.0};
   EXPECT_DOUBLE_EQ(flat.At(0), 0.5);

@@ -99,9 +99,9 @@ absl::StatusOr<PackedStep> Packer::Pack(std::span<const Trajectory> trajectories
     const Trajectory& t = trajectories[i];
     RETURN_IF_ERROR(Annotate(t.Validate(), "packer"));
     if (advantages[i].size() != t.tokens.size()) {
-      return absl::InvalidArgumentError(
-          StrCat("packer: trajectory '", t.id, "' has ", t.size(), " tokens but ",
-                 advantages[i].size(), " advantages"));
+      return absl::InvalidArgumentError(StrCat("packer: trajectory '", t.id, "' has ", t.size(),
+                                               " tokens but ", advantages[i].size(),
+                                               " advantages"));
     }
     if (t.size() > largest) {
       if (options_.too_long == TooLongPolicy::kError) {
@@ -176,8 +176,8 @@ absl::StatusOr<PackedStep> Packer::Pack(std::span<const Trajectory> trajectories
   for (size_t k = 0; k < kept.size(); ++k) {
     if (!packed[k]) continue;
     const Trajectory& t = trajectories[kept[k]];
-    const std::string key = t.execution_id.empty() ? StrCat("\x01solo:", t.id, ":", k)
-                                                   : t.execution_id;
+    const std::string key =
+        t.execution_id.empty() ? StrCat("\x01solo:", t.id, ":", k) : t.execution_id;
     auto [it, inserted] =
         execution_index.emplace(key, static_cast<int64_t>(execution_index.size()));
     execution[k] = it->second;

@@ -1,11 +1,11 @@
 #include "flywheel/learner/packer.h"
 
-#include <cmath>
-#include <random>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+
+#include <cmath>
+#include <random>
 
 #include "flywheel/core/metrics.h"
 #include "flywheel/learner/losses.h"
@@ -117,7 +117,8 @@ TEST(PackerTest, ChoosesTheBucketWithLeastPadding) {
   step = packer.Pack(short_batch, Advantages(short_batch));
   ASSERT_TRUE(step.ok());
   EXPECT_EQ(step->bucket, 10);
-  EXPECT_THAT(step->micro_batches[0].doc_lengths, ElementsAre(ElementsAre(5, 5), ElementsAre(5, 5)));
+  EXPECT_THAT(step->micro_batches[0].doc_lengths,
+              ElementsAre(ElementsAre(5, 5), ElementsAre(5, 5)));
   EXPECT_EQ(step->padding_waste(), 0.0);
   EXPECT_EQ(packer.distinct_shapes(), 2);
 }
@@ -198,8 +199,8 @@ TEST(PackerTest, LossWeightsEqualAggregationOverTheWholeStep) {
       exec.push_back(mb.execution_ids.reshape({-1}));
       weights.push_back(mb.loss_weights.reshape({-1}));
     }
-    auto expected = AggregationWeights(agg, torch::cat(trainable), torch::cat(seq),
-                                       torch::cat(exec));
+    auto expected =
+        AggregationWeights(agg, torch::cat(trainable), torch::cat(seq), torch::cat(exec));
     ASSERT_TRUE(expected.ok());
     EXPECT_TRUE(torch::allclose(torch::cat(weights), *expected, 1e-6, 1e-7));
     EXPECT_NEAR(torch::cat(weights).sum().item<double>(), 1.0, 1e-6);
@@ -225,8 +226,7 @@ TEST(PackerTest, CarryOverHoldsPartFilledRowsForOneStepOnly) {
   step = packer.Pack(next, Advantages(next), /*carried=*/1);
   ASSERT_TRUE(step.ok());
   EXPECT_THAT(step->held_back, ElementsAre(2));  // "e", a new one, waits instead
-  EXPECT_THAT(step->micro_batches[0].doc_trajectories,
-              ElementsAre(ElementsAre(0), ElementsAre(1)));
+  EXPECT_THAT(step->micro_batches[0].doc_trajectories, ElementsAre(ElementsAre(0), ElementsAre(1)));
 
   // A tail made only of carried trajectories is never held back again.
   step = packer.Pack(batch, Advantages(batch), /*carried=*/3);
@@ -299,8 +299,8 @@ TEST(PackerTest, PackedLossAndGradientsEqualOneByOne) {
   }
   direct.backward();
   EXPECT_NEAR(packed_loss, direct.item<double>(), 1e-5);
-  EXPECT_TRUE(torch::allclose(packed_model->weight.grad(), single_model->weight.grad(), 1e-5,
-                              1e-5));
+  EXPECT_TRUE(
+      torch::allclose(packed_model->weight.grad(), single_model->weight.grad(), 1e-5, 1e-5));
 }
 
 }  // namespace

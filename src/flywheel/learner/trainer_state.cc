@@ -1,10 +1,10 @@
 #include "flywheel/learner/trainer_state.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <filesystem>
 #include <mutex>
 #include <sstream>
-
-#include <ATen/CPUGeneratorImpl.h>
 
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
@@ -71,9 +71,8 @@ absl::Status ReadTrainerState(const std::string& dir, Optimizer& optimizer,
     has_data_rng = archive.try_read("data_rng", data_rng_state);
   }));
   if (version.item<int64_t>() != kFormatVersion) {
-    return absl::FailedPreconditionError(StrCat(path, ": trainer state format ",
-                                                version.item<int64_t>(), ", expected ",
-                                                kFormatVersion));
+    return absl::FailedPreconditionError(StrCat(
+        path, ": trainer state format ", version.item<int64_t>(), ", expected ", kFormatVersion));
   }
   if (data_rng != nullptr && !has_data_rng) {
     return absl::FailedPreconditionError(StrCat(path, " holds no data RNG state"));

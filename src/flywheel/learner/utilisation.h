@@ -13,9 +13,8 @@
 #define FLYWHEEL_LEARNER_UTILISATION_H_
 
 #include <array>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "absl/time/time.h"
 #include "flywheel/core/clock.h"
@@ -32,8 +31,8 @@ struct PhaseTimes {
 
   double operator[](Phase p) const { return seconds[static_cast<int>(p)]; }
   double total() const;
-  double compute() const;       // forward + backward + optimiser
-  double utilisation() const;   // compute / total; 0 when nothing was timed
+  double compute() const;      // forward + backward + optimiser
+  double utilisation() const;  // compute / total; 0 when nothing was timed
   void Add(const PhaseTimes& other);
   nlohmann::json ToJson() const;
   std::string DebugString() const;

@@ -45,8 +45,8 @@ TEST(UtilisationTest, SplitsStepTimeByPhaseOnAVirtualClock) {
   EXPECT_DOUBLE_EQ(tracker.cumulative().total(), 20.0);
   EXPECT_DOUBLE_EQ(tracker.cumulative().utilisation(), 0.35);
   EXPECT_DOUBLE_EQ(MetricsRegistry::Global().GetGauge("learner.utilisation")->value(), 0.35);
-  EXPECT_DOUBLE_EQ(
-      MetricsRegistry::Global().GetGauge("learner.seconds{phase=wait_data}")->value(), 11.0);
+  EXPECT_DOUBLE_EQ(MetricsRegistry::Global().GetGauge("learner.seconds{phase=wait_data}")->value(),
+                   11.0);
   EXPECT_EQ(tracker.cumulative().ToJson()["backward_s"], 4.0);
 }
 

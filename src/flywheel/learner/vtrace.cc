@@ -23,8 +23,8 @@ absl::StatusOr<VtraceOutput> VtraceTargets(const torch::Tensor& log_rhos,
   }
   if (!bootstrap_value.sizes().equals(log_rhos.sizes().slice(0, log_rhos.dim() - 1))) {
     return absl::InvalidArgumentError(
-        StrCat("vtrace: bootstrap_value must have the leading shape of values ",
-               log_rhos.sizes(), " without its time dim; got ", bootstrap_value.sizes()));
+        StrCat("vtrace: bootstrap_value must have the leading shape of values ", log_rhos.sizes(),
+               " without its time dim; got ", bootstrap_value.sizes()));
   }
   return TorchCallOr("vtrace", [&] {
     torch::NoGradGuard no_grad;

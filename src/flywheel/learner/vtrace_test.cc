@@ -1,12 +1,12 @@
 #include "flywheel/learner/vtrace.h"
 
-#include <algorithm>
-#include <cmath>
-#include <vector>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
 
 namespace flywheel {
 namespace {
@@ -55,14 +55,14 @@ TEST(VtraceTest, MatchesTheDirectSumFormula) {
     return v;
   };
   for (int64_t b = 0; b < B; ++b) {
-    const auto vs = DirectVs(row(log_rhos, b), row(discounts, b), row(rewards, b),
-                             row(values, b), bootstrap[b].item<double>(), options.rho_bar,
-                             options.c_bar, options.lambda);
+    const auto vs =
+        DirectVs(row(log_rhos, b), row(discounts, b), row(rewards, b), row(values, b),
+                 bootstrap[b].item<double>(), options.rho_bar, options.c_bar, options.lambda);
     for (int64_t s = 0; s < T; ++s) {
       EXPECT_NEAR(out->vs[b][s].item<double>(), vs[s], 1e-10) << "b=" << b << " s=" << s;
       const double next = s + 1 < T ? vs[s + 1] : bootstrap[b].item<double>();
-      const double pg = rewards[b][s].item<double>() +
-                        discounts[b][s].item<double>() * next - values[b][s].item<double>();
+      const double pg = rewards[b][s].item<double>() + discounts[b][s].item<double>() * next -
+                        values[b][s].item<double>();
       EXPECT_NEAR(out->pg_advantages[b][s].item<double>(), pg, 1e-10);
     }
   }
