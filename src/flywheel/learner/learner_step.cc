@@ -55,25 +55,30 @@ LearnerStep::LearnerStep(const LearnerOptions& options, int64_t run_max_steps,
 
 absl::Status LearnerStep::AccumulateMicroBatch(const PackedMicroBatch& mb,
                                                LearnerStepResult& result) {
-  torch::Tensor logits;
+  torch::Tensor logits, targets;
   PolicyLossInputs in;
   {
     auto timer = tracker_.Time(Phase::kForward);
     ASSIGN_OR_RETURN(logits, policy_(mb));
+    // The packer builds host tensors; the per-token data follows the logits to their device.
     RETURN_IF_ERROR(TorchCall("forward: log-probs", [&] {
-      in.logprobs = TokenLogprobs(logits, mb.targets, temperature_);
+      const torch::Device device = logits.device();
+      targets = mb.targets.to(device);
+      in.logprobs = TokenLogprobs(logits, targets, temperature_);
       if (options_.entropy_coef > 0) in.entropy = TokenEntropy(logits, temperature_);
+      in.behaviour_logprobs = mb.behaviour_logprobs.to(device);
+      in.advantages = mb.advantages.to(device);
+      in.trainable = mb.trainable.to(device);
+      in.loss_weights = mb.loss_weights.to(device);
     }));
-    in.behaviour_logprobs = mb.behaviour_logprobs;
-    in.advantages = mb.advantages;
-    in.trainable = mb.trainable;
-    in.loss_weights = mb.loss_weights;
     in.proximal_logprobs = in.logprobs.detach();  // see the header: weights at step start
     if (options_.kl_coef > 0) {
       torch::NoGradGuard no_grad;
       ASSIGN_OR_RETURN(torch::Tensor ref_logits, reference_(mb));
       RETURN_IF_ERROR(TorchCall("reference forward: log-probs", [&] {
-        in.reference_logprobs = TokenLogprobs(ref_logits, mb.targets, temperature_);
+        in.reference_logprobs =
+            TokenLogprobs(ref_logits, targets.to(ref_logits.device()), temperature_)
+                .to(targets.device());
       }));
     }
   }

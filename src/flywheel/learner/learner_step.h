@@ -36,6 +36,8 @@
 namespace flywheel {
 
 // Logits [rows, L, V] of a packed micro-batch (the model applies PackedLayout(doc_lengths, L)).
+// The micro-batch's tensors are on the host; the model moves what it reads to its device, and the
+// learner moves the per-token loss inputs to the logits' device.
 using PolicyForward = std::function<absl::StatusOr<torch::Tensor>(const PackedMicroBatch&)>;
 
 struct LearnerStepResult {

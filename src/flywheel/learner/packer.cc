@@ -86,7 +86,13 @@ int64_t Packer::RowsFor(int64_t length) const {
 absl::StatusOr<PackedStep> Packer::Pack(std::span<const Trajectory> trajectories,
                                         std::span<const std::vector<float>> advantages,
                                         int64_t carried) {
-  if (options_.buckets.empty()) return absl::InvalidArgumentError("packer: no buckets configured");
+  if (options_.buckets.empty() ||
+      !std::is_sorted(options_.buckets.begin(), options_.buckets.end()) ||
+      options_.buckets.front() <= 0) {
+    return absl::InvalidArgumentError(
+        StrCat("packer: buckets must be positive and ascending; got [",
+               Join(options_.buckets, ", "), "]"));
+  }
   if (advantages.size() != trajectories.size()) {
     return absl::InvalidArgumentError(StrCat("packer: ", advantages.size(),
                                              " advantage vectors for ", trajectories.size(),

@@ -151,6 +151,8 @@ TEST(PackerTest, RejectsBadInputNamingTheTrajectory) {
   EXPECT_THAT(packer.Pack(batch, wrong).status().message(), HasSubstr("'t-3' has 4 tokens"));
   batch[0].versions.pop_back();
   EXPECT_THAT(packer.Pack(batch, Advantages(batch)).status().message(), HasSubstr("t-3"));
+  Packer unsorted(Options({16, 8}, 16));
+  EXPECT_THAT(unsorted.Pack({}, {}).status().message(), HasSubstr("ascending; got [16, 8]"));
 }
 
 TEST(PackerTest, DistinctShapesNeverExceedBucketsOverManyMixedBatches) {
