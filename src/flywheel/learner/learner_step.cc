@@ -59,7 +59,10 @@ absl::Status LearnerStep::AccumulateMicroBatch(const PackedMicroBatch& mb,
   PolicyLossInputs in;
   {
     auto timer = tracker_.Time(Phase::kForward);
-    ASSIGN_OR_RETURN(logits, policy_(mb));
+    absl::StatusOr<torch::Tensor> forward = absl::UnknownError("forward did not run");
+    RETURN_IF_ERROR(TorchCall("forward", [&] { forward = policy_(mb); }));
+    RETURN_IF_ERROR(Annotate(forward.status(), "forward"));
+    logits = *std::move(forward);
     // The packer builds host tensors; the per-token data follows the logits to their device.
     RETURN_IF_ERROR(TorchCall("forward: log-probs", [&] {
       const torch::Device device = logits.device();

@@ -145,6 +145,22 @@ TEST(LearnerStepTest, TrainingRaisesTheRewardedTokensProbability) {
   EXPECT_EQ(learner.version(), 30);
 }
 
+TEST(LearnerStepTest, AFailingForwardTakesNoStep) {
+  torch::manual_seed(5);
+  BigramPolicy policy;
+  const torch::Tensor before = policy.table->weight.clone();
+  PolicyForward broken = [&](const PackedMicroBatch& mb) -> absl::StatusOr<torch::Tensor> {
+    return torch::matmul(policy.table->forward(mb.tokens), torch::ones({kVocab + 1, 2}));
+  };
+  LearnerStep learner(Options(PolicyLossKind::kDecoupledPpo), 100, policy.table->parameters(),
+                      broken);
+  auto result = learner.Step(policy.Groups(2, 2, 1.0, 0));
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(result.status().message(), HasSubstr("learner step 0: forward"));
+  EXPECT_EQ(learner.version(), 0);
+  EXPECT_TRUE(torch::equal(policy.table->weight, before));
+}
+
 TEST(LearnerStepTest, KlNeedsAReferenceAndVtraceAValueHead) {
   BigramPolicy policy;
   LearnerOptions o = Options(PolicyLossKind::kDecoupledPpo);
