@@ -7,6 +7,7 @@ const std::vector<BenchEntry>& Benchmarks() {
   static const std::vector<BenchEntry>* entries = new std::vector<BenchEntry>{
       {"matmul", "float32 matmul GFLOP/s of LibTorch here (the MFU denominator; shows the BLAS in use)", RunMatmulBench},
       {"rollout", "generated tokens/s: rollout engine vs full recompute vs eager PyTorch", RunRolloutBench},
+      {"packing", "learner packer: padding waste and distinct shapes over length-mixed steps vs padding each trajectory", RunPackingBench},
   };
   return *entries;
 }

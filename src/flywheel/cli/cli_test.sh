@@ -37,6 +37,8 @@ grep -q "num_layers = 5" <<<"$out" || fail "--set did not apply: $out"
 
 out=$("$FLYWHEEL" bench matmul --quick --out "$TMP/m.json") || fail "bench matmul failed: $out"
 grep -q '"peak_gflops"' "$TMP/m.json" || fail "bench JSON lacks peak_gflops"
+out=$("$FLYWHEEL" bench packing --quick --out "$TMP/p.json") || fail "bench packing failed: $out"
+grep -q '"padding_waste"' "$TMP/p.json" || fail "bench JSON lacks padding_waste"
 
 out=$("$FLYWHEEL" trajectory stats "$SOURCE/examples/calls/repair-calls.jsonl") ||
   fail "trajectory stats failed: $out"

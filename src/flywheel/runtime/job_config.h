@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "flywheel/env/env_options.h"
+#include "flywheel/learner/learner_options.h"
 #include "flywheel/model/model_options.h"
 #include "flywheel/runtime/run_options.h"
 
@@ -18,12 +19,14 @@ struct JobConfig {
   RunOptions run;
   ModelOptions model;
   EnvOptions env;
+  LearnerOptions learner;
 
   template <typename V>
   void VisitFields(V& v) {
     v.Section("run", run);
     v.Section("model", model);
     v.Section("env", env);
+    v.Section("learner", learner);
   }
 
   // Validates every section, then the constraints between sections.

@@ -1,0 +1,77 @@
+// The learner's optimiser step: AdamW with a warm-up + cosine learning rate, global gradient-norm
+// clipping, and the policy version, which increases by exactly one per optimiser step. Takes the
+// parameters of any torch::nn::Module; knows nothing about the model.
+//
+//   opt.ZeroGrad();
+//   for (micro-batch) loss(mb).backward();      // gradient accumulation
+//   ASSIGN_OR_RETURN(OptimizerStepInfo info, opt.Step());   // lr, clip, AdamW, version + 1
+//
+// Not thread-safe: the learner thread owns it.
+#ifndef FLYWHEEL_LEARNER_OPTIMIZER_H_
+#define FLYWHEEL_LEARNER_OPTIMIZER_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "flywheel/learner/learner_options.h"
+#include "flywheel/learner/lr_schedule.h"
+
+namespace flywheel {
+
+struct OptimizerOptions {
+  LrSchedule schedule;
+  double weight_decay = 0.0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double grad_clip = 1.0;  // 0 = off
+
+  // total_steps = 0 in the config means "the run's max_steps".
+  static OptimizerOptions FromLearnerOptions(const LearnerOptions& o, int64_t run_max_steps);
+};
+
+struct OptimizerStepInfo {
+  int64_t step = 0;     // optimiser steps taken, after this one
+  int64_t version = 0;  // policy version of the parameters after this step
+  double lr = 0;
+  double grad_norm = 0;  // global L2 norm before clipping
+  bool clipped = false;
+};
+
+class Optimizer {
+ public:
+  Optimizer(std::vector<torch::Tensor> parameters, OptimizerOptions options,
+            int64_t initial_version = 0);
+
+  void ZeroGrad();
+  // Applies the schedule's rate for this step, clips, takes the AdamW step and increments step
+  // and version. A non-finite gradient norm is an error and the parameters are left untouched
+  // (the gradients are zeroed), so one bad batch cannot poison the weights.
+  absl::StatusOr<OptimizerStepInfo> Step();
+
+  int64_t step() const { return step_; }
+  int64_t version() const { return version_; }
+  double current_lr() const { return options_.schedule.At(step_); }
+
+  // Optimiser state (AdamW moments and step counts) plus step and version.
+  absl::Status Save(torch::serialize::OutputArchive& archive) const;
+  absl::Status Load(torch::serialize::InputArchive& archive);
+
+  std::string DebugString() const;
+
+ private:
+  std::vector<torch::Tensor> parameters_;
+  OptimizerOptions options_;
+  std::unique_ptr<torch::optim::AdamW> adamw_;
+  int64_t step_ = 0;
+  int64_t version_ = 0;
+};
+
+}  // namespace flywheel
+
+#endif  // FLYWHEEL_LEARNER_OPTIMIZER_H_

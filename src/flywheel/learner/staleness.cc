@@ -1,0 +1,45 @@
+#include "flywheel/learner/staleness.h"
+
+#include <utility>
+
+namespace flywheel {
+
+StalenessFilter::StalenessFilter(int64_t max_staleness)
+    : max_staleness_(max_staleness),
+      global_lags_(MetricsRegistry::Global().GetHistogram("learner.lag", LagBounds())),
+      dropped_(MetricsRegistry::Global().GetCounter("learner.dropped{reason=stale}")) {}
+
+const std::vector<double>& StalenessFilter::LagBounds() {
+  static const std::vector<double> bounds = {0, 1, 2, 3, 4, 6, 8, 12, 16, 32, 64};
+  return bounds;
+}
+
+int64_t StalenessFilter::Lag(const Trajectory& t, int64_t learner_version) {
+  const int64_t oldest = t.MinVersion();
+  return oldest == kNoVersion ? 0 : learner_version - oldest;
+}
+
+StalenessReport StalenessFilter::Apply(int64_t learner_version,
+                                       std::vector<Trajectory>& batch) const {
+  StalenessReport report;
+  report.lags = std::make_unique<Histogram>(LagBounds());
+  std::vector<Trajectory> kept;
+  kept.reserve(batch.size());
+  for (Trajectory& t : batch) {
+    const int64_t lag = Lag(t, learner_version);
+    ++report.lag_counts[lag];
+    report.lags->Observe(static_cast<double>(lag));
+    global_lags_->Observe(static_cast<double>(lag));
+    if (max_staleness_ >= 0 && lag > max_staleness_) {
+      ++report.dropped;
+      continue;
+    }
+    kept.push_back(std::move(t));
+  }
+  dropped_->Increment(report.dropped);
+  report.kept = static_cast<int64_t>(kept.size());
+  batch = std::move(kept);
+  return report;
+}
+
+}  // namespace flywheel
