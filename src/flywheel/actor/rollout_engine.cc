@@ -8,16 +8,6 @@
 
 namespace flywheel {
 
-absl::Status RolloutEngineOptions::Validate() const {
-  if (intra_op_threads < 0) {
-    return absl::InvalidArgumentError("actor.intra_op_threads must be >= 0 (0 = default)");
-  }
-  if (initial_slots <= 0 || initial_capacity <= 0) {
-    return absl::InvalidArgumentError("actor.initial_slots and actor.initial_capacity must be > 0");
-  }
-  return absl::OkStatus();
-}
-
 const char* TurnEndName(TurnEnd end) {
   switch (end) {
     case TurnEnd::kNone: return "none";

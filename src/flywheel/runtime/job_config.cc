@@ -8,6 +8,8 @@ namespace flywheel {
 absl::Status JobConfig::Validate() const {
   RETURN_IF_ERROR(run.Validate());
   RETURN_IF_ERROR(model.Validate());
+  RETURN_IF_ERROR(sampling.Validate());
+  RETURN_IF_ERROR(actor.Validate());
   return absl::OkStatus();
 }
 

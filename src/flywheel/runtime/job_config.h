@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "flywheel/actor/rollout_options.h"
 #include "flywheel/model/model_options.h"
+#include "flywheel/model/sampling_params.h"
 #include "flywheel/runtime/run_options.h"
 
 namespace flywheel {
@@ -16,11 +18,15 @@ namespace flywheel {
 struct JobConfig {
   RunOptions run;
   ModelOptions model;
+  SamplingParams sampling;
+  RolloutEngineOptions actor;
 
   template <typename V>
   void VisitFields(V& v) {
     v.Section("run", run);
     v.Section("model", model);
+    v.Section("sampling", sampling);
+    v.Section("actor", actor);
   }
 
   // Validates every section, then the constraints between sections.
