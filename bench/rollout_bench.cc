@@ -17,6 +17,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <limits>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -93,12 +94,11 @@ void RecomputeStep(const Setup& s, torch::Tensor& tokens, std::vector<std::mt199
   const auto layout = CausalLayout(b, l);
   const auto& model = s.snapshot->model;
   const auto hidden = model->Hidden(tokens, layout.positions, layout.allowed, nullptr);
-  const auto logprobs =
-      SamplingLogProbs(model->Logits(hidden.select(1, l - 1)), SamplingParams{}).contiguous();
+  const auto probs =
+      SamplingLogProbs(model->Logits(hidden.select(1, l - 1)), SamplingParams{}).exp().contiguous();
   std::vector<int64_t> next(b);
   for (int64_t i = 0; i < b; ++i) {
-    next[i] = DrawToken(logprobs.data_ptr<float>() + i * logprobs.size(1), logprobs.size(1),
-                        rngs[i]);
+    next[i] = DrawToken(probs.data_ptr<float>() + i * probs.size(1), probs.size(1), rngs[i]);
   }
   tokens = torch::cat({tokens, torch::tensor(next, torch::kInt64).unsqueeze(1)}, 1);
 }
@@ -204,7 +204,8 @@ absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args) {
   const int64_t prompt_len = args.GetInt("prompt", args.quick ? 8 : 32);
   s.new_tokens = args.GetInt("new_tokens", args.quick ? 16 : 512);
   s.threads = args.GetInt("threads", 1);
-  const bool full_recompute = args.GetString("recompute", "sampled") == "full";
+  const std::string recompute_mode = args.GetString("recompute", "sampled");  // sampled|full|off
+  const bool full_recompute = recompute_mode == "full";
   const int64_t samples = full_recompute ? 0 : args.GetInt("recompute_samples", 9);
   const bool run_python = args.GetString("python", "on") != "off";
   const int64_t rounds = std::max<int64_t>(1, args.GetInt("rounds", args.quick ? 1 : 3));
@@ -252,8 +253,10 @@ absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args) {
   const double engine_tps = generated / engine_s;
 
   // (b) recompute.
-  double recompute_s = 0;
-  RETURN_IF_ERROR(TorchCall("recompute variant", [&] { recompute_s = RunRecompute(s, samples); }));
+  double recompute_s = std::numeric_limits<double>::infinity();
+  if (recompute_mode != "off") {
+    RETURN_IF_ERROR(TorchCall("recompute variant", [&] { recompute_s = RunRecompute(s, samples); }));
+  }
   const double recompute_tps = generated / recompute_s;
 
   BenchReport report;
@@ -263,7 +266,7 @@ absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args) {
                    {"threads", s.threads},
                    {"rounds", rounds},
                    {"sampling", "temperature 1, no truncation"},
-                   {"recompute_mode", full_recompute ? "full" : "sampled"},
+                   {"recompute_mode", recompute_mode},
                    {"recompute_samples", samples},
                    {"model",
                     {{"vocab_size", s.model.vocab_size}, {"hidden_size", s.model.hidden_size},

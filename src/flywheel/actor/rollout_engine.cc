@@ -254,13 +254,15 @@ void RolloutEngine::Sample(const std::vector<Sequence*>& rows, const std::vector
     logprobs = torch::cat(parts, 0);
   }
   logprobs = logprobs.to(torch::kCPU, torch::kFloat32).contiguous();
+  const auto probs = logprobs.exp();  // one vectorised exp for the whole batch
   const int64_t vocab = logprobs.size(1);
   const float* data = logprobs.data_ptr<float>();
+  const float* prob_data = probs.data_ptr<float>();
   const int64_t max_len = snapshot_->model->options().max_seq_len;
   for (int64_t b = 0; b < n; ++b) {
     Sequence& seq = *rows[b];
     const float* row = data + b * vocab;
-    const int64_t token = DrawToken(row, vocab, seq.rng);
+    const int64_t token = DrawToken(prob_data + b * vocab, vocab, seq.rng);
     GeneratedToken g;
     g.sequence = ids[b];
     g.token = token;
@@ -284,7 +286,7 @@ void RolloutEngine::Sample(const std::vector<Sequence*>& rows, const std::vector
 
 absl::StatusOr<std::vector<GeneratedToken>> RolloutEngine::Step() {
   std::vector<GeneratedToken> out;
-  RETURN_IF_ERROR(TorchCall(StrCat("rollout engine step (", DebugString(), ")"), [&] {
+  const absl::Status status = TorchCall("rollout engine step", [&] {
     c10::InferenceMode guard;
     if (options_.intra_op_threads > 0 && at::get_num_threads() != options_.intra_op_threads) {
       at::set_num_threads(static_cast<int>(options_.intra_op_threads));
@@ -309,7 +311,8 @@ absl::StatusOr<std::vector<GeneratedToken>> RolloutEngine::Step() {
     for (size_t i = 0; i < prefill.size(); ++i) {
       Sample({prefill[i]}, {prefill_ids[i]}, Prefill(*prefill[i]), out);
     }
-  }));
+  });
+  if (!status.ok()) return Annotate(status, DebugString());
   return out;
 }
 

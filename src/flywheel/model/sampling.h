@@ -35,10 +35,11 @@ torch::Tensor SamplingLogProbs(const torch::Tensor& logits, const SamplingParams
 torch::Tensor TokenLogprobs(const torch::Tensor& logits, const torch::Tensor& targets,
                             const SamplingParams& params);
 
-// Draws one token from a row of log-probabilities (`logprobs` points at V contiguous floats) by
-// inverse CDF with one uniform draw from `rng`: the episode's own generator, so the same seed and
-// logits give the same token whatever else runs in the process.
-int64_t DrawToken(const float* logprobs, int64_t vocab_size, std::mt19937_64& rng);
+// Draws one token from a row of probabilities (`probs` points at V contiguous floats, the exp of
+// SamplingLogProbs; they need not sum to exactly 1) by inverse CDF with one uniform draw from
+// `rng`: the episode's own generator, so the same seed and logits give the same token whatever
+// else runs in the process. A token of probability 0 is never drawn.
+int64_t DrawToken(const float* probs, int64_t vocab_size, std::mt19937_64& rng);
 
 }  // namespace flywheel
 
