@@ -41,6 +41,7 @@ RolloutEngine::RolloutEngine(const RolloutEngineOptions& options,
              options.initial_slots, options.initial_capacity) {}
 
 void RolloutEngine::PublishSnapshot(std::shared_ptr<const WeightSnapshot> snapshot) {
+  if (snapshot == nullptr || snapshot->model.is_empty()) return;  // nothing to swap to
   absl::MutexLock lock(&mu_);
   if (published_ == nullptr || snapshot->version > published_->version) {
     published_ = std::move(snapshot);
