@@ -10,10 +10,14 @@ namespace flywheel {
 
 const char* TurnEndName(TurnEnd end) {
   switch (end) {
-    case TurnEnd::kNone: return "none";
-    case TurnEnd::kStopToken: return "stop_token";
-    case TurnEnd::kMaxNewTokens: return "max_new_tokens";
-    case TurnEnd::kMaxLength: return "max_length";
+    case TurnEnd::kNone:
+      return "none";
+    case TurnEnd::kStopToken:
+      return "stop_token";
+    case TurnEnd::kMaxNewTokens:
+      return "max_new_tokens";
+    case TurnEnd::kMaxLength:
+      return "max_length";
   }
   return "?";
 }
@@ -118,10 +122,9 @@ absl::Status RolloutEngine::AppendTokens(SequenceId id, const std::vector<int64_
   }
   const auto& model = snapshot_->model->options();
   if (static_cast<int64_t>(seq->tokens.size() + tokens.size()) > model.max_seq_len) {
-    return absl::OutOfRangeError(StrCat("rollout engine: sequence ", id, " would reach ",
-                                        seq->tokens.size() + tokens.size(),
-                                        " tokens, more than model.max_seq_len ",
-                                        model.max_seq_len));
+    return absl::OutOfRangeError(
+        StrCat("rollout engine: sequence ", id, " would reach ", seq->tokens.size() + tokens.size(),
+               " tokens, more than model.max_seq_len ", model.max_seq_len));
   }
   for (int64_t t : tokens) {
     if (t < 0 || t >= model.vocab_size) {
@@ -140,8 +143,8 @@ absl::Status RolloutEngine::StartTurn(SequenceId id, const TurnOptions& turn) {
     return absl::InvalidArgumentError("rollout engine: max_new_tokens must be > 0");
   }
   if (static_cast<int64_t>(seq->tokens.size()) >= snapshot_->model->options().max_seq_len) {
-    return absl::OutOfRangeError(StrCat("rollout engine: sequence ", id,
-                                        " is at model.max_seq_len; no room to generate"));
+    return absl::OutOfRangeError(
+        StrCat("rollout engine: sequence ", id, " is at model.max_seq_len; no room to generate"));
   }
   seq->generating = true;
   seq->turn = turn;
@@ -183,8 +186,8 @@ absl::StatusOr<std::vector<int64_t>> RolloutEngine::Tokens(SequenceId id) const 
 std::string RolloutEngine::DebugString() const {
   return StrCat("RolloutEngine{version=", version(), " sequences=", num_sequences(),
                 " generating=", num_generating(), " kv_slots=", cache_.num_slots(),
-                " kv_capacity=", cache_.capacity(), " kv_on_swap=",
-                options_.kv_on_swap == KvOnSwap::kKeep ? "keep" : "recompute", "}");
+                " kv_capacity=", cache_.capacity(),
+                " kv_on_swap=", options_.kv_on_swap == KvOnSwap::kKeep ? "keep" : "recompute", "}");
 }
 
 torch::Tensor RolloutEngine::DecodeBatch(const std::vector<Sequence*>& rows) {
@@ -222,9 +225,9 @@ torch::Tensor RolloutEngine::Prefill(Sequence& seq) {
   const auto int_options = torch::TensorOptions().dtype(torch::kInt64).device(device);
   const auto positions = torch::arange(start, total, int_options).unsqueeze(0);  // [1, m]
   // New token i (at position start+i) sees the cached prefix and new tokens up to itself.
-  const auto allowed = (torch::arange(total, int_options).unsqueeze(0) <=
-                        positions.squeeze(0).unsqueeze(1))
-                           .unsqueeze(0);  // [1, m, total]
+  const auto allowed =
+      (torch::arange(total, int_options).unsqueeze(0) <= positions.squeeze(0).unsqueeze(1))
+          .unsqueeze(0);  // [1, m, total]
   std::vector<int64_t> fresh(seq.tokens.begin() + start, seq.tokens.end());
   auto binding = cache_.Bind({seq.slot}, {start}, total);
   const auto& model = snapshot_->model;
@@ -241,8 +244,8 @@ void RolloutEngine::Sample(const std::vector<Sequence*>& rows, const std::vector
   for (const Sequence* seq : rows) {
     const auto& a = seq->sampling;
     const auto& b = rows.front()->sampling;
-    shared_params = shared_params && a.temperature == b.temperature && a.top_k == b.top_k &&
-                    a.top_p == b.top_p;
+    shared_params =
+        shared_params && a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p;
   }
   torch::Tensor logprobs;
   if (shared_params) {

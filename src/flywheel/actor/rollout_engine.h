@@ -71,9 +71,9 @@ const char* TurnEndName(TurnEnd end);
 struct GeneratedToken {
   SequenceId sequence = 0;
   int64_t token = 0;
-  int64_t position = 0;  // index of the token in its sequence
-  float logprob = 0;     // log μ(token): the distribution it was drawn from
-  int64_t version = 0;   // weights that produced it
+  int64_t position = 0;          // index of the token in its sequence
+  float logprob = 0;             // log μ(token): the distribution it was drawn from
+  int64_t version = 0;           // weights that produced it
   TurnEnd end = TurnEnd::kNone;  // != kNone: this token ends the turn
 };
 

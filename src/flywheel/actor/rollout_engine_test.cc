@@ -201,7 +201,8 @@ TEST(RolloutEngineTest, StopTokenEndsTheTurn) {
 TEST(RolloutEngineTest, BadRequestsAreClearErrors) {
   auto engine = Engine(Snapshot(1, 1), KvOnSwap::kKeep);
   EXPECT_THAT(engine->AddSequence({}, {}).status().message(), HasSubstr("at least one prompt"));
-  EXPECT_THAT(engine->AddSequence({64}, {}).status().message(), HasSubstr("outside the vocabulary"));
+  EXPECT_THAT(engine->AddSequence({64}, {}).status().message(),
+              HasSubstr("outside the vocabulary"));
   EXPECT_EQ(engine->AppendTokens(99, {1}).code(), absl::StatusCode::kNotFound);
   auto id = *engine->AddSequence({1}, {});
   EXPECT_EQ(engine->AppendTokens(id, std::vector<int64_t>(200, 1)).code(),

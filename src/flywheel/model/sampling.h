@@ -24,7 +24,6 @@
 
 namespace flywheel {
 
-
 // Log-probabilities [..., V] of the distribution sampled from, for logits [..., V]; −inf for
 // tokens outside the truncation set. Differentiable with respect to the logits (the set itself
 // is not).

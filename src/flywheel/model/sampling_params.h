@@ -13,8 +13,8 @@ namespace flywheel {
 
 struct SamplingParams {
   double temperature = 1.0;
-  int64_t top_k = 0;    // 0 = no top-k truncation
-  double top_p = 1.0;   // 1 = no nucleus truncation
+  int64_t top_k = 0;   // 0 = no top-k truncation
+  double top_p = 1.0;  // 1 = no nucleus truncation
 
   template <typename V>
   void VisitFields(V& v) {
@@ -25,8 +25,8 @@ struct SamplingParams {
 
   absl::Status Validate() const {
     if (!(temperature > 0)) {
-      return absl::InvalidArgumentError(
-          StrCat("sampling.temperature must be > 0, got ", temperature, " (use top_k = 1 for greedy)"));
+      return absl::InvalidArgumentError(StrCat("sampling.temperature must be > 0, got ",
+                                               temperature, " (use top_k = 1 for greedy)"));
     }
     if (top_k < 0) return absl::InvalidArgumentError("sampling.top_k must be >= 0");
     if (!(top_p > 0 && top_p <= 1)) {

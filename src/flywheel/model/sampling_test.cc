@@ -51,10 +51,10 @@ TEST(SamplingTest, TokenLogprobsGathersTheTargets) {
   p.temperature = 1.3;
   const auto lp = TokenLogprobs(logits, targets, p);
   ASSERT_EQ(lp.sizes(), targets.sizes());
-  EXPECT_NEAR(lp[1][2].item<float>(),
-              torch::log_softmax(logits[1][2] / 1.3, -1)[targets[1][2].item<int64_t>()]
-                  .item<float>(),
-              1e-6);
+  EXPECT_NEAR(
+      lp[1][2].item<float>(),
+      torch::log_softmax(logits[1][2] / 1.3, -1)[targets[1][2].item<int64_t>()].item<float>(),
+      1e-6);
 }
 
 TEST(SamplingTest, DrawIsSeededAndFollowsTheDistribution) {
