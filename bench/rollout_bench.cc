@@ -17,6 +17,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <limits>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -93,12 +94,11 @@ void RecomputeStep(const Setup& s, torch::Tensor& tokens, std::vector<std::mt199
   const auto layout = CausalLayout(b, l);
   const auto& model = s.snapshot->model;
   const auto hidden = model->Hidden(tokens, layout.positions, layout.allowed, nullptr);
-  const auto logprobs =
-      SamplingLogProbs(model->Logits(hidden.select(1, l - 1)), SamplingParams{}).contiguous();
+  const auto probs =
+      SamplingLogProbs(model->Logits(hidden.select(1, l - 1)), SamplingParams{}).exp().contiguous();
   std::vector<int64_t> next(b);
   for (int64_t i = 0; i < b; ++i) {
-    next[i] = DrawToken(logprobs.data_ptr<float>() + i * logprobs.size(1), logprobs.size(1),
-                        rngs[i]);
+    next[i] = DrawToken(probs.data_ptr<float>() + i * probs.size(1), probs.size(1), rngs[i]);
   }
   tokens = torch::cat({tokens, torch::tensor(next, torch::kInt64).unsqueeze(1)}, 1);
 }
@@ -126,7 +126,8 @@ double RunRecompute(const Setup& s, int64_t samples) {
   std::vector<std::pair<double, double>> points;  // (step index, seconds)
   for (int64_t k = 0; k < samples; ++k) {
     const int64_t i = k * (s.new_tokens - 1) / (samples - 1);
-    auto tokens = torch::cat({prompts, torch::randint(s.model.vocab_size, {b, i}, torch::kInt64)}, 1);
+    auto tokens =
+        torch::cat({prompts, torch::randint(s.model.vocab_size, {b, i}, torch::kInt64)}, 1);
     const auto start = Clock::now();
     RecomputeStep(s, tokens, rngs);
     points.push_back({static_cast<double>(i), Seconds(start)});
@@ -150,30 +151,33 @@ absl::StatusOr<PythonResult> RunPython(const Setup& s, const BenchArgs& args, in
   PythonResult result;
   const std::string python = "/usr/bin/python3";
   if (std::system(StrCat(python, " -c 'import torch' >/dev/null 2>&1").c_str()) != 0) {
-    result.skipped = StrCat(python, " has no torch (Debian package python3-torch): python variant skipped");
+    result.skipped =
+        StrCat(python, " has no torch (Debian package python3-torch): python variant skipped");
     return result;
   }
-  const auto dir = std::filesystem::temp_directory_path() /
-                   StrCat("flywheel_rollout_bench_", ::getpid());
+  const auto dir =
+      std::filesystem::temp_directory_path() / StrCat("flywheel_rollout_bench_", ::getpid());
   std::filesystem::create_directories(dir);
   const std::string weights = (dir / "weights.safetensors").string();
   const std::string spec_path = (dir / "spec.json").string();
   const std::string out_path = (dir / "out.json").string();
   RETURN_IF_ERROR(SaveStateDict(weights, *s.snapshot->model));
-  nlohmann::json spec = {
-      {"model",
-       {{"hidden_size", s.model.hidden_size}, {"num_layers", s.model.num_layers},
-        {"num_heads", s.model.num_heads}, {"num_kv_heads", s.model.num_kv_heads},
-        {"rope_theta", s.model.rope_theta}, {"rms_norm_eps", s.model.rms_norm_eps}}},
-      {"prompts", s.prompts},
-      {"new_tokens", s.new_tokens},
-      {"threads", s.threads},
-      {"greedy_check_tokens", check}};
+  nlohmann::json spec = {{"model",
+                          {{"hidden_size", s.model.hidden_size},
+                           {"num_layers", s.model.num_layers},
+                           {"num_heads", s.model.num_heads},
+                           {"num_kv_heads", s.model.num_kv_heads},
+                           {"rope_theta", s.model.rope_theta},
+                           {"rms_norm_eps", s.model.rms_norm_eps}}},
+                         {"prompts", s.prompts},
+                         {"new_tokens", s.new_tokens},
+                         {"threads", s.threads},
+                         {"greedy_check_tokens", check}};
   std::ofstream(spec_path) << spec.dump();
   const std::string script = args.source_dir + "/bench/rollout_python.py";
-  const std::string cmd = StrCat("OPENBLAS_NUM_THREADS=", s.threads, " OMP_NUM_THREADS=", s.threads,
-                                 " ", python, " '", script, "' --weights '", weights, "' --spec '",
-                                 spec_path, "' > '", out_path, "'");
+  const std::string cmd =
+      StrCat("OPENBLAS_NUM_THREADS=", s.threads, " OMP_NUM_THREADS=", s.threads, " ", python, " '",
+             script, "' --weights '", weights, "' --spec '", spec_path, "' > '", out_path, "'");
   const int rc = std::system(cmd.c_str());
   std::ifstream in(out_path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -204,14 +208,16 @@ absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args) {
   const int64_t prompt_len = args.GetInt("prompt", args.quick ? 8 : 32);
   s.new_tokens = args.GetInt("new_tokens", args.quick ? 16 : 512);
   s.threads = args.GetInt("threads", 1);
-  const bool full_recompute = args.GetString("recompute", "sampled") == "full";
+  const std::string recompute_mode = args.GetString("recompute", "sampled");  // sampled|full|off
+  const bool full_recompute = recompute_mode == "full";
   const int64_t samples = full_recompute ? 0 : args.GetInt("recompute_samples", 9);
   const bool run_python = args.GetString("python", "on") != "off";
   const int64_t rounds = std::max<int64_t>(1, args.GetInt("rounds", args.quick ? 1 : 3));
   s.model.max_seq_len = std::max<int64_t>(1024, prompt_len + s.new_tokens);
   RETURN_IF_ERROR(s.model.Validate());
   if (batch <= 0 || prompt_len <= 0 || s.new_tokens < 2 || s.threads <= 0) {
-    return absl::InvalidArgumentError("rollout bench: batch, prompt, threads must be > 0 and new_tokens >= 2");
+    return absl::InvalidArgumentError(
+        "rollout bench: batch, prompt, threads must be > 0 and new_tokens >= 2");
   }
   SetBlasThreads(s.threads);
   ASSIGN_OR_RETURN(Transformer model, MakeTransformer(s.model));
@@ -252,8 +258,11 @@ absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args) {
   const double engine_tps = generated / engine_s;
 
   // (b) recompute.
-  double recompute_s = 0;
-  RETURN_IF_ERROR(TorchCall("recompute variant", [&] { recompute_s = RunRecompute(s, samples); }));
+  double recompute_s = std::numeric_limits<double>::infinity();
+  if (recompute_mode != "off") {
+    RETURN_IF_ERROR(
+        TorchCall("recompute variant", [&] { recompute_s = RunRecompute(s, samples); }));
+  }
   const double recompute_tps = generated / recompute_s;
 
   BenchReport report;
@@ -263,11 +272,13 @@ absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args) {
                    {"threads", s.threads},
                    {"rounds", rounds},
                    {"sampling", "temperature 1, no truncation"},
-                   {"recompute_mode", full_recompute ? "full" : "sampled"},
+                   {"recompute_mode", recompute_mode},
                    {"recompute_samples", samples},
                    {"model",
-                    {{"vocab_size", s.model.vocab_size}, {"hidden_size", s.model.hidden_size},
-                     {"num_layers", s.model.num_layers}, {"num_heads", s.model.num_heads},
+                    {{"vocab_size", s.model.vocab_size},
+                     {"hidden_size", s.model.hidden_size},
+                     {"num_layers", s.model.num_layers},
+                     {"num_heads", s.model.num_heads},
                      {"num_kv_heads", s.model.num_kv_heads},
                      {"intermediate_size", s.model.intermediate_size},
                      {"parameters", model->NumParameters()}}}};
@@ -294,8 +305,8 @@ absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args) {
     report.results["python"]["greedy_matches_engine"] = same;
     tps["python"] = py_tps;
     report.ratios["speedup_vs_python"] = engine_tps / py_tps;
-    report.table.push_back({"python eager (KV cache)", fmt::format("{:.0f}", py_tps),
-                            fmt::format("{:.2f}", py_s)});
+    report.table.push_back(
+        {"python eager (KV cache)", fmt::format("{:.0f}", py_tps), fmt::format("{:.2f}", py_s)});
     summary += fmt::format(", {:.1f}x vs python eager{}", engine_tps / py_tps,
                            same ? "" : " (WARNING: python greedy tokens differ from the engine's)");
   } else {

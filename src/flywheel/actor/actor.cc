@@ -20,12 +20,13 @@ struct Actor::Episode {
   absl::Time call_started;  // when the env call in flight began
 };
 
-Actor::Actor(std::string actor_id, const ActorOptions& options,
+Actor::Actor(std::string actor_id, const ActorOptions& options, const SamplingParams& sampling,
              std::unique_ptr<RolloutEngine> engine, const EnvFactory* env_factory,
              EnvExecutor* executor, const Tokenizer* tokenizer, TaskSource* tasks,
              TrajectorySink sink, uint64_t seed)
     : actor_id_(std::move(actor_id)),
       options_(options),
+      sampling_(sampling),
       engine_(std::move(engine)),
       env_factory_(env_factory),
       executor_(executor),
@@ -120,9 +121,7 @@ absl::Status Actor::StartPolicyTurn(Episode& ep, const std::string& observation)
 
   if (ep.sequence < 0) {
     SequenceOptions seq;
-    seq.sampling.temperature = options_.temperature;
-    seq.sampling.top_k = options_.top_k;
-    seq.sampling.top_p = options_.top_p;
+    seq.sampling = sampling_;
     seq.seed = MixSeed(seed_ ^ MixSeed(static_cast<uint64_t>(ep.index)));
     ASSIGN_OR_RETURN(ep.sequence, engine_->AddSequence(tokens, seq));
     by_sequence_[ep.sequence] = ep.index;

@@ -55,7 +55,8 @@ class Actor {
  public:
   // Everything is borrowed and must outlive the actor, except the engine. The destructor waits
   // for the environment calls still in flight: close the executor first to cut that short.
-  Actor(std::string actor_id, const ActorOptions& options, std::unique_ptr<RolloutEngine> engine,
+  Actor(std::string actor_id, const ActorOptions& options, const SamplingParams& sampling,
+        std::unique_ptr<RolloutEngine> engine,
         const EnvFactory* env_factory, EnvExecutor* executor, const Tokenizer* tokenizer,
         TaskSource* tasks, TrajectorySink sink, uint64_t seed);
   ~Actor();
@@ -91,6 +92,7 @@ class Actor {
 
   const std::string actor_id_;
   const ActorOptions options_;
+  const SamplingParams sampling_;
   std::unique_ptr<RolloutEngine> engine_;
   const EnvFactory* env_factory_;
   EnvExecutor* executor_;

@@ -1,11 +1,12 @@
-// Knobs of an actor: the [actor] section of a job config.
+// Knobs of an actor: the [actor] section of a job config (sampling is the [sampling] section,
+// shared with the learner, which must score tokens under the same distribution).
 #ifndef FLYWHEEL_ACTOR_ACTOR_OPTIONS_H_
 #define FLYWHEEL_ACTOR_ACTOR_OPTIONS_H_
 
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "flywheel/actor/rollout_engine.h"
+#include "flywheel/actor/rollout_options.h"
 #include "flywheel/core/config.h"
 
 namespace flywheel {
@@ -17,10 +18,7 @@ struct ActorOptions {
   int64_t max_turns = 8;             // policy turns per episode
   int64_t max_new_tokens = 8;        // tokens per policy turn
   double episode_time_budget_s = 0;  // wall-clock budget per episode; 0 = none
-  double temperature = 1.0;
-  int64_t top_k = 0;
-  double top_p = 1.0;
-  RolloutEngineOptions engine;
+  RolloutEngineOptions engine;  // its keys sit in [actor] too
 
   template <typename V>
   void VisitFields(V& v) {
@@ -31,10 +29,7 @@ struct ActorOptions {
     v.Field("max_new_tokens", max_new_tokens, "tokens per policy turn");
     v.Field("episode_time_budget_s", episode_time_budget_s,
             "episode wall-clock budget; then the partial score counts (0 = none)");
-    v.Field("temperature", temperature, "sampling temperature");
-    v.Field("top_k", top_k, "sample from the k most likely tokens (0 = all)");
-    v.Field("top_p", top_p, "nucleus sampling mass (1 = all)");
-    v.Section("engine", engine);
+    engine.VisitFields(v);
   }
 
   absl::Status Validate() const {
@@ -48,11 +43,6 @@ struct ActorOptions {
     }
     if (episode_time_budget_s < 0) {
       return absl::InvalidArgumentError("actor.episode_time_budget_s must be >= 0");
-    }
-    if (!(temperature > 0)) return absl::InvalidArgumentError("actor.temperature must be > 0");
-    if (top_k < 0) return absl::InvalidArgumentError("actor.top_k must be >= 0");
-    if (!(top_p > 0 && top_p <= 1)) {
-      return absl::InvalidArgumentError("actor.top_p must be in (0, 1]");
     }
     return engine.Validate();
   }

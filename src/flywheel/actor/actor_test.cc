@@ -33,7 +33,7 @@ struct Harness {
     actor_options.max_new_tokens = 3;
     actor_options.max_turns = 4;
     actor = std::make_unique<Actor>(
-        "actor-0", actor_options, *RolloutEngine::Create({}, *MakeSnapshot(model, 0)),
+        "actor-0", actor_options, SamplingParams{}, *RolloutEngine::Create({}, *MakeSnapshot(model, 0)),
         factory.get(), executor.get(), tokenizer.get(), tasks.get(),
         [this](Trajectory t) {
           absl::MutexLock lock(&mu);
@@ -138,7 +138,7 @@ TEST(ActorTest, SinkErrorStopsTheActor) {
   ActorOptions options;
   options.episodes_in_flight = 2;
   h.actor = std::make_unique<Actor>(
-      "actor-1", options, *RolloutEngine::Create({}, *MakeSnapshot(h.model, 0)), h.factory.get(),
+      "actor-1", options, SamplingParams{}, *RolloutEngine::Create({}, *MakeSnapshot(h.model, 0)), h.factory.get(),
       h.executor.get(), h.tokenizer.get(), h.tasks.get(),
       [](Trajectory) { return absl::CancelledError("buffer closed"); }, 3);
   const absl::Status s = h.actor->Run(10);

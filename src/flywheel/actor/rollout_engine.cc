@@ -8,22 +8,16 @@
 
 namespace flywheel {
 
-absl::Status RolloutEngineOptions::Validate() const {
-  if (intra_op_threads < 0) {
-    return absl::InvalidArgumentError("actor.intra_op_threads must be >= 0 (0 = default)");
-  }
-  if (initial_slots <= 0 || initial_capacity <= 0) {
-    return absl::InvalidArgumentError("actor.initial_slots and actor.initial_capacity must be > 0");
-  }
-  return absl::OkStatus();
-}
-
 const char* TurnEndName(TurnEnd end) {
   switch (end) {
-    case TurnEnd::kNone: return "none";
-    case TurnEnd::kStopToken: return "stop_token";
-    case TurnEnd::kMaxNewTokens: return "max_new_tokens";
-    case TurnEnd::kMaxLength: return "max_length";
+    case TurnEnd::kNone:
+      return "none";
+    case TurnEnd::kStopToken:
+      return "stop_token";
+    case TurnEnd::kMaxNewTokens:
+      return "max_new_tokens";
+    case TurnEnd::kMaxLength:
+      return "max_length";
   }
   return "?";
 }
@@ -51,6 +45,7 @@ RolloutEngine::RolloutEngine(const RolloutEngineOptions& options,
              options.initial_slots, options.initial_capacity) {}
 
 void RolloutEngine::PublishSnapshot(std::shared_ptr<const WeightSnapshot> snapshot) {
+  if (snapshot == nullptr || snapshot->model.is_empty()) return;  // nothing to swap to
   absl::MutexLock lock(&mu_);
   if (published_ == nullptr || snapshot->version > published_->version) {
     published_ = std::move(snapshot);
@@ -127,10 +122,9 @@ absl::Status RolloutEngine::AppendTokens(SequenceId id, const std::vector<int64_
   }
   const auto& model = snapshot_->model->options();
   if (static_cast<int64_t>(seq->tokens.size() + tokens.size()) > model.max_seq_len) {
-    return absl::OutOfRangeError(StrCat("rollout engine: sequence ", id, " would reach ",
-                                        seq->tokens.size() + tokens.size(),
-                                        " tokens, more than model.max_seq_len ",
-                                        model.max_seq_len));
+    return absl::OutOfRangeError(
+        StrCat("rollout engine: sequence ", id, " would reach ", seq->tokens.size() + tokens.size(),
+               " tokens, more than model.max_seq_len ", model.max_seq_len));
   }
   for (int64_t t : tokens) {
     if (t < 0 || t >= model.vocab_size) {
@@ -149,8 +143,8 @@ absl::Status RolloutEngine::StartTurn(SequenceId id, const TurnOptions& turn) {
     return absl::InvalidArgumentError("rollout engine: max_new_tokens must be > 0");
   }
   if (static_cast<int64_t>(seq->tokens.size()) >= snapshot_->model->options().max_seq_len) {
-    return absl::OutOfRangeError(StrCat("rollout engine: sequence ", id,
-                                        " is at model.max_seq_len; no room to generate"));
+    return absl::OutOfRangeError(
+        StrCat("rollout engine: sequence ", id, " is at model.max_seq_len; no room to generate"));
   }
   seq->generating = true;
   seq->turn = turn;
@@ -192,8 +186,8 @@ absl::StatusOr<std::vector<int64_t>> RolloutEngine::Tokens(SequenceId id) const 
 std::string RolloutEngine::DebugString() const {
   return StrCat("RolloutEngine{version=", version(), " sequences=", num_sequences(),
                 " generating=", num_generating(), " kv_slots=", cache_.num_slots(),
-                " kv_capacity=", cache_.capacity(), " kv_on_swap=",
-                options_.kv_on_swap == KvOnSwap::kKeep ? "keep" : "recompute", "}");
+                " kv_capacity=", cache_.capacity(),
+                " kv_on_swap=", options_.kv_on_swap == KvOnSwap::kKeep ? "keep" : "recompute", "}");
 }
 
 torch::Tensor RolloutEngine::DecodeBatch(const std::vector<Sequence*>& rows) {
@@ -231,9 +225,9 @@ torch::Tensor RolloutEngine::Prefill(Sequence& seq) {
   const auto int_options = torch::TensorOptions().dtype(torch::kInt64).device(device);
   const auto positions = torch::arange(start, total, int_options).unsqueeze(0);  // [1, m]
   // New token i (at position start+i) sees the cached prefix and new tokens up to itself.
-  const auto allowed = (torch::arange(total, int_options).unsqueeze(0) <=
-                        positions.squeeze(0).unsqueeze(1))
-                           .unsqueeze(0);  // [1, m, total]
+  const auto allowed =
+      (torch::arange(total, int_options).unsqueeze(0) <= positions.squeeze(0).unsqueeze(1))
+          .unsqueeze(0);  // [1, m, total]
   std::vector<int64_t> fresh(seq.tokens.begin() + start, seq.tokens.end());
   auto binding = cache_.Bind({seq.slot}, {start}, total);
   const auto& model = snapshot_->model;
@@ -250,8 +244,8 @@ void RolloutEngine::Sample(const std::vector<Sequence*>& rows, const std::vector
   for (const Sequence* seq : rows) {
     const auto& a = seq->sampling;
     const auto& b = rows.front()->sampling;
-    shared_params = shared_params && a.temperature == b.temperature && a.top_k == b.top_k &&
-                    a.top_p == b.top_p;
+    shared_params =
+        shared_params && a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p;
   }
   torch::Tensor logprobs;
   if (shared_params) {
@@ -264,13 +258,15 @@ void RolloutEngine::Sample(const std::vector<Sequence*>& rows, const std::vector
     logprobs = torch::cat(parts, 0);
   }
   logprobs = logprobs.to(torch::kCPU, torch::kFloat32).contiguous();
+  const auto probs = logprobs.exp();  // one vectorised exp for the whole batch
   const int64_t vocab = logprobs.size(1);
   const float* data = logprobs.data_ptr<float>();
+  const float* prob_data = probs.data_ptr<float>();
   const int64_t max_len = snapshot_->model->options().max_seq_len;
   for (int64_t b = 0; b < n; ++b) {
     Sequence& seq = *rows[b];
     const float* row = data + b * vocab;
-    const int64_t token = DrawToken(row, vocab, seq.rng);
+    const int64_t token = DrawToken(prob_data + b * vocab, vocab, seq.rng);
     GeneratedToken g;
     g.sequence = ids[b];
     g.token = token;
@@ -294,7 +290,7 @@ void RolloutEngine::Sample(const std::vector<Sequence*>& rows, const std::vector
 
 absl::StatusOr<std::vector<GeneratedToken>> RolloutEngine::Step() {
   std::vector<GeneratedToken> out;
-  RETURN_IF_ERROR(TorchCall(StrCat("rollout engine step (", DebugString(), ")"), [&] {
+  const absl::Status status = TorchCall("rollout engine step", [&] {
     c10::InferenceMode guard;
     if (options_.intra_op_threads > 0 && at::get_num_threads() != options_.intra_op_threads) {
       at::set_num_threads(static_cast<int>(options_.intra_op_threads));
@@ -319,7 +315,8 @@ absl::StatusOr<std::vector<GeneratedToken>> RolloutEngine::Step() {
     for (size_t i = 0; i < prefill.size(); ++i) {
       Sample({prefill[i]}, {prefill_ids[i]}, Prefill(*prefill[i]), out);
     }
-  }));
+  });
+  if (!status.ok()) return Annotate(status, DebugString());
   return out;
 }
 

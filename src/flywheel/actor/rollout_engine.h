@@ -46,33 +46,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "flywheel/core/config.h"
+#include "flywheel/actor/rollout_options.h"
 #include "flywheel/model/kv_cache.h"
 #include "flywheel/model/sampling.h"
 #include "flywheel/model/weight_snapshot.h"
 
 namespace flywheel {
-
-enum class KvOnSwap { kKeep, kRecompute };
-inline constexpr config::ChoiceName<KvOnSwap> kKvOnSwapNames[] = {
-    {"keep", KvOnSwap::kKeep}, {"recompute", KvOnSwap::kRecompute}};
-
-struct RolloutEngineOptions {
-  int64_t intra_op_threads = 0;  // 0 = leave the thread's setting as it is
-  KvOnSwap kv_on_swap = KvOnSwap::kKeep;
-  int64_t initial_slots = 8;       // KV cache sequences before the first growth
-  int64_t initial_capacity = 256;  // KV cache positions before the first growth
-
-  template <typename V>
-  void VisitFields(V& v) {
-    v.Field("intra_op_threads", intra_op_threads, "LibTorch threads of this actor (0 = default)");
-    v.Choice("kv_on_swap", kv_on_swap, kKvOnSwapNames,
-             "cached keys/values at a weight swap: keep, or recompute with the new weights");
-    v.Field("initial_slots", initial_slots, "KV cache sequences allocated up front");
-    v.Field("initial_capacity", initial_capacity, "KV cache positions allocated up front");
-  }
-  absl::Status Validate() const;
-};
 
 using SequenceId = int64_t;
 
@@ -92,9 +71,9 @@ const char* TurnEndName(TurnEnd end);
 struct GeneratedToken {
   SequenceId sequence = 0;
   int64_t token = 0;
-  int64_t position = 0;  // index of the token in its sequence
-  float logprob = 0;     // log μ(token): the distribution it was drawn from
-  int64_t version = 0;   // weights that produced it
+  int64_t position = 0;          // index of the token in its sequence
+  float logprob = 0;             // log μ(token): the distribution it was drawn from
+  int64_t version = 0;           // weights that produced it
   TurnEnd end = TurnEnd::kNone;  // != kNone: this token ends the turn
 };
 

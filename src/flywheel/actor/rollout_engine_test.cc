@@ -201,7 +201,8 @@ TEST(RolloutEngineTest, StopTokenEndsTheTurn) {
 TEST(RolloutEngineTest, BadRequestsAreClearErrors) {
   auto engine = Engine(Snapshot(1, 1), KvOnSwap::kKeep);
   EXPECT_THAT(engine->AddSequence({}, {}).status().message(), HasSubstr("at least one prompt"));
-  EXPECT_THAT(engine->AddSequence({64}, {}).status().message(), HasSubstr("outside the vocabulary"));
+  EXPECT_THAT(engine->AddSequence({64}, {}).status().message(),
+              HasSubstr("outside the vocabulary"));
   EXPECT_EQ(engine->AppendTokens(99, {1}).code(), absl::StatusCode::kNotFound);
   auto id = *engine->AddSequence({1}, {});
   EXPECT_EQ(engine->AppendTokens(id, std::vector<int64_t>(200, 1)).code(),
@@ -225,6 +226,24 @@ TEST(RolloutEngineTest, GenerationStopsAtMaxSeqLen) {
   ASSERT_EQ(got.size(), 8u);
   EXPECT_EQ(got.back().end, TurnEnd::kMaxLength);
   EXPECT_EQ(engine->StartTurn(id, {1, {}}).code(), absl::StatusCode::kOutOfRange);
+}
+
+// The learner publishes from its own thread while the actor keeps stepping: the swap lands
+// between two steps and later tokens carry the new version.
+TEST(RolloutEngineTest, SnapshotPublishedFromAnotherThreadIsTakenBetweenSteps) {
+  auto engine = Engine(Snapshot(1, 1), KvOnSwap::kKeep);
+  auto v2 = Snapshot(2, 2);
+  auto id = *engine->AddSequence({1, 2, 3}, {});
+  ASSERT_TRUE(engine->StartTurn(id, {100, {}}).ok());
+  ASSERT_TRUE(engine->Step().ok());
+  std::thread learner([&] { engine->PublishSnapshot(v2); });
+  learner.join();
+  engine->PublishSnapshot(Snapshot(1, 1));  // an older version never replaces a newer one
+  auto step = engine->Step();
+  ASSERT_TRUE(step.ok());
+  ASSERT_EQ(step->size(), 1u);
+  EXPECT_EQ((*step)[0].version, 2);
+  EXPECT_EQ(engine->version(), 2);
 }
 
 TEST(RolloutEngineTest, ActorsOnThreadsShareOnlyTheSnapshot) {

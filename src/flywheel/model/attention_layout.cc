@@ -31,13 +31,14 @@ struct LayoutBuilder {
 AttentionLayout CausalLayout(int64_t batch, int64_t length) {
   TORCH_CHECK(batch >= 0 && length >= 0, "CausalLayout: negative batch or length");
   auto positions = torch::arange(length, torch::kInt64).unsqueeze(0).expand({batch, length});
-  auto allowed = torch::ones({length, length}, torch::kBool).tril().unsqueeze(0).expand(
-      {batch, length, length});
+  auto allowed = torch::ones({length, length}, torch::kBool)
+                     .tril()
+                     .unsqueeze(0)
+                     .expand({batch, length, length});
   return {positions.contiguous(), allowed.contiguous()};
 }
 
-AttentionLayout PackedLayout(const std::vector<std::vector<int64_t>>& doc_lengths,
-                             int64_t length) {
+AttentionLayout PackedLayout(const std::vector<std::vector<int64_t>>& doc_lengths, int64_t length) {
   LayoutBuilder builder(static_cast<int64_t>(doc_lengths.size()), length);
   for (int64_t b = 0; b < static_cast<int64_t>(doc_lengths.size()); ++b) {
     int64_t start = 0;

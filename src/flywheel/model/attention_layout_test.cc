@@ -21,8 +21,8 @@ TEST(AttentionLayoutTest, CausalIsLowerTriangularWithCountingPositions) {
   const auto layout = CausalLayout(2, 4);
   EXPECT_EQ(layout.positions.sizes(), (std::vector<int64_t>{2, 4}));
   EXPECT_TRUE(layout.positions[1].equal(torch::arange(4, torch::kInt64)));
-  EXPECT_TRUE(layout.allowed[0].equal(
-      Mask({{1, 0, 0, 0}, {1, 1, 0, 0}, {1, 1, 1, 0}, {1, 1, 1, 1}})));
+  EXPECT_TRUE(
+      layout.allowed[0].equal(Mask({{1, 0, 0, 0}, {1, 1, 0, 0}, {1, 1, 1, 0}, {1, 1, 1, 1}})));
 }
 
 TEST(AttentionLayoutTest, PackedIsBlockDiagonalWithRestartingPositionsAndPadding) {
@@ -62,7 +62,8 @@ TEST(AttentionLayoutTest, ChainTreeEqualsCausal) {
 TEST(AttentionLayoutTest, BadInputIsAClearError) {
   auto packed = MakePackedLayout({{3, 4}}, 6);
   ASSERT_FALSE(packed.ok());
-  EXPECT_THAT(packed.status().message(), HasSubstr("row 0 documents total more than the row length 6"));
+  EXPECT_THAT(packed.status().message(),
+              HasSubstr("row 0 documents total more than the row length 6"));
   EXPECT_FALSE(MakePackedLayout({{0}}, 6).ok());
   auto tree = MakeTreeLayout({{-1, 2, 0}}, 4);
   ASSERT_FALSE(tree.ok());

@@ -26,8 +26,8 @@ absl::StatusOr<std::string> ByteTokenizer::Decode(const std::vector<int64_t>& id
     } else if (id == special_.end_of_turn) {
       out += "<|eot|>";
     } else {
-      return absl::InvalidArgumentError(
-          StrCat("byte tokenizer: token ", id, " at index ", i, " outside the vocabulary [0, 259)"));
+      return absl::InvalidArgumentError(StrCat("byte tokenizer: token ", id, " at index ", i,
+                                               " outside the vocabulary [0, 259)"));
     }
   }
   return out;

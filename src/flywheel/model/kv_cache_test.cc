@@ -82,8 +82,8 @@ TEST(KvCacheTest, MoveSlotCarriesTheKeys) {
   // Decode one more token from slot 0 and from a full recomputation.
   auto bind0 = cache.Bind({0}, {5}, 6);
   const auto next = torch::tensor({{7}}, torch::kInt64);
-  const auto cached = model->Logits(model->Hidden(next, torch::tensor({{5}}),
-                                                  torch::ones({1, 1, 6}, torch::kBool), &bind0));
+  const auto cached = model->Logits(
+      model->Hidden(next, torch::tensor({{5}}), torch::ones({1, 1, 6}, torch::kBool), &bind0));
   const auto all = torch::cat({tokens, next}, 1);
   const auto full = model->forward(all, CausalLayout(1, 6));
   EXPECT_TRUE(torch::allclose(cached[0][0], full[0][5], 1e-5, 1e-5));

@@ -27,9 +27,12 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
 absl::StatusOr<std::string> DtypeName(torch::ScalarType t) {
   switch (t) {
-    case torch::kFloat32: return std::string("F32");
-    case torch::kBFloat16: return std::string("BF16");
-    case torch::kFloat16: return std::string("F16");
+    case torch::kFloat32:
+      return std::string("F32");
+    case torch::kBFloat16:
+      return std::string("BF16");
+    case torch::kFloat16:
+      return std::string("F16");
     default:
       return absl::InvalidArgumentError(
           StrCat("safetensors: dtype ", c10::toString(t), " not supported (F32, BF16, F16)"));
@@ -40,15 +43,15 @@ absl::StatusOr<torch::ScalarType> DtypeFromName(const std::string& name) {
   if (name == "F32") return torch::kFloat32;
   if (name == "BF16") return torch::kBFloat16;
   if (name == "F16") return torch::kFloat16;
-  return absl::InvalidArgumentError(
-      StrCat("dtype \"", name, "\" not supported (F32, BF16, F16)"));
+  return absl::InvalidArgumentError(StrCat("dtype \"", name, "\" not supported (F32, BF16, F16)"));
 }
 
 absl::Status WriteFileAtomically(const std::string& path, const std::string& head,
                                  const std::vector<torch::Tensor>& blobs) {
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return absl::UnavailableError(StrCat("cannot create ", tmp, ": ", std::strerror(errno)));
+  if (fd < 0)
+    return absl::UnavailableError(StrCat("cannot create ", tmp, ": ", std::strerror(errno)));
   auto write_all = [&](const char* data, size_t n) -> bool {
     while (n > 0) {
       const ssize_t w = ::write(fd, data, n);
@@ -92,13 +95,12 @@ absl::Status WriteSafetensors(const std::string& path, const NamedTensors& tenso
   uint64_t offset = 0;
   for (const auto& [name, tensor] : tensors) {
     if (name.empty() || name == "__metadata__" || !names.insert(name).second) {
-      return absl::InvalidArgumentError(
-          StrCat("safetensors ", path, ": tensor name \"", name, "\" is empty, reserved or duplicate"));
+      return absl::InvalidArgumentError(StrCat("safetensors ", path, ": tensor name \"", name,
+                                               "\" is empty, reserved or duplicate"));
     }
     torch::Tensor blob;
-    RETURN_IF_ERROR(TorchCall(StrCat("safetensors ", path, ": converting ", name), [&] {
-      blob = tensor.detach().to(torch::kCPU, dtype).contiguous();
-    }));
+    RETURN_IF_ERROR(TorchCall(StrCat("safetensors ", path, ": converting ", name),
+                              [&] { blob = tensor.detach().to(torch::kCPU, dtype).contiguous(); }));
     const uint64_t bytes = blob.numel() * blob.element_size();
     header[name] = {{"dtype", dtype_name},
                     {"shape", blob.sizes().vec()},
@@ -120,19 +122,19 @@ absl::StatusOr<SafetensorsFile> ReadSafetensors(const std::string& path) {
   if (!f) return absl::NotFoundError(StrCat("safetensors: cannot open ", path));
   std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   auto corrupt = [&](const std::string& what) {
-    return absl::DataLossError(StrCat("safetensors ", path, ": ", what,
-                                      " (corrupt or truncated file)"));
+    return absl::DataLossError(
+        StrCat("safetensors ", path, ": ", what, " (corrupt or truncated file)"));
   };
   if (bytes.size() < 8) return corrupt(StrCat("only ", bytes.size(), " bytes, no header size"));
   uint64_t header_size = 0;
   std::memcpy(&header_size, bytes.data(), 8);
   if (header_size > kMaxHeaderBytes || header_size > bytes.size() - 8) {
-    return corrupt(StrCat("header size ", header_size, " exceeds the file (", bytes.size(),
-                          " bytes)"));
+    return corrupt(
+        StrCat("header size ", header_size, " exceeds the file (", bytes.size(), " bytes)"));
   }
-  nlohmann::json header = nlohmann::json::parse(bytes.begin() + 8,
-                                                bytes.begin() + 8 + header_size, nullptr,
-                                                /*allow_exceptions=*/false);
+  nlohmann::json header =
+      nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + header_size, nullptr,
+                            /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object()) return corrupt("header is not a JSON object");
   const uint64_t data_begin = 8 + header_size;
   const uint64_t data_size = bytes.size() - data_begin;
@@ -149,20 +151,21 @@ absl::StatusOr<SafetensorsFile> ReadSafetensors(const std::string& path) {
       continue;
     }
     if (!entry.is_object() || !entry.contains("dtype") || !entry["dtype"].is_string() ||
-        !entry.contains("shape") || !entry["shape"].is_array() ||
-        !entry.contains("data_offsets") || !entry["data_offsets"].is_array() ||
-        entry["data_offsets"].size() != 2) {
+        !entry.contains("shape") || !entry["shape"].is_array() || !entry.contains("data_offsets") ||
+        !entry["data_offsets"].is_array() || entry["data_offsets"].size() != 2) {
       return corrupt(StrCat("tensor ", name, ": entry needs dtype, shape and data_offsets[2]"));
     }
     auto dtype = DtypeFromName(entry["dtype"].get<std::string>());
-    if (!dtype.ok()) return Annotate(dtype.status(), StrCat("safetensors ", path, ": tensor ", name));
+    if (!dtype.ok())
+      return Annotate(dtype.status(), StrCat("safetensors ", path, ": tensor ", name));
     std::vector<int64_t> shape;
     uint64_t numel = 1;
     for (const auto& d : entry["shape"]) {
       if (!d.is_number_unsigned()) return corrupt(StrCat("tensor ", name, ": bad shape"));
       shape.push_back(d.get<int64_t>());
       numel *= d.get<uint64_t>();
-      if (numel > data_size) return corrupt(StrCat("tensor ", name, ": shape larger than the file"));
+      if (numel > data_size)
+        return corrupt(StrCat("tensor ", name, ": shape larger than the file"));
     }
     const auto& offsets = entry["data_offsets"];
     if (!offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned()) {
@@ -176,8 +179,8 @@ absl::StatusOr<SafetensorsFile> ReadSafetensors(const std::string& path) {
                             end - begin, " bytes, shape and dtype need ", expected));
     }
     if (end > data_size) {
-      return corrupt(StrCat("tensor ", name, ": data ends at byte ", end, " but the data section has ",
-                            data_size, " bytes"));
+      return corrupt(StrCat("tensor ", name, ": data ends at byte ", end,
+                            " but the data section has ", data_size, " bytes"));
     }
     torch::Tensor t = torch::empty(shape, torch::TensorOptions().dtype(*dtype));
     std::memcpy(t.data_ptr(), bytes.data() + data_begin + begin, expected);
@@ -209,9 +212,9 @@ absl::Status LoadStateDict(const std::string& path, torch::nn::Module& module, b
       return absl::NotFoundError(StrCat("safetensors ", path, ": missing tensor ", name));
     }
     if (it->second.sizes() != target.sizes()) {
-      return absl::InvalidArgumentError(StrCat("safetensors ", path, ": tensor ", name, " has shape ",
-                                               it->second.sizes(), ", the model expects ",
-                                               target.sizes()));
+      return absl::InvalidArgumentError(StrCat("safetensors ", path, ": tensor ", name,
+                                               " has shape ", it->second.sizes(),
+                                               ", the model expects ", target.sizes()));
     }
   }
   if (strict && by_name.size() != targets.size()) {
@@ -221,9 +224,8 @@ absl::Status LoadStateDict(const std::string& path, torch::nn::Module& module, b
     for (const auto& [name, t] : by_name) {
       if (!known.contains(name)) extra.push_back(name);
     }
-    return absl::InvalidArgumentError(StrCat("safetensors ", path,
-                                             ": tensors the model does not have: ",
-                                             Join(extra, ", ")));
+    return absl::InvalidArgumentError(
+        StrCat("safetensors ", path, ": tensors the model does not have: ", Join(extra, ", ")));
   }
   return TorchCall(StrCat("safetensors ", path, ": copying into the model"), [&] {
     torch::NoGradGuard no_grad;

@@ -36,19 +36,18 @@ torch::Tensor TokenLogprobs(const torch::Tensor& logits, const torch::Tensor& ta
   return logprobs.gather(-1, targets.to(torch::kInt64).unsqueeze(-1)).squeeze(-1);
 }
 
-int64_t DrawToken(const float* logprobs, int64_t vocab_size, std::mt19937_64& rng) {
-  // Inverse CDF in double over exp(logprobs); renormalising by the running total makes the
-  // result independent of float rounding in the row's sum.
+int64_t DrawToken(const float* probs, int64_t vocab_size, std::mt19937_64& rng) {
+  // Accumulating in double and scaling the uniform by the row's own total makes the draw
+  // independent of float rounding in the row's sum.
   double total = 0;
-  for (int64_t i = 0; i < vocab_size; ++i) total += std::exp(double(logprobs[i]));
+  for (int64_t i = 0; i < vocab_size; ++i) total += probs[i];
   const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng) * total;
   double cumulative = 0;
   int64_t last_possible = -1;
   for (int64_t i = 0; i < vocab_size; ++i) {
-    const double p = std::exp(double(logprobs[i]));
-    if (p <= 0) continue;  // outside the truncation set: never drawn
+    if (!(probs[i] > 0)) continue;  // outside the truncation set: never drawn
     last_possible = i;
-    cumulative += p;
+    cumulative += probs[i];
     if (u < cumulative) return i;
   }
   return last_possible;

@@ -20,37 +20,9 @@
 
 #include <torch/torch.h>
 
-#include "absl/status/status.h"
-#include "flywheel/core/strings.h"
+#include "flywheel/model/sampling_params.h"
 
 namespace flywheel {
-
-struct SamplingParams {
-  double temperature = 1.0;
-  int64_t top_k = 0;    // 0 = no top-k truncation
-  double top_p = 1.0;   // 1 = no nucleus truncation
-
-  template <typename V>
-  void VisitFields(V& v) {
-    v.Field("temperature", temperature, "logits are divided by this (> 0)");
-    v.Field("top_k", top_k, "keep the k most likely tokens (0 = all)");
-    v.Field("top_p", top_p, "keep the smallest set of tokens with this much mass (1 = all)");
-  }
-
-  absl::Status Validate() const {
-    if (!(temperature > 0)) {
-      return absl::InvalidArgumentError(
-          StrCat("sampling.temperature must be > 0, got ", temperature, " (use top_k = 1 for greedy)"));
-    }
-    if (top_k < 0) return absl::InvalidArgumentError("sampling.top_k must be >= 0");
-    if (!(top_p > 0 && top_p <= 1)) {
-      return absl::InvalidArgumentError(StrCat("sampling.top_p must be in (0, 1], got ", top_p));
-    }
-    return absl::OkStatus();
-  }
-
-  bool truncates() const { return top_k > 0 || top_p < 1.0; }
-};
 
 // Log-probabilities [..., V] of the distribution sampled from, for logits [..., V]; −inf for
 // tokens outside the truncation set. Differentiable with respect to the logits (the set itself
@@ -62,10 +34,11 @@ torch::Tensor SamplingLogProbs(const torch::Tensor& logits, const SamplingParams
 torch::Tensor TokenLogprobs(const torch::Tensor& logits, const torch::Tensor& targets,
                             const SamplingParams& params);
 
-// Draws one token from a row of log-probabilities (`logprobs` points at V contiguous floats) by
-// inverse CDF with one uniform draw from `rng`: the episode's own generator, so the same seed and
-// logits give the same token whatever else runs in the process.
-int64_t DrawToken(const float* logprobs, int64_t vocab_size, std::mt19937_64& rng);
+// Draws one token from a row of probabilities (`probs` points at V contiguous floats, the exp of
+// SamplingLogProbs; they need not sum to exactly 1) by inverse CDF with one uniform draw from
+// `rng`: the episode's own generator, so the same seed and logits give the same token whatever
+// else runs in the process. A token of probability 0 is never drawn.
+int64_t DrawToken(const float* probs, int64_t vocab_size, std::mt19937_64& rng);
 
 }  // namespace flywheel
 

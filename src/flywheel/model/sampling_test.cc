@@ -51,14 +51,14 @@ TEST(SamplingTest, TokenLogprobsGathersTheTargets) {
   p.temperature = 1.3;
   const auto lp = TokenLogprobs(logits, targets, p);
   ASSERT_EQ(lp.sizes(), targets.sizes());
-  EXPECT_NEAR(lp[1][2].item<float>(),
-              torch::log_softmax(logits[1][2] / 1.3, -1)[targets[1][2].item<int64_t>()]
-                  .item<float>(),
-              1e-6);
+  EXPECT_NEAR(
+      lp[1][2].item<float>(),
+      torch::log_softmax(logits[1][2] / 1.3, -1)[targets[1][2].item<int64_t>()].item<float>(),
+      1e-6);
 }
 
 TEST(SamplingTest, DrawIsSeededAndFollowsTheDistribution) {
-  const auto lp = torch::log(torch::tensor({0.1f, 0.0f, 0.6f, 0.3f})).contiguous();
+  const auto lp = torch::tensor({0.1f, 0.0f, 0.6f, 0.3f}).contiguous();  // probabilities
   std::mt19937_64 a(42), b(42);
   std::vector<int> counts(4, 0);
   for (int i = 0; i < 20000; ++i) {

@@ -34,7 +34,8 @@ TEST(WordTokenizerTest, EncodesDeclaredWords) {
 }
 
 TEST(WordTokenizerTest, BadVocabularyIsAClearError) {
-  EXPECT_THAT(WordTokenizer::Create({"a", "b", "a"}).status().message(), HasSubstr("appears twice"));
+  EXPECT_THAT(WordTokenizer::Create({"a", "b", "a"}).status().message(),
+              HasSubstr("appears twice"));
   EXPECT_THAT(WordTokenizer::Create({"a b"}).status().message(), HasSubstr("whitespace"));
   EXPECT_FALSE(WordTokenizer::Create({}).ok());
   EXPECT_FALSE(WordTokenizer::Create({""}).ok());
@@ -49,8 +50,8 @@ TEST(TurnTemplateTest, MarksOnlyPolicyTokensTrainable) {
   EXPECT_FALSE(turns.episode_ended());
   ASSERT_TRUE(turns.AddPolicyTurn({4, 1}).ok());  // "go" <|eos|>
   EXPECT_THAT(turns.tokens(), ElementsAre(0, 5, 2, 4, 2, 6, 2, 4, 1));
-  EXPECT_THAT(turns.trainable(), ElementsAre(false, false, false, true, true, false, false, true,
-                                             true));
+  EXPECT_THAT(turns.trainable(),
+              ElementsAre(false, false, false, true, true, false, false, true, true));
   EXPECT_TRUE(turns.episode_ended());
   EXPECT_THAT(turns.PolicyStopTokens(), ElementsAre(2, 1));
   EXPECT_EQ(turns.Render(),

@@ -57,8 +57,8 @@ torch::Tensor Rotary::Apply(const torch::Tensor& x) const {
 }
 
 torch::Tensor AttentionBias(const torch::Tensor& allowed, torch::ScalarType dtype) {
-  auto bias = torch::zeros(allowed.sizes(), torch::TensorOptions().dtype(dtype).device(
-                                                allowed.device()));
+  auto bias =
+      torch::zeros(allowed.sizes(), torch::TensorOptions().dtype(dtype).device(allowed.device()));
   bias.masked_fill_(allowed.logical_not(), -std::numeric_limits<float>::infinity());
   return bias.unsqueeze(1).unsqueeze(1);  // [B, 1, 1, Lq, Lk]: broadcast over kv heads, groups
 }
@@ -68,12 +68,12 @@ AttentionImpl::AttentionImpl(const ModelOptions& o, int64_t layer_index)
       num_heads_(o.num_heads),
       num_kv_heads_(o.num_kv_heads),
       head_dim_(o.head_dim()) {
-  q_proj = register_module("q_proj", LinearWeights(o.hidden_size, o.num_heads * head_dim_,
-                                                   o.attention_bias));
-  k_proj = register_module("k_proj", LinearWeights(o.hidden_size, o.num_kv_heads * head_dim_,
-                                                   o.attention_bias));
-  v_proj = register_module("v_proj", LinearWeights(o.hidden_size, o.num_kv_heads * head_dim_,
-                                                   o.attention_bias));
+  q_proj = register_module("q_proj",
+                           LinearWeights(o.hidden_size, o.num_heads * head_dim_, o.attention_bias));
+  k_proj = register_module(
+      "k_proj", LinearWeights(o.hidden_size, o.num_kv_heads * head_dim_, o.attention_bias));
+  v_proj = register_module(
+      "v_proj", LinearWeights(o.hidden_size, o.num_kv_heads * head_dim_, o.attention_bias));
   o_proj = register_module("o_proj", LinearWeights(o.num_heads * head_dim_, o.hidden_size, false));
 }
 
@@ -119,9 +119,11 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Rotary& rotar
 }
 
 MlpImpl::MlpImpl(const ModelOptions& o) {
-  gate_proj = register_module("gate_proj", LinearWeights(o.hidden_size, o.intermediate_size, false));
+  gate_proj =
+      register_module("gate_proj", LinearWeights(o.hidden_size, o.intermediate_size, false));
   up_proj = register_module("up_proj", LinearWeights(o.hidden_size, o.intermediate_size, false));
-  down_proj = register_module("down_proj", LinearWeights(o.intermediate_size, o.hidden_size, false));
+  down_proj =
+      register_module("down_proj", LinearWeights(o.intermediate_size, o.hidden_size, false));
 }
 
 void AttentionImpl::FuseProjections() {
@@ -174,8 +176,8 @@ TransformerImpl::TransformerImpl(const ModelOptions& options) : options_(options
   TORCH_CHECK_VALUE(options.vocab_size > 0, "model.vocab_size must be > 0 to build the model");
   model_ = register_module("model", DecoderStack(options));
   if (!options.tie_embeddings) {
-    lm_head_ = register_module("lm_head",
-                               LinearWeights(options.hidden_size, options.vocab_size, false));
+    lm_head_ =
+        register_module("lm_head", LinearWeights(options.hidden_size, options.vocab_size, false));
   }
 }
 
@@ -184,10 +186,10 @@ torch::Tensor TransformerImpl::Hidden(const torch::Tensor& tokens, const torch::
   TORCH_CHECK_VALUE(tokens.dim() == 2 && positions.sizes() == tokens.sizes(),
                     "transformer: tokens ", tokens.sizes(), " and positions ", positions.sizes(),
                     " must both be [B, L]");
-  TORCH_CHECK_VALUE(allowed.dim() == 3 && allowed.size(0) == tokens.size(0) &&
-                        allowed.size(1) == tokens.size(1),
-                    "transformer: allowed mask ", allowed.sizes(), " must be [B, Lq, Lk] for ",
-                    "tokens ", tokens.sizes());
+  TORCH_CHECK_VALUE(
+      allowed.dim() == 3 && allowed.size(0) == tokens.size(0) && allowed.size(1) == tokens.size(1),
+      "transformer: allowed mask ", allowed.sizes(), " must be [B, Lq, Lk] for ", "tokens ",
+      tokens.sizes());
   auto x = model_->embed_tokens->forward(tokens);
   const Rotary rotary = MakeRotary(positions, options_.head_dim(), options_.rope_theta);
   const auto bias = AttentionBias(allowed, x.scalar_type());
@@ -205,8 +207,8 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens,
   TORCH_CHECK_VALUE(layout.allowed.dim() == 3 && layout.allowed.size(1) == layout.allowed.size(2),
                     "transformer: layout.allowed must be [B, L, L], got ", layout.allowed.sizes());
   const auto device = model_->embed_tokens->weight.device();
-  return Logits(Hidden(tokens.to(device), layout.positions.to(device), layout.allowed.to(device),
-                       nullptr));
+  return Logits(
+      Hidden(tokens.to(device), layout.positions.to(device), layout.allowed.to(device), nullptr));
 }
 
 void TransformerImpl::FuseProjectionsForInference() {

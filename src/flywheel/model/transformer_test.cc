@@ -86,8 +86,8 @@ TEST(TransformerTest, PackedBatchEqualsPerDocumentRuns) {
     for (size_t b = 0; b < docs.size(); ++b) {
       int64_t start = 0;
       for (int64_t n : docs[b]) {
-        const auto alone = model->forward(tokens[b].narrow(0, start, n).unsqueeze(0),
-                                          CausalLayout(1, n));
+        const auto alone =
+            model->forward(tokens[b].narrow(0, start, n).unsqueeze(0), CausalLayout(1, n));
         EXPECT_TRUE(torch::allclose(packed[b].narrow(0, start, n), alone[0], 1e-5, 1e-5))
             << "kv_heads " << kv_heads << " row " << b << " doc at " << start;
         start += n;
@@ -104,11 +104,11 @@ TEST(TransformerTest, TreeEqualsEachPathRunAlone) {
   const std::vector<int64_t> parents = {-1, 0, 1, 1, 2, 3};
   const auto tokens = torch::randint(50, {1, 7}, torch::kInt64);
   const auto tree = model->forward(tokens, TreeLayout({parents}, 7));
-  for (const std::vector<int64_t>& path : {std::vector<int64_t>{0, 1, 2, 4},
-                                           std::vector<int64_t>{0, 1, 3, 5}}) {
+  for (const std::vector<int64_t>& path :
+       {std::vector<int64_t>{0, 1, 2, 4}, std::vector<int64_t>{0, 1, 3, 5}}) {
     const auto index = torch::tensor(path, torch::kInt64);
-    const auto alone = model->forward(tokens[0].index_select(0, index).unsqueeze(0),
-                                      CausalLayout(1, 4));
+    const auto alone =
+        model->forward(tokens[0].index_select(0, index).unsqueeze(0), CausalLayout(1, 4));
     EXPECT_TRUE(torch::allclose(tree[0].index_select(0, index), alone[0], 1e-5, 1e-5));
   }
 }

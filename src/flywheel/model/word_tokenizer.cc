@@ -9,14 +9,15 @@ namespace {
 bool IsSpace(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<WordTokenizer>> WordTokenizer::Create(
-    std::vector<std::string> words, bool allow_unknown) {
+absl::StatusOr<std::unique_ptr<WordTokenizer>> WordTokenizer::Create(std::vector<std::string> words,
+                                                                     bool allow_unknown) {
   if (words.empty()) return absl::InvalidArgumentError("word tokenizer: empty vocabulary");
   std::unordered_map<std::string, int64_t> seen;
   for (size_t i = 0; i < words.size(); ++i) {
     const auto& w = words[i];
     if (w.empty()) {
-      return absl::InvalidArgumentError(StrCat("word tokenizer: vocabulary entry ", i, " is empty"));
+      return absl::InvalidArgumentError(
+          StrCat("word tokenizer: vocabulary entry ", i, " is empty"));
     }
     for (char c : w) {
       if (IsSpace(c)) {

@@ -9,6 +9,8 @@ absl::Status JobConfig::Validate() const {
   RETURN_IF_ERROR(run.Validate());
   RETURN_IF_ERROR(model.Validate());
   RETURN_IF_ERROR(env.Validate());
+  RETURN_IF_ERROR(sampling.Validate());
+  RETURN_IF_ERROR(actor.Validate());
   RETURN_IF_ERROR(learner.Validate());
   return absl::OkStatus();
 }

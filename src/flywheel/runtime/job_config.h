@@ -8,9 +8,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "flywheel/actor/actor_options.h"
 #include "flywheel/env/env_options.h"
 #include "flywheel/learner/learner_options.h"
 #include "flywheel/model/model_options.h"
+#include "flywheel/model/sampling_params.h"
 #include "flywheel/runtime/run_options.h"
 
 namespace flywheel {
@@ -19,6 +21,8 @@ struct JobConfig {
   RunOptions run;
   ModelOptions model;
   EnvOptions env;
+  SamplingParams sampling;
+  ActorOptions actor;
   LearnerOptions learner;
 
   template <typename V>
@@ -26,6 +30,8 @@ struct JobConfig {
     v.Section("run", run);
     v.Section("model", model);
     v.Section("env", env);
+    v.Section("sampling", sampling);
+    v.Section("actor", actor);
     v.Section("learner", learner);
   }
 

@@ -1,0 +1,45 @@
+// Options of an actor's rollout engine; the [actor] section of a job config. No torch: the config
+// layer includes it.
+#ifndef FLYWHEEL_ACTOR_ROLLOUT_OPTIONS_H_
+#define FLYWHEEL_ACTOR_ROLLOUT_OPTIONS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "flywheel/core/config.h"
+
+namespace flywheel {
+
+enum class KvOnSwap { kKeep, kRecompute };
+inline constexpr config::ChoiceName<KvOnSwap> kKvOnSwapNames[] = {
+    {"keep", KvOnSwap::kKeep}, {"recompute", KvOnSwap::kRecompute}};
+
+struct RolloutEngineOptions {
+  int64_t intra_op_threads = 0;  // 0 = leave the thread's setting as it is
+  KvOnSwap kv_on_swap = KvOnSwap::kKeep;
+  int64_t initial_slots = 8;       // KV cache sequences before the first growth
+  int64_t initial_capacity = 256;  // KV cache positions before the first growth
+
+  template <typename V>
+  void VisitFields(V& v) {
+    v.Field("intra_op_threads", intra_op_threads, "LibTorch threads of this actor (0 = default)");
+    v.Choice("kv_on_swap", kv_on_swap, kKvOnSwapNames,
+             "cached keys/values at a weight swap: keep, or recompute with the new weights");
+    v.Field("initial_slots", initial_slots, "KV cache sequences allocated up front");
+    v.Field("initial_capacity", initial_capacity, "KV cache positions allocated up front");
+  }
+  absl::Status Validate() const {
+    if (intra_op_threads < 0) {
+      return absl::InvalidArgumentError("actor.intra_op_threads must be >= 0 (0 = default)");
+    }
+    if (initial_slots <= 0 || initial_capacity <= 0) {
+      return absl::InvalidArgumentError(
+          "actor.initial_slots and actor.initial_capacity must be > 0");
+    }
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace flywheel
+
+#endif  // FLYWHEEL_ACTOR_ROLLOUT_OPTIONS_H_
