@@ -6,6 +6,7 @@ namespace flywheel::bench {
 const std::vector<BenchEntry>& Benchmarks() {
   static const std::vector<BenchEntry>* entries = new std::vector<BenchEntry>{
       {"matmul", "float32 matmul GFLOP/s of LibTorch here (the MFU denominator; shows the BLAS in use)", RunMatmulBench},
+      {"env_executor", "episodes waiting on env latency: executor + timer queue vs blocking threads", RunEnvExecutorBench},
   };
   return *entries;
 }

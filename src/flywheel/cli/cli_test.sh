@@ -51,5 +51,8 @@ out=$("$FLYWHEEL" env play "$SOURCE/examples/guess.toml" --policy expert --episo
   fail "env play failed: $out"
 grep -q "mean reward 1.000" <<<"$out" || fail "the guess expert did not solve every episode: $out"
 
+out=$("$FLYWHEEL" bench env_executor --quick --out "$TMP/e.json") || fail "bench env_executor failed: $out"
+grep -q '"throughput_vs_blocking_pool"' "$TMP/e.json" || fail "bench JSON lacks throughput_vs_blocking_pool"
+
 echo "cli_test: $failures failures"
 exit $((failures > 0))
