@@ -5,6 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
+
 #include "absl/time/clock.h"
 #include "flywheel/env/tasks/guess.h"
 #include "flywheel/env/test_util.h"
@@ -90,6 +93,29 @@ TEST(ProcessEnvTest, CrashEndsTheEpisodeAsEnvErrorAndTheProcessRestarts) {
   EXPECT_EQ(Counter("env.process.crashes"), crashes + 1);
   ExpectSolves(env, 1);
   EXPECT_EQ(Counter("env.process.restarts"), restarts + 1);
+}
+
+TEST(ProcessEnvTest, EachKindOfFailureIsLoggedOnceWithContext) {
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(100);
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
+  {
+    auto pool = ProcessPool::Create(Faulty("crash"), 4096);
+    ASSERT_TRUE(pool.ok()) << pool.status();
+    ProcessEnv env(*pool);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(Boom(env).end, EpisodeEnd::kEnvError);
+  }
+  spdlog::set_default_logger(previous);
+  int warnings = 0;
+  for (const std::string& line : sink->last_formatted()) {
+    if (line.find("crashed during step") == std::string::npos) continue;
+    ++warnings;
+    EXPECT_THAT(line, HasSubstr("warning"));
+    EXPECT_THAT(line, HasSubstr("misbehaving_env.py --fault crash"));  // the command
+    EXPECT_THAT(line, HasSubstr("exited with code 3"));
+    EXPECT_THAT(line, HasSubstr("injected crash"));
+  }
+  EXPECT_EQ(warnings, 1) << "three crashes, one warning; the rest are counted";
 }
 
 TEST(ProcessEnvTest, HangEndsAsTimeoutWithTheLastPartialScore) {
