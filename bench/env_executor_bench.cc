@@ -29,8 +29,8 @@ struct Setup {
 
 std::unique_ptr<Environment> NewEnv(const Setup& s, Clock* wait_clock) {
   auto factory = LatencyModelFactory::Create(s.latency);
-  return std::make_unique<LatencyEnv>(std::make_unique<GuessEnv>(GuessOptions{}), *factory,
-                                      nullptr, wait_clock);
+  return std::make_unique<LatencyEnv>(std::make_unique<GuessEnv>(GuessOptions{}), *factory, nullptr,
+                                      wait_clock);
 }
 
 // Runs one whole episode synchronously; the latency wrapper sleeps on the real clock.
@@ -116,10 +116,9 @@ double RunExecutor(const Setup& s, double& reward) {
           ++finished;
           return;
         }
-        executor.StartStep(e->env.get(), e->policy->Act(r->observation),
-                           [&on_result, e](absl::StatusOr<StepResult> next) {
-                             on_result(e, std::move(next));
-                           });
+        executor.StartStep(
+            e->env.get(), e->policy->Act(r->observation),
+            [&on_result, e](absl::StatusOr<StepResult> next) { on_result(e, std::move(next)); });
       };
   const auto start = std::chrono::steady_clock::now();
   for (auto& ep : episodes) {
@@ -152,11 +151,12 @@ absl::StatusOr<BenchReport> RunEnvExecutorBench(const BenchArgs& args) {
   s.latency.sigma = args.GetDouble("sigma", 1.0);
 
   BenchReport report;
-  report.config = {{"task", "guess (range 16), expert policy"},
-                   {"episodes", s.episodes},
-                   {"workers", s.workers},
-                   {"latency", {{"model", "lognormal"}, {"mean_ms", s.latency.mean_ms},
-                                {"sigma", s.latency.sigma}}}};
+  report.config = {
+      {"task", "guess (range 16), expert policy"},
+      {"episodes", s.episodes},
+      {"workers", s.workers},
+      {"latency",
+       {{"model", "lognormal"}, {"mean_ms", s.latency.mean_ms}, {"sigma", s.latency.sigma}}}};
   double r_exec = 0, r_pool = 0, r_tpe = 0;
   const double t_exec = RunExecutor(s, r_exec);
   const double t_pool = RunBlockingPool(s, s.workers, r_pool);

@@ -1,12 +1,12 @@
 // flywheel env check [--timeout S] [--episodes N] -- CMD ARGS…
 // flywheel env play FILE [--policy expert|random] [--episodes N] [--set k=v …]
+#include <fmt/format.h>
+
 #include <iostream>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "flywheel/cli/command.h"
 #include "flywheel/core/clock.h"
@@ -110,8 +110,8 @@ void AddEnvCommand(CLI::App& app, Invocation& invocation) {
       ->take_all();
   play->callback([play_args, &invocation] {
     invocation.run = [play_args] {
-      absl::Status s = RunPlay(play_args->file, play_args->overrides, play_args->policy,
-                               play_args->episodes);
+      absl::Status s =
+          RunPlay(play_args->file, play_args->overrides, play_args->policy, play_args->episodes);
       return s.ok() ? 0 : ReportError(s);
     };
   });

@@ -67,7 +67,7 @@ class EnvExecutor {
  private:
   struct Timer {
     absl::Time due;
-    int64_t seq;  // FIFO among equal due times
+    int64_t seq;                                  // FIFO among equal due times
     absl::AnyInvocable<void(absl::Status)> fire;  // OK, or CANCELLED on close
     bool operator>(const Timer& o) const { return due != o.due ? due > o.due : seq > o.seq; }
   };

@@ -1,8 +1,8 @@
 #include "flywheel/env/env_executor.h"
 
-#include <memory>
-
 #include <gtest/gtest.h>
+
+#include <memory>
 
 #include "absl/time/clock.h"
 #include "flywheel/env/latency/latency_env.h"

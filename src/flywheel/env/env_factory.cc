@@ -81,8 +81,6 @@ absl::StatusOr<std::unique_ptr<Policy>> EnvFactory::MakeRandom(uint64_t seed) co
   return absl::NotFoundError("process environments have no built-in random policy");
 }
 
-std::string EnvFactory::DebugString() const {
-  return NewEnvironment()->DebugString();
-}
+std::string EnvFactory::DebugString() const { return NewEnvironment()->DebugString(); }
 
 }  // namespace flywheel

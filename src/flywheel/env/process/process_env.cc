@@ -47,11 +47,11 @@ absl::StatusOr<std::unique_ptr<Subprocess>> ProcessPool::StartOne(protocol::Hell
     p->WaitExit(absl::Now() + absl::Milliseconds(100));
     const std::string exit = p->ExitDescription();
     p->Kill();
-    return absl::Status(
-        status.code() == absl::StatusCode::kDeadlineExceeded ? status.code()
-                                                             : absl::StatusCode::kUnavailable,
-        StrCat(who, " failed the hello handshake: ", status.message(), " (process ", exit, ")",
-               WithStderr(*p)));
+    return absl::Status(status.code() == absl::StatusCode::kDeadlineExceeded
+                            ? status.code()
+                            : absl::StatusCode::kUnavailable,
+                        StrCat(who, " failed the hello handshake: ", status.message(), " (process ",
+                               exit, ")", WithStderr(*p)));
   }
   if (hello != nullptr) *hello = *std::move(parsed);
   return p;
@@ -93,9 +93,9 @@ absl::StatusOr<ProcessPool::Lease> ProcessPool::Acquire(absl::Time deadline) {
     absl::MutexLock lock(&mu_);
     auto available = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !idle_.empty(); };
     if (!mu_.AwaitWithDeadline(absl::Condition(&available), deadline)) {
-      return absl::DeadlineExceededError(
-          StrCat("all ", options_.copies, " copies of environment `", command(),
-                 "` stayed busy (raise env.process.copies)"));
+      return absl::DeadlineExceededError(StrCat("all ", options_.copies, " copies of environment `",
+                                                command(),
+                                                "` stayed busy (raise env.process.copies)"));
     }
     lease = std::move(idle_.back());
     idle_.pop_back();
@@ -148,16 +148,16 @@ std::string ProcessEnv::Context(std::string_view what) const {
 }
 
 std::string ProcessEnv::DebugString() const {
-  return StrCat("process(", pool_->name(), ": ", pool_->command(), ", copies=",
-                pool_->options().copies, ")");
+  return StrCat("process(", pool_->name(), ": ", pool_->command(),
+                ", copies=", pool_->options().copies, ")");
 }
 
 absl::StatusOr<StepResult> ProcessEnv::Reset(const TaskInstance& task) {
   last_partial_.reset();
   if (lease_.process == nullptr) {
     const ProcessOptions& o = pool_->options();
-    absl::StatusOr<ProcessPool::Lease> lease = pool_->Acquire(
-        absl::Now() + Seconds(o.start_timeout_seconds + o.step_timeout_seconds));
+    absl::StatusOr<ProcessPool::Lease> lease =
+        pool_->Acquire(absl::Now() + Seconds(o.start_timeout_seconds + o.step_timeout_seconds));
     if (!lease.ok()) {
       Count("start_failures");
       pool_->Incident("start_failures", std::string(lease.status().message()));
@@ -197,26 +197,27 @@ StepResult ProcessEnv::Exchange(const std::string& request, std::string_view wha
         std::optional<double> partial = ScoreAfterTimeout();
         const bool healthy = partial.has_value();
         if (!partial) partial = last_partial_;
-        return EndEpisode(EpisodeEnd::kTimeout, "timeouts",
-                          Context(StrCat("did not answer ", what, " within ",
-                                         o.step_timeout_seconds, " s (env.process."
-                                         "step_timeout_seconds)",
-                                         healthy ? "" : "; restarting it")),
-                          healthy, partial);
+        return EndEpisode(
+            EpisodeEnd::kTimeout, "timeouts",
+            Context(StrCat("did not answer ", what, " within ", o.step_timeout_seconds,
+                           " s (env.process."
+                           "step_timeout_seconds)",
+                           healthy ? "" : "; restarting it")),
+            healthy, partial);
       }
       case absl::StatusCode::kResourceExhausted:
-        return EndEpisode(EpisodeEnd::kProtocolError, "protocol_errors",
-                          Context(StrCat("sent an invalid reply to ", what, ": ",
-                                         line.status().message(),
-                                         " (env.process.max_line_bytes); restarting it")),
-                          false);
+        return EndEpisode(
+            EpisodeEnd::kProtocolError, "protocol_errors",
+            Context(StrCat("sent an invalid reply to ", what, ": ", line.status().message(),
+                           " (env.process.max_line_bytes); restarting it")),
+            false);
       default: {
         p.WaitExit(absl::Now() + absl::Milliseconds(500));
-        return EndEpisode(EpisodeEnd::kEnvError, "crashes",
-                          Context(StrCat("crashed during ", what, ": ", line.status().message(),
-                                         ", process ", p.ExitDescription(), WithStderr(p),
-                                         "; restarting it")),
-                          false);
+        return EndEpisode(
+            EpisodeEnd::kEnvError, "crashes",
+            Context(StrCat("crashed during ", what, ": ", line.status().message(), ", process ",
+                           p.ExitDescription(), WithStderr(p), "; restarting it")),
+            false);
       }
     }
   }
@@ -227,8 +228,8 @@ StepResult ProcessEnv::Exchange(const std::string& request, std::string_view wha
   }
   if (!r.ok()) {
     return EndEpisode(EpisodeEnd::kProtocolError, "protocol_errors",
-                      Context(StrCat("sent an invalid reply to ", what, ": ",
-                                     r.status().message(), "; restarting it")),
+                      Context(StrCat("sent an invalid reply to ", what, ": ", r.status().message(),
+                                     "; restarting it")),
                       false);
   }
   Truncate(*r);
@@ -297,10 +298,11 @@ absl::StatusOr<double> ProcessEnv::ScorePartial() {
     last_partial_ = *score;
     return *score;
   }
-  StepResult ended = EndEpisode(EpisodeEnd::kEnvError, "score_failures",
-                                Context(StrCat("could not give a partial score: ",
-                                               score.status().message(), "; restarting it")),
-                                false);
+  StepResult ended =
+      EndEpisode(EpisodeEnd::kEnvError, "score_failures",
+                 Context(StrCat("could not give a partial score: ", score.status().message(),
+                                "; restarting it")),
+                 false);
   return absl::UnavailableError(ended.error);
 }
 

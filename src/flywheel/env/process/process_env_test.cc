@@ -4,7 +4,6 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
@@ -17,8 +16,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-ProcessOptions Options(std::vector<std::string> extra_args = {}, const char* script =
-                                                                      "examples/envs/guess_env.py") {
+ProcessOptions Options(std::vector<std::string> extra_args = {},
+                       const char* script = "examples/envs/guess_env.py") {
   ProcessOptions o;
   o.command = {"python3", testing::SourcePath(script)};
   o.command.insert(o.command.end(), extra_args.begin(), extra_args.end());
