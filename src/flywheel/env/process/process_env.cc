@@ -4,6 +4,7 @@
 
 #include "absl/time/clock.h"
 #include "flywheel/core/status_macros.h"
+#include "flywheel/env/observation_limit.h"
 
 namespace flywheel {
 namespace {
@@ -266,15 +267,9 @@ StepResult ProcessEnv::EndEpisode(EpisodeEnd end, std::string_view kind, std::st
 }
 
 void ProcessEnv::Truncate(StepResult& r) {
-  const size_t limit = static_cast<size_t>(pool_->max_observation_bytes());
-  if (r.observation.size() <= limit) return;
   const size_t original = r.observation.size();
-  size_t cut = limit;
-  // Do not split a UTF-8 sequence: back off over continuation bytes.
-  while (cut > 0 && (static_cast<unsigned char>(r.observation[cut]) & 0xC0) == 0x80) --cut;
-  r.observation.resize(cut);
-  r.truncated = true;
-  MetricsRegistry::Global().GetCounter("env.observation_truncated")->Increment();
+  const size_t limit = static_cast<size_t>(pool_->max_observation_bytes());
+  if (!TruncateObservation(r, limit)) return;
   pool_->Incident("observation_truncated",
                   Context(StrCat("sent an observation of ", original,
                                  " bytes; truncated to env.max_observation_bytes = ", limit)));
