@@ -81,9 +81,11 @@ ProcessPool::~ProcessPool() {
     idle.swap(idle_);
   }
   for (Lease& l : idle) {
-    if (l.process && l.process->WriteLine(protocol::CloseRequest()).ok()) {
-      l.process->WaitExit(absl::Now() + absl::Seconds(1));
-    }
+    if (l.process) (void)l.process->WriteLine(protocol::CloseRequest(), absl::Milliseconds(100));
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(1);  // for all of them together
+  for (Lease& l : idle) {
+    if (l.process) l.process->WaitExit(deadline);
   }
   // Remaining processes are killed by ~Subprocess.
 }
@@ -101,7 +103,7 @@ absl::StatusOr<ProcessPool::Lease> ProcessPool::Acquire(absl::Time deadline) {
     lease = std::move(idle_.back());
     idle_.pop_back();
   }
-  if (lease.process == nullptr || lease.process->exited()) {
+  if (lease.process == nullptr || !lease.process->Running()) {  // died while idle: restart
     absl::StatusOr<std::unique_ptr<Subprocess>> p = StartOne(nullptr);
     if (!p.ok()) {
       lease.process.reset();

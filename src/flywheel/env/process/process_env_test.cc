@@ -4,6 +4,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
@@ -221,6 +222,22 @@ TEST(ProcessEnvTest, ManyEpisodesShareFewCopies) {
   EXPECT_THAT(r->error, HasSubstr("env.process.copies"));
   a.Close();
   ExpectSolves(c, 3);
+}
+
+TEST(ProcessEnvTest, AProcessThatDiedWhileIdleIsRestartedBeforeTheNextEpisode) {
+  auto pool = ProcessPool::Create(Options(), 4096);
+  ASSERT_TRUE(pool.ok());
+  pid_t pid;
+  {
+    auto lease = (*pool)->Acquire(absl::Now() + absl::Seconds(5));
+    ASSERT_TRUE(lease.ok());
+    pid = lease->process->pid();
+    (*pool)->Release(*std::move(lease), true);
+  }
+  kill(pid, SIGKILL);
+  absl::SleepFor(absl::Milliseconds(200));
+  ProcessEnv env(*pool);
+  ExpectSolves(env, 2);  // not an env-error: the dead process was replaced at lease time
 }
 
 TEST(ProcessEnvTest, CommandThatCannotStartIsReportedAtCreation) {
