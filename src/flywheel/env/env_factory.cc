@@ -83,7 +83,7 @@ absl::StatusOr<std::unique_ptr<Policy>> EnvFactory::MakeRandom(uint64_t seed) co
     case EnvKind::kProcess:
       break;
   }
-  return absl::NotFoundError("process environments have no built-in random policy");
+  return MakeRandomWordPolicy(vocabulary_, seed);  // random words of the declared vocabulary
 }
 
 std::string EnvFactory::DebugString() const { return NewEnvironment()->DebugString(); }

@@ -59,6 +59,14 @@ TEST(EnvFactoryTest, ProcessEnvironmentWithLatencyThroughTheExecutor) {
   EXPECT_EQ((*factory)->task_name(), "guess");
   EXPECT_EQ((*factory)->vocabulary().words.size(), 21u);
   EXPECT_FALSE((*factory)->MakeExpert().ok());
+  auto random = (*factory)->MakeRandom(1);
+  ASSERT_TRUE(random.ok()) << random.status();
+  {
+    auto env = (*factory)->NewEnvironment();
+    auto summary = RunEpisode(*env, **random, TaskInstance{"guess", 1}, 100);
+    ASSERT_TRUE(summary.ok()) << summary.status();
+    EXPECT_EQ(summary->end, EpisodeEnd::kDone);
+  }
   EXPECT_THAT((*factory)->DebugString(), HasSubstr("process(guess: python3"));
 
   EnvExecutor executor({.num_workers = 2});
