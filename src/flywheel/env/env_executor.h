@@ -30,6 +30,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "flywheel/core/clock.h"
+#include "flywheel/env/env_options.h"
 #include "flywheel/env/interface.h"
 
 namespace flywheel {
@@ -42,6 +43,11 @@ class EnvExecutor {
   };
   using StepCallback = absl::AnyInvocable<void(absl::StatusOr<StepResult>)>;
   using ScoreCallback = absl::AnyInvocable<void(absl::StatusOr<double>)>;
+
+  // num_workers from env.workers.
+  static Options OptionsFor(const EnvOptions& env, Clock* clock = RealClock()) {
+    return Options{static_cast<int>(env.workers), clock};
+  }
 
   explicit EnvExecutor(Options options);
   ~EnvExecutor();  // Close()

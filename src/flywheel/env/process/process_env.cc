@@ -11,8 +11,13 @@ namespace {
 
 absl::Duration Seconds(double s) { return absl::Milliseconds(static_cast<int64_t>(s * 1000)); }
 
+std::string MetricName(std::string_view kind) {
+  return kind == "observation_truncated" ? "env.observation_truncated"
+                                         : StrCat("env.process.", kind);
+}
+
 void Count(std::string_view kind) {
-  MetricsRegistry::Global().GetCounter(StrCat("env.process.", kind))->Increment();
+  MetricsRegistry::Global().GetCounter(MetricName(kind))->Increment();
 }
 
 std::string WithStderr(const Subprocess& p) {
@@ -132,10 +137,9 @@ void ProcessPool::Incident(std::string_view kind, const std::string& message) {
     n = ++incidents_[std::string(kind)];
   }
   if (n == 1) {
-    spdlog::warn("{} (first {} of this environment; later ones are counted in env.process.*)",
-                 message, kind);
+    spdlog::warn("{} (logged once; later ones are counted in {})", message, MetricName(kind));
   } else if (n % 100 == 0) {
-    spdlog::warn("{} ({} {} so far)", message, n, kind);
+    spdlog::warn("{} ({} so far in {})", message, n, MetricName(kind));
   } else {
     spdlog::debug("{}", message);
   }

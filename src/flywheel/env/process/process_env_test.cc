@@ -114,6 +114,7 @@ TEST(ProcessEnvTest, EachKindOfFailureIsLoggedOnceWithContext) {
     EXPECT_THAT(line, HasSubstr("misbehaving_env.py --fault crash"));  // the command
     EXPECT_THAT(line, HasSubstr("exited with code 3"));
     EXPECT_THAT(line, HasSubstr("injected crash"));
+    EXPECT_THAT(line, HasSubstr("later ones are counted in env.process.crashes"));
   }
   EXPECT_EQ(warnings, 1) << "three crashes, one warning; the rest are counted";
 }
