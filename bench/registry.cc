@@ -8,6 +8,7 @@ const std::vector<BenchEntry>& Benchmarks() {
       {"matmul", "float32 matmul GFLOP/s of LibTorch here (the MFU denominator; shows the BLAS in use)", RunMatmulBench},
       {"rollout", "generated tokens/s: rollout engine vs full recompute vs eager PyTorch", RunRolloutBench},
       {"packing", "learner packer: padding waste and distinct shapes over length-mixed steps vs padding each trajectory", RunPackingBench},
+      {"env_executor", "episodes waiting on env latency: executor + timer queue vs blocking threads", RunEnvExecutorBench},
   };
   return *entries;
 }

@@ -59,5 +59,12 @@ out=$("$FLYWHEEL" env play "$SOURCE/examples/guess.toml" --policy expert --episo
   fail "env play failed: $out"
 grep -q "mean reward 1.000" <<<"$out" || fail "the guess expert did not solve every episode: $out"
 
+out=$("$FLYWHEEL" bench env_executor --quick --out "$TMP/e.json") || fail "bench env_executor failed: $out"
+grep -q '"throughput_vs_blocking_pool"' "$TMP/e.json" || fail "bench JSON lacks throughput_vs_blocking_pool"
+
+out=$(cd "$SOURCE" && "$FLYWHEEL" env play examples/guess_process.toml --policy random --episodes 20) ||
+  fail "env play of the process example failed: $out"
+grep -q "process(guess" <<<"$out" || fail "env play did not run the process environment: $out"
+
 echo "cli_test: $failures failures"
 exit $((failures > 0))

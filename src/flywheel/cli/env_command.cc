@@ -1,13 +1,14 @@
 // flywheel env check [--timeout S] [--episodes N] -- CMD ARGS…
 // flywheel env play FILE [--policy expert|random] [--episodes N] [--set k=v …]
+#include <fmt/format.h>
+
 #include <iostream>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-
+#include "absl/time/clock.h"
 #include "flywheel/cli/command.h"
 #include "flywheel/core/clock.h"
 #include "flywheel/env/env_factory.h"
@@ -49,6 +50,7 @@ absl::Status RunPlay(const std::string& file, const std::vector<std::string>& ov
   int64_t steps = 0;
   std::map<std::string, int64_t> ends;
   const absl::Time start = clock.Now();
+  const absl::Time wall_start = absl::Now();
   for (int64_t i = 0; i < episodes; ++i) {
     absl::StatusOr<EpisodeSummary> s = RunEpisode(*env, **policy, tasks.Next(), 100000);
     if (!s.ok()) return s.status();
@@ -60,10 +62,11 @@ absl::Status RunPlay(const std::string& file, const std::vector<std::string>& ov
   for (const auto& [name, n] : ends) end_counts.push_back(fmt::format("{}={}", name, n));
   std::cout << fmt::format(
       "{}: {} policy over {} episodes: mean reward {:.3f}, mean steps {:.2f}, ends {}, "
-      "environment time per episode {:.3f} s\n",
+      "injected latency per episode {:.3f} s (virtual), wall time {:.3f} s\n",
       (*factory)->DebugString(), policy_name, episodes, reward / episodes,
       static_cast<double>(steps) / episodes, Join(end_counts, " "),
-      absl::ToDoubleSeconds(clock.Now() - start) / episodes);
+      absl::ToDoubleSeconds(clock.Now() - start) / episodes,
+      absl::ToDoubleSeconds(absl::Now() - wall_start));
   return absl::OkStatus();
 }
 
@@ -110,8 +113,8 @@ void AddEnvCommand(CLI::App& app, Invocation& invocation) {
       ->take_all();
   play->callback([play_args, &invocation] {
     invocation.run = [play_args] {
-      absl::Status s = RunPlay(play_args->file, play_args->overrides, play_args->policy,
-                               play_args->episodes);
+      absl::Status s =
+          RunPlay(play_args->file, play_args->overrides, play_args->policy, play_args->episodes);
       return s.ok() ? 0 : ReportError(s);
     };
   });

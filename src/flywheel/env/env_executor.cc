@@ -81,18 +81,16 @@ void EnvExecutor::StartScorePartial(Environment* env, ScoreCallback done) {
 std::future<absl::StatusOr<StepResult>> EnvExecutor::Reset(Environment* env, TaskInstance task) {
   auto promise = std::make_shared<std::promise<absl::StatusOr<StepResult>>>();
   auto future = promise->get_future();
-  StartReset(env, std::move(task), [promise](absl::StatusOr<StepResult> r) {
-    promise->set_value(std::move(r));
-  });
+  StartReset(env, std::move(task),
+             [promise](absl::StatusOr<StepResult> r) { promise->set_value(std::move(r)); });
   return future;
 }
 
 std::future<absl::StatusOr<StepResult>> EnvExecutor::Step(Environment* env, std::string action) {
   auto promise = std::make_shared<std::promise<absl::StatusOr<StepResult>>>();
   auto future = promise->get_future();
-  StartStep(env, std::move(action), [promise](absl::StatusOr<StepResult> r) {
-    promise->set_value(std::move(r));
-  });
+  StartStep(env, std::move(action),
+            [promise](absl::StatusOr<StepResult> r) { promise->set_value(std::move(r)); });
   return future;
 }
 

@@ -30,6 +30,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "flywheel/core/clock.h"
+#include "flywheel/env/env_options.h"
 #include "flywheel/env/interface.h"
 
 namespace flywheel {
@@ -42,6 +43,11 @@ class EnvExecutor {
   };
   using StepCallback = absl::AnyInvocable<void(absl::StatusOr<StepResult>)>;
   using ScoreCallback = absl::AnyInvocable<void(absl::StatusOr<double>)>;
+
+  // num_workers from env.workers.
+  static Options OptionsFor(const EnvOptions& env, Clock* clock = RealClock()) {
+    return Options{static_cast<int>(env.workers), clock};
+  }
 
   explicit EnvExecutor(Options options);
   ~EnvExecutor();  // Close()
@@ -67,7 +73,7 @@ class EnvExecutor {
  private:
   struct Timer {
     absl::Time due;
-    int64_t seq;  // FIFO among equal due times
+    int64_t seq;                                  // FIFO among equal due times
     absl::AnyInvocable<void(absl::Status)> fire;  // OK, or CANCELLED on close
     bool operator>(const Timer& o) const { return due != o.due ? due > o.due : seq > o.seq; }
   };

@@ -1,8 +1,8 @@
 #include "flywheel/env/env_executor.h"
 
-#include <memory>
-
 #include <gtest/gtest.h>
+
+#include <memory>
 
 #include "absl/time/clock.h"
 #include "flywheel/env/latency/latency_env.h"
@@ -139,7 +139,9 @@ TEST(EnvExecutorTest, FuturesAndCloseCancelsPendingWaits) {
 }
 
 TEST(EnvExecutorTest, ErrorsReachTheCallback) {
-  EnvExecutor executor({.num_workers = 1});
+  EnvOptions options;
+  options.workers = 1;
+  EnvExecutor executor(EnvExecutor::OptionsFor(options));
   GuessEnv env(GuessOptions{});
   auto r = executor.Step(&env, "3").get();  // step before reset
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);

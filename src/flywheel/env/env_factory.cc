@@ -2,6 +2,7 @@
 
 #include "flywheel/core/status_macros.h"
 #include "flywheel/env/latency/latency_env.h"
+#include "flywheel/env/observation_limit.h"
 #include "flywheel/env/process/process_env.h"
 #include "flywheel/env/tasks/calc.h"
 #include "flywheel/env/tasks/guess.h"
@@ -49,6 +50,10 @@ std::unique_ptr<Environment> EnvFactory::NewUnwrapped() const {
 
 std::unique_ptr<Environment> EnvFactory::NewEnvironment() const {
   std::unique_ptr<Environment> env = NewUnwrapped();
+  if (options_.kind != EnvKind::kProcess) {  // process environments cut (and log) themselves
+    env = std::make_unique<ObservationLimitEnv>(
+        std::move(env), static_cast<size_t>(options_.max_observation_bytes));
+  }
   if (!step_latency_->enabled() && !tool_latency_->enabled()) return env;
   return std::make_unique<LatencyEnv>(std::move(env), step_latency_, tool_latency_, wait_clock_);
 }
@@ -78,11 +83,9 @@ absl::StatusOr<std::unique_ptr<Policy>> EnvFactory::MakeRandom(uint64_t seed) co
     case EnvKind::kProcess:
       break;
   }
-  return absl::NotFoundError("process environments have no built-in random policy");
+  return MakeRandomWordPolicy(vocabulary_, seed);  // random words of the declared vocabulary
 }
 
-std::string EnvFactory::DebugString() const {
-  return NewEnvironment()->DebugString();
-}
+std::string EnvFactory::DebugString() const { return NewEnvironment()->DebugString(); }
 
 }  // namespace flywheel

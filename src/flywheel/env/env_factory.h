@@ -33,7 +33,8 @@ class EnvFactory {
   const std::string& task_name() const { return task_name_; }
   const VocabularySpec& vocabulary() const { return vocabulary_; }
 
-  // Scripted policies of built-in tasks; NotFound for process environments.
+  // Scripted policies of built-in tasks. Process environments have no expert (NotFound); their
+  // random policy picks words of the declared vocabulary (InvalidArgument for bytes).
   absl::StatusOr<std::unique_ptr<Policy>> MakeExpert() const;
   absl::StatusOr<std::unique_ptr<Policy>> MakeRandom(uint64_t seed) const;
 

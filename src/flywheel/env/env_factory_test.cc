@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "flywheel/env/env_executor.h"
 #include "flywheel/env/test_util.h"
 
 namespace flywheel {
@@ -45,6 +46,44 @@ TEST(EnvFactoryTest, LatencyWrapsOnlyWhenConfigured) {
   auto first = env->Reset(TaskInstance{"guess", 1});
   ASSERT_TRUE(first.ok());
   EXPECT_GT(first->latency, absl::ZeroDuration());
+}
+
+TEST(EnvFactoryTest, ProcessEnvironmentWithLatencyThroughTheExecutor) {
+  EnvOptions options;
+  options.kind = EnvKind::kProcess;
+  options.process.command = {"python3", testing::SourcePath("examples/envs/guess_env.py")};
+  options.process.copies = 2;
+  options.latency = testing::Latency(LatencyKind::kConstant, 30);
+  auto factory = EnvFactory::Create(options);
+  ASSERT_TRUE(factory.ok()) << factory.status();
+  EXPECT_EQ((*factory)->task_name(), "guess");
+  EXPECT_EQ((*factory)->vocabulary().words.size(), 21u);
+  EXPECT_FALSE((*factory)->MakeExpert().ok());
+  auto random = (*factory)->MakeRandom(1);
+  ASSERT_TRUE(random.ok()) << random.status();
+  {
+    auto env = (*factory)->NewEnvironment();
+    auto summary = RunEpisode(*env, **random, TaskInstance{"guess", 1}, 100);
+    ASSERT_TRUE(summary.ok()) << summary.status();
+    EXPECT_EQ(summary->end, EpisodeEnd::kDone);
+  }
+  EXPECT_THAT((*factory)->DebugString(), HasSubstr("process(guess: python3"));
+
+  EnvExecutor executor({.num_workers = 2});
+  auto env = (*factory)->NewEnvironment();
+  auto first = executor.Reset(env.get(), TaskInstance{"guess", 4}).get();
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->observation, "go");
+  EXPECT_EQ(first->latency, absl::Milliseconds(30));
+  auto step = executor.Step(env.get(), "8").get();
+  ASSERT_TRUE(step.ok());
+  // Budget expiry: the actor asks for the partial score through the executor too.
+  std::promise<absl::StatusOr<double>> score;
+  executor.StartScorePartial(env.get(), [&](absl::StatusOr<double> s) { score.set_value(s); });
+  auto partial = score.get_future().get();
+  ASSERT_TRUE(partial.ok()) << partial.status();
+  EXPECT_EQ(*partial, *step->partial_score);
+  env->Close();
 }
 
 TEST(EnvFactoryTest, BadOptionsNameTheKey) {

@@ -28,16 +28,18 @@ inline constexpr config::ChoiceName<EnvKind> kEnvKindNames[] = {{"guess", EnvKin
 
 enum class LatencyKind { kNone, kConstant, kLognormal, kPareto, kTrace };
 inline constexpr config::ChoiceName<LatencyKind> kLatencyKindNames[] = {
-    {"none", LatencyKind::kNone},         {"constant", LatencyKind::kConstant},
-    {"lognormal", LatencyKind::kLognormal}, {"pareto", LatencyKind::kPareto},
+    {"none", LatencyKind::kNone},
+    {"constant", LatencyKind::kConstant},
+    {"lognormal", LatencyKind::kLognormal},
+    {"pareto", LatencyKind::kPareto},
     {"trace", LatencyKind::kTrace}};
 
 // Delay added to each step by the latency wrapper (never by the task itself).
 struct LatencyOptions {
   LatencyKind model = LatencyKind::kNone;
-  double mean_ms = 0;    // constant, lognormal, pareto: the distribution's mean
-  double sigma = 1.0;    // lognormal: standard deviation of log(latency)
-  double alpha = 1.5;    // pareto: tail index (> 1 for a finite mean; smaller = heavier tail)
+  double mean_ms = 0;      // constant, lognormal, pareto: the distribution's mean
+  double sigma = 1.0;      // lognormal: standard deviation of log(latency)
+  double alpha = 1.5;      // pareto: tail index (> 1 for a finite mean; smaller = heavier tail)
   std::string trace_file;  // trace: one latency in milliseconds per line, replayed in order
 
   template <typename V>
@@ -144,8 +146,8 @@ struct RepairOptions {
 
 // An environment run as N copies of a user command speaking docs/env-protocol.md.
 struct ProcessOptions {
-  std::vector<std::string> command;  // argv; the first word is looked up on PATH
-  int64_t copies = 4;                // processes kept running; one episode each at a time
+  std::vector<std::string> command;   // argv; the first word is looked up on PATH
+  int64_t copies = 4;                 // processes kept running; one episode each at a time
   double start_timeout_seconds = 10;  // hello handshake after a (re)start
   double step_timeout_seconds = 30;   // reset or step reply; then the episode ends as timeout
   double score_timeout_seconds = 2;   // partial score after a timeout or on budget expiry

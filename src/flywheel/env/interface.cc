@@ -1,8 +1,5 @@
 #include "flywheel/env/interface.h"
 
-#include <algorithm>
-#include <sstream>
-
 namespace flywheel {
 
 std::string_view EpisodeEndName(EpisodeEnd end) {
@@ -29,16 +26,6 @@ StepResult StepResult::Failure(EpisodeEnd end, std::string error,
   r.error = std::move(error);
   r.partial_score = partial_score;
   return r;
-}
-
-bool InVocabulary(const VocabularySpec& spec, const std::string& text) {
-  if (spec.kind == VocabularySpec::kBytes) return true;
-  std::istringstream in(text);
-  std::string word;
-  while (in >> word) {
-    if (std::find(spec.words.begin(), spec.words.end(), word) == spec.words.end()) return false;
-  }
-  return true;
 }
 
 }  // namespace flywheel

@@ -23,6 +23,11 @@ class Policy {
   virtual std::string Act(std::string_view observation) = 0;
 };
 
+// One uniformly random word of a word vocabulary per turn: a baseline for any word-level
+// environment, external ones included. InvalidArgument for a byte vocabulary.
+absl::StatusOr<std::unique_ptr<Policy>> MakeRandomWordPolicy(const VocabularySpec& vocabulary,
+                                                             uint64_t seed);
+
 struct EpisodeSummary {
   double total_reward = 0;
   int64_t steps = 0;

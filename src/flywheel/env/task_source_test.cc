@@ -1,8 +1,8 @@
 #include "flywheel/env/task_source.h"
 
-#include <set>
-
 #include <gtest/gtest.h>
+
+#include <set>
 
 namespace flywheel {
 namespace {

@@ -2,11 +2,11 @@
 #ifndef FLYWHEEL_ENV_TEST_UTIL_H_
 #define FLYWHEEL_ENV_TEST_UTIL_H_
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <memory>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "flywheel/env/env_options.h"
 #include "flywheel/env/interface.h"

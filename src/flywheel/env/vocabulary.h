@@ -16,9 +16,7 @@ struct VocabularySpec {
   std::vector<std::string> words;  // kWords only; no duplicates, none containing a space
 
   static VocabularySpec Bytes() { return {}; }
-  static VocabularySpec Words(std::vector<std::string> words) {
-    return {kWords, std::move(words)};
-  }
+  static VocabularySpec Words(std::vector<std::string> words) { return {kWords, std::move(words)}; }
 };
 
 // True when every space-separated word of `text` is in `spec` (always true for kBytes).

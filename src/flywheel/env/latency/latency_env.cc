@@ -17,8 +17,8 @@ absl::StatusOr<StepResult> LatencyEnv::Reset(const TaskInstance& task) {
   // Rollouts of one group get different latencies; the same rollout gets the same ones.
   const uint64_t seed = MixSeed(task.seed ^ MixSeed(task.rollout + 1));
   step_model_ = step_factory_->NewModel(seed);
-  tool_model_ = tool_factory_ && tool_factory_->enabled() ? tool_factory_->NewModel(~seed)
-                                                          : nullptr;
+  tool_model_ =
+      tool_factory_ && tool_factory_->enabled() ? tool_factory_->NewModel(~seed) : nullptr;
   ASSIGN_OR_RETURN(StepResult r, inner_->Reset(task));
   AddLatency(r);
   return r;

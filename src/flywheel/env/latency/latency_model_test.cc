@@ -1,13 +1,13 @@
 // Each latency model's distribution, measured as the virtual time the latency wrapper waits.
 #include "flywheel/env/latency/latency_model.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "flywheel/core/clock.h"
 #include "flywheel/env/latency/latency_env.h"
@@ -56,8 +56,8 @@ TEST(LatencyModelTest, Constant) {
 
 TEST(LatencyModelTest, LognormalMeanAndTail) {
   const double mean = 100, sigma = 1.0;
-  const auto ms = DrawThroughWrapper(
-      testing::Latency(LatencyKind::kLognormal, mean, sigma), 200000);
+  const auto ms =
+      DrawThroughWrapper(testing::Latency(LatencyKind::kLognormal, mean, sigma), 200000);
   const double mu = std::log(mean) - sigma * sigma / 2;
   EXPECT_NEAR(Mean(ms), mean, 0.03 * mean);
   EXPECT_NEAR(Quantile(ms, 0.5), std::exp(mu), 0.03 * std::exp(mu));
@@ -75,7 +75,8 @@ TEST(LatencyModelTest, ParetoMeanAndHeavyTail) {
   const double p99 = t_min * std::pow(100.0, 1 / alpha);
   EXPECT_NEAR(Quantile(ms, 0.99), p99, 0.05 * p99);
   // The tail beyond 10 · t_min holds 10^-alpha of the mass (0.32 %).
-  const double beyond = std::count_if(ms.begin(), ms.end(), [&](double x) { return x > 10 * t_min; });
+  const double beyond =
+      std::count_if(ms.begin(), ms.end(), [&](double x) { return x > 10 * t_min; });
   EXPECT_NEAR(beyond / ms.size(), std::pow(10.0, -alpha), 0.15 * std::pow(10.0, -alpha));
 }
 
@@ -93,7 +94,8 @@ TEST(LatencyModelTest, TraceReplaysInOrderAndWraps) {
 TEST(LatencyModelTest, BadTraceNamesFileAndLine) {
   const auto path = std::filesystem::temp_directory_path() / "flywheel_bad_trace.txt";
   std::ofstream(path) << "10\nfast\n";
-  auto factory = LatencyModelFactory::Create(testing::Latency(LatencyKind::kTrace, 0, 1, 1.5, path.string()));
+  auto factory =
+      LatencyModelFactory::Create(testing::Latency(LatencyKind::kTrace, 0, 1, 1.5, path.string()));
   ASSERT_FALSE(factory.ok());
   EXPECT_THAT(factory.status().message(), HasSubstr(path.string() + ":2: \"fast\""));
   auto missing = LatencyModelFactory::Create(

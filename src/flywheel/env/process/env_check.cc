@@ -95,16 +95,15 @@ class Checker {
     vocabulary_ = hello->vocabulary;
     report_.passed.push_back(StrCat(
         "hello: protocol_version ", hello->version, ", name \"", name_, "\", vocabulary ",
-        vocabulary_.kind == VocabularySpec::kWords
-            ? StrCat(vocabulary_.words.size(), " words")
-            : std::string("bytes")));
+        vocabulary_.kind == VocabularySpec::kWords ? StrCat(vocabulary_.words.size(), " words")
+                                                   : std::string("bytes")));
     return true;
   }
 
   std::string RandomAction() {
     if (vocabulary_.kind == VocabularySpec::kWords && !vocabulary_.words.empty()) {
-      return vocabulary_.words[std::uniform_int_distribution<size_t>(
-          0, vocabulary_.words.size() - 1)(rng_)];
+      return vocabulary_
+          .words[std::uniform_int_distribution<size_t>(0, vocabulary_.words.size() - 1)(rng_)];
     }
     static const char* kActions[] = {"0", "1", "7", "hello", "ANSWER 3", ""};
     return kActions[std::uniform_int_distribution<int>(0, 5)(rng_)];
@@ -136,9 +135,9 @@ class Checker {
       auto again = Reset(seed, StrCat(what, " reset again with the same seed"));
       if (!again) return false;
       if (*again && (*again)->observation != (*first)->observation) {
-        report_.violations.push_back(StrCat(
-            "reset is not deterministic: seed ", seed, " gave ",
-            protocol::Quote((*first)->observation), " then ", protocol::Quote((*again)->observation)));
+        report_.violations.push_back(StrCat("reset is not deterministic: seed ", seed, " gave ",
+                                            protocol::Quote((*first)->observation), " then ",
+                                            protocol::Quote((*again)->observation)));
       } else if (*again) {
         report_.passed.push_back("reset: the same seed gives the same first observation");
       }
@@ -195,8 +194,8 @@ class Checker {
     if (r.status().code() == absl::StatusCode::kFailedPrecondition) {
       report_.passed.push_back(StrCat(what, ": answered with an error reply"));
     } else {
-      Violation(what, StrCat("expected {\"type\":\"error\",\"message\":…}, got ",
-                             protocol::Quote(line)));
+      Violation(what,
+                StrCat("expected {\"type\":\"error\",\"message\":…}, got ", protocol::Quote(line)));
     }
   }
 
@@ -234,7 +233,7 @@ class Checker {
   std::string name_ = "?";
   VocabularySpec vocabulary_;
   bool score_passed_ = false;
-  std::set<std::string> seen_;  // violation details already reported
+  std::set<std::string> seen_;    // violation details already reported
   int64_t violation_events_ = 0;  // including repeats
 };
 

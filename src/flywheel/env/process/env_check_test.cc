@@ -42,7 +42,8 @@ TEST(EnvCheckTest, CrashAndHangAreViolations) {
   const EnvCheckReport misbehaving =
       Check("examples/envs/broken/misbehaving_env.py", {"--fault", "crash"});
   ASSERT_EQ(misbehaving.violations.size(), 1u) << Join(misbehaving.violations, "\n");
-  EXPECT_THAT(misbehaving.violations[0], HasSubstr("a request line that is not JSON: the process died"));
+  EXPECT_THAT(misbehaving.violations[0],
+              HasSubstr("a request line that is not JSON: the process died"));
   EnvCheckOptions options;
   options.timeout_seconds = 0.5;
   const EnvCheckReport hang = CheckEnvironment({"sleep", "30"}, options);

@@ -4,14 +4,20 @@
 
 #include "absl/time/clock.h"
 #include "flywheel/core/status_macros.h"
+#include "flywheel/env/observation_limit.h"
 
 namespace flywheel {
 namespace {
 
 absl::Duration Seconds(double s) { return absl::Milliseconds(static_cast<int64_t>(s * 1000)); }
 
+std::string MetricName(std::string_view kind) {
+  return kind == "observation_truncated" ? "env.observation_truncated"
+                                         : StrCat("env.process.", kind);
+}
+
 void Count(std::string_view kind) {
-  MetricsRegistry::Global().GetCounter(StrCat("env.process.", kind))->Increment();
+  MetricsRegistry::Global().GetCounter(MetricName(kind))->Increment();
 }
 
 std::string WithStderr(const Subprocess& p) {
@@ -47,11 +53,11 @@ absl::StatusOr<std::unique_ptr<Subprocess>> ProcessPool::StartOne(protocol::Hell
     p->WaitExit(absl::Now() + absl::Milliseconds(100));
     const std::string exit = p->ExitDescription();
     p->Kill();
-    return absl::Status(
-        status.code() == absl::StatusCode::kDeadlineExceeded ? status.code()
-                                                             : absl::StatusCode::kUnavailable,
-        StrCat(who, " failed the hello handshake: ", status.message(), " (process ", exit, ")",
-               WithStderr(*p)));
+    return absl::Status(status.code() == absl::StatusCode::kDeadlineExceeded
+                            ? status.code()
+                            : absl::StatusCode::kUnavailable,
+                        StrCat(who, " failed the hello handshake: ", status.message(), " (process ",
+                               exit, ")", WithStderr(*p)));
   }
   if (hello != nullptr) *hello = *std::move(parsed);
   return p;
@@ -80,9 +86,11 @@ ProcessPool::~ProcessPool() {
     idle.swap(idle_);
   }
   for (Lease& l : idle) {
-    if (l.process && l.process->WriteLine(protocol::CloseRequest()).ok()) {
-      l.process->WaitExit(absl::Now() + absl::Seconds(1));
-    }
+    if (l.process) (void)l.process->WriteLine(protocol::CloseRequest(), absl::Milliseconds(100));
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(1);  // for all of them together
+  for (Lease& l : idle) {
+    if (l.process) l.process->WaitExit(deadline);
   }
   // Remaining processes are killed by ~Subprocess.
 }
@@ -93,14 +101,14 @@ absl::StatusOr<ProcessPool::Lease> ProcessPool::Acquire(absl::Time deadline) {
     absl::MutexLock lock(&mu_);
     auto available = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !idle_.empty(); };
     if (!mu_.AwaitWithDeadline(absl::Condition(&available), deadline)) {
-      return absl::DeadlineExceededError(
-          StrCat("all ", options_.copies, " copies of environment `", command(),
-                 "` stayed busy (raise env.process.copies)"));
+      return absl::DeadlineExceededError(StrCat("all ", options_.copies, " copies of environment `",
+                                                command(),
+                                                "` stayed busy (raise env.process.copies)"));
     }
     lease = std::move(idle_.back());
     idle_.pop_back();
   }
-  if (lease.process == nullptr || lease.process->exited()) {
+  if (lease.process == nullptr || !lease.process->Running()) {  // died while idle: restart
     absl::StatusOr<std::unique_ptr<Subprocess>> p = StartOne(nullptr);
     if (!p.ok()) {
       lease.process.reset();
@@ -129,10 +137,9 @@ void ProcessPool::Incident(std::string_view kind, const std::string& message) {
     n = ++incidents_[std::string(kind)];
   }
   if (n == 1) {
-    spdlog::warn("{} (first {} of this environment; later ones are counted in env.process.*)",
-                 message, kind);
+    spdlog::warn("{} (logged once; later ones are counted in {})", message, MetricName(kind));
   } else if (n % 100 == 0) {
-    spdlog::warn("{} ({} {} so far)", message, n, kind);
+    spdlog::warn("{} ({} so far in {})", message, n, MetricName(kind));
   } else {
     spdlog::debug("{}", message);
   }
@@ -148,16 +155,16 @@ std::string ProcessEnv::Context(std::string_view what) const {
 }
 
 std::string ProcessEnv::DebugString() const {
-  return StrCat("process(", pool_->name(), ": ", pool_->command(), ", copies=",
-                pool_->options().copies, ")");
+  return StrCat("process(", pool_->name(), ": ", pool_->command(),
+                ", copies=", pool_->options().copies, ")");
 }
 
 absl::StatusOr<StepResult> ProcessEnv::Reset(const TaskInstance& task) {
   last_partial_.reset();
   if (lease_.process == nullptr) {
     const ProcessOptions& o = pool_->options();
-    absl::StatusOr<ProcessPool::Lease> lease = pool_->Acquire(
-        absl::Now() + Seconds(o.start_timeout_seconds + o.step_timeout_seconds));
+    absl::StatusOr<ProcessPool::Lease> lease =
+        pool_->Acquire(absl::Now() + Seconds(o.start_timeout_seconds + o.step_timeout_seconds));
     if (!lease.ok()) {
       Count("start_failures");
       pool_->Incident("start_failures", std::string(lease.status().message()));
@@ -197,26 +204,27 @@ StepResult ProcessEnv::Exchange(const std::string& request, std::string_view wha
         std::optional<double> partial = ScoreAfterTimeout();
         const bool healthy = partial.has_value();
         if (!partial) partial = last_partial_;
-        return EndEpisode(EpisodeEnd::kTimeout, "timeouts",
-                          Context(StrCat("did not answer ", what, " within ",
-                                         o.step_timeout_seconds, " s (env.process."
-                                         "step_timeout_seconds)",
-                                         healthy ? "" : "; restarting it")),
-                          healthy, partial);
+        return EndEpisode(
+            EpisodeEnd::kTimeout, "timeouts",
+            Context(StrCat("did not answer ", what, " within ", o.step_timeout_seconds,
+                           " s (env.process."
+                           "step_timeout_seconds)",
+                           healthy ? "" : "; restarting it")),
+            healthy, partial);
       }
       case absl::StatusCode::kResourceExhausted:
-        return EndEpisode(EpisodeEnd::kProtocolError, "protocol_errors",
-                          Context(StrCat("sent an invalid reply to ", what, ": ",
-                                         line.status().message(),
-                                         " (env.process.max_line_bytes); restarting it")),
-                          false);
+        return EndEpisode(
+            EpisodeEnd::kProtocolError, "protocol_errors",
+            Context(StrCat("sent an invalid reply to ", what, ": ", line.status().message(),
+                           " (env.process.max_line_bytes); restarting it")),
+            false);
       default: {
         p.WaitExit(absl::Now() + absl::Milliseconds(500));
-        return EndEpisode(EpisodeEnd::kEnvError, "crashes",
-                          Context(StrCat("crashed during ", what, ": ", line.status().message(),
-                                         ", process ", p.ExitDescription(), WithStderr(p),
-                                         "; restarting it")),
-                          false);
+        return EndEpisode(
+            EpisodeEnd::kEnvError, "crashes",
+            Context(StrCat("crashed during ", what, ": ", line.status().message(), ", process ",
+                           p.ExitDescription(), WithStderr(p), "; restarting it")),
+            false);
       }
     }
   }
@@ -227,8 +235,8 @@ StepResult ProcessEnv::Exchange(const std::string& request, std::string_view wha
   }
   if (!r.ok()) {
     return EndEpisode(EpisodeEnd::kProtocolError, "protocol_errors",
-                      Context(StrCat("sent an invalid reply to ", what, ": ",
-                                     r.status().message(), "; restarting it")),
+                      Context(StrCat("sent an invalid reply to ", what, ": ", r.status().message(),
+                                     "; restarting it")),
                       false);
   }
   Truncate(*r);
@@ -265,15 +273,9 @@ StepResult ProcessEnv::EndEpisode(EpisodeEnd end, std::string_view kind, std::st
 }
 
 void ProcessEnv::Truncate(StepResult& r) {
-  const size_t limit = static_cast<size_t>(pool_->max_observation_bytes());
-  if (r.observation.size() <= limit) return;
   const size_t original = r.observation.size();
-  size_t cut = limit;
-  // Do not split a UTF-8 sequence: back off over continuation bytes.
-  while (cut > 0 && (static_cast<unsigned char>(r.observation[cut]) & 0xC0) == 0x80) --cut;
-  r.observation.resize(cut);
-  r.truncated = true;
-  MetricsRegistry::Global().GetCounter("env.observation_truncated")->Increment();
+  const size_t limit = static_cast<size_t>(pool_->max_observation_bytes());
+  if (!TruncateObservation(r, limit)) return;
   pool_->Incident("observation_truncated",
                   Context(StrCat("sent an observation of ", original,
                                  " bytes; truncated to env.max_observation_bytes = ", limit)));
@@ -297,10 +299,11 @@ absl::StatusOr<double> ProcessEnv::ScorePartial() {
     last_partial_ = *score;
     return *score;
   }
-  StepResult ended = EndEpisode(EpisodeEnd::kEnvError, "score_failures",
-                                Context(StrCat("could not give a partial score: ",
-                                               score.status().message(), "; restarting it")),
-                                false);
+  StepResult ended =
+      EndEpisode(EpisodeEnd::kEnvError, "score_failures",
+                 Context(StrCat("could not give a partial score: ", score.status().message(),
+                                "; restarting it")),
+                 false);
   return absl::UnavailableError(ended.error);
 }
 

@@ -4,6 +4,9 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "absl/time/clock.h"
 #include "flywheel/env/tasks/guess.h"
@@ -14,8 +17,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-ProcessOptions Options(std::vector<std::string> extra_args = {}, const char* script =
-                                                                      "examples/envs/guess_env.py") {
+ProcessOptions Options(std::vector<std::string> extra_args = {},
+                       const char* script = "examples/envs/guess_env.py") {
   ProcessOptions o;
   o.command = {"python3", testing::SourcePath(script)};
   o.command.insert(o.command.end(), extra_args.begin(), extra_args.end());
@@ -90,6 +93,30 @@ TEST(ProcessEnvTest, CrashEndsTheEpisodeAsEnvErrorAndTheProcessRestarts) {
   EXPECT_EQ(Counter("env.process.crashes"), crashes + 1);
   ExpectSolves(env, 1);
   EXPECT_EQ(Counter("env.process.restarts"), restarts + 1);
+}
+
+TEST(ProcessEnvTest, EachKindOfFailureIsLoggedOnceWithContext) {
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(100);
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
+  {
+    auto pool = ProcessPool::Create(Faulty("crash"), 4096);
+    ASSERT_TRUE(pool.ok()) << pool.status();
+    ProcessEnv env(*pool);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(Boom(env).end, EpisodeEnd::kEnvError);
+  }
+  spdlog::set_default_logger(previous);
+  int warnings = 0;
+  for (const std::string& line : sink->last_formatted()) {
+    if (line.find("crashed during step") == std::string::npos) continue;
+    ++warnings;
+    EXPECT_THAT(line, HasSubstr("warning"));
+    EXPECT_THAT(line, HasSubstr("misbehaving_env.py --fault crash"));  // the command
+    EXPECT_THAT(line, HasSubstr("exited with code 3"));
+    EXPECT_THAT(line, HasSubstr("injected crash"));
+    EXPECT_THAT(line, HasSubstr("later ones are counted in env.process.crashes"));
+  }
+  EXPECT_EQ(warnings, 1) << "three crashes, one warning; the rest are counted";
 }
 
 TEST(ProcessEnvTest, HangEndsAsTimeoutWithTheLastPartialScore) {
@@ -196,6 +223,22 @@ TEST(ProcessEnvTest, ManyEpisodesShareFewCopies) {
   EXPECT_THAT(r->error, HasSubstr("env.process.copies"));
   a.Close();
   ExpectSolves(c, 3);
+}
+
+TEST(ProcessEnvTest, AProcessThatDiedWhileIdleIsRestartedBeforeTheNextEpisode) {
+  auto pool = ProcessPool::Create(Options(), 4096);
+  ASSERT_TRUE(pool.ok());
+  pid_t pid;
+  {
+    auto lease = (*pool)->Acquire(absl::Now() + absl::Seconds(5));
+    ASSERT_TRUE(lease.ok());
+    pid = lease->process->pid();
+    (*pool)->Release(*std::move(lease), true);
+  }
+  kill(pid, SIGKILL);
+  absl::SleepFor(absl::Milliseconds(200));
+  ProcessEnv env(*pool);
+  ExpectSolves(env, 2);  // not an env-error: the dead process was replaced at lease time
 }
 
 TEST(ProcessEnvTest, CommandThatCannotStartIsReportedAtCreation) {

@@ -1,9 +1,8 @@
 #include "flywheel/env/process/protocol.h"
 
 #include <cmath>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "flywheel/core/strings.h"
 
@@ -54,8 +53,7 @@ std::string HelloRequest() {
   return json{{"type", "hello"}, {"protocol_version", kVersion}}.dump();
 }
 std::string ResetRequest(std::string_view task, uint64_t seed) {
-  return json{{"type", "reset"}, {"task", task}, {"seed", seed & ((uint64_t{1} << 53) - 1)}}
-      .dump();
+  return json{{"type", "reset"}, {"task", task}, {"seed", seed & ((uint64_t{1} << 53) - 1)}}.dump();
 }
 std::string StepRequest(std::string_view action) {
   // Actions come from a sampler and may hold invalid UTF-8; replace rather than throw.
@@ -75,9 +73,8 @@ absl::StatusOr<Hello> ParseHello(std::string_view line) {
   }
   hello.version = version->get<int>();
   if (hello.version != kVersion) {
-    return Invalid(StrCat("hello has protocol_version ", hello.version, ", flywheel speaks ",
-                          kVersion),
-                   line);
+    return Invalid(
+        StrCat("hello has protocol_version ", hello.version, ", flywheel speaks ", kVersion), line);
   }
   auto name = j->find("name");
   if (name == j->end() || !name->is_string() || name->get<std::string>().empty()) {
@@ -101,7 +98,8 @@ absl::StatusOr<Hello> ParseHello(std::string_view line) {
   for (const json& w : *words) {
     if (!w.is_string() || w.get<std::string>().empty() ||
         w.get<std::string>().find_first_of(" \t\n") != std::string::npos) {
-      return Invalid(StrCat("hello vocabulary word ", w.dump(), " is not a non-empty string "
+      return Invalid(StrCat("hello vocabulary word ", w.dump(),
+                            " is not a non-empty string "
                             "without whitespace"),
                      line);
     }

@@ -2,7 +2,8 @@
 // environment's stdin (requests) and stdout (replies), strictly request → reply.
 //
 //   → {"type":"hello","protocol_version":1}
-//   ← {"type":"hello","protocol_version":1,"name":"guess","vocabulary":{"kind":"words","words":[…]}}
+//   ←
+//   {"type":"hello","protocol_version":1,"name":"guess","vocabulary":{"kind":"words","words":[…]}}
 //   → {"type":"reset","task":"guess","seed":42}
 //   ← {"type":"observation","observation":"go","reward":0,"done":false}
 //   → {"type":"step","action":"7"}

@@ -33,17 +33,19 @@ TEST(ProtocolTest, EachMalformedReplyNamesTheProblemAndQuotesTheLine) {
     const char* line;
     const char* problem;
   };
-  for (const Case& c : {
-           Case{"garbage", "not valid JSON"},
-           Case{"[1,2]", "not a JSON object"},
-           Case{R"({"observation":"x"})", "no string field \"type\""},
-           Case{R"({"type":"score","score":1})", "expected a reply of type \"observation\""},
-           Case{R"({"type":"observation","reward":0,"done":false})", "\"observation\""},
-           Case{R"({"type":"observation","observation":"x","done":false})", "\"reward\""},
-           Case{R"({"type":"observation","observation":"x","reward":0,"done":"no"})", "\"done\""},
-           Case{R"({"type":"observation","observation":"x","reward":0,"done":false,"partial_score":2})",
-                "partial_score"},
-       }) {
+  for (
+      const Case& c : {
+          Case{"garbage", "not valid JSON"},
+          Case{"[1,2]", "not a JSON object"},
+          Case{R"({"observation":"x"})", "no string field \"type\""},
+          Case{R"({"type":"score","score":1})", "expected a reply of type \"observation\""},
+          Case{R"({"type":"observation","reward":0,"done":false})", "\"observation\""},
+          Case{R"({"type":"observation","observation":"x","done":false})", "\"reward\""},
+          Case{R"({"type":"observation","observation":"x","reward":0,"done":"no"})", "\"done\""},
+          Case{
+              R"({"type":"observation","observation":"x","reward":0,"done":false,"partial_score":2})",
+              "partial_score"},
+      }) {
     auto r = ParseObservation(c.line);
     ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << c.line;
     EXPECT_THAT(r.status().message(), HasSubstr(c.problem)) << c.line;
@@ -71,16 +73,18 @@ TEST(ProtocolTest, HelloChecksVersionNameAndVocabulary) {
               HasSubstr("protocol_version 2, flywheel speaks 1"));
   EXPECT_THAT(ParseHello(R"({"type":"hello","protocol_version":1})").status().message(),
               HasSubstr("\"name\""));
-  EXPECT_THAT(ParseHello(
-                  R"({"type":"hello","protocol_version":1,"name":"g","vocabulary":{"kind":"words","words":["a b"]}})")
-                  .status()
-                  .message(),
-              HasSubstr("without whitespace"));
-  EXPECT_THAT(ParseHello(
-                  R"({"type":"hello","protocol_version":1,"name":"g","vocabulary":{"kind":"words","words":["a","a"]}})")
-                  .status()
-                  .message(),
-              HasSubstr("appears twice"));
+  EXPECT_THAT(
+      ParseHello(
+          R"({"type":"hello","protocol_version":1,"name":"g","vocabulary":{"kind":"words","words":["a b"]}})")
+          .status()
+          .message(),
+      HasSubstr("without whitespace"));
+  EXPECT_THAT(
+      ParseHello(
+          R"({"type":"hello","protocol_version":1,"name":"g","vocabulary":{"kind":"words","words":["a","a"]}})")
+          .status()
+          .message(),
+      HasSubstr("appears twice"));
 }
 
 TEST(ProtocolTest, ScoreMustBeInUnitInterval) {

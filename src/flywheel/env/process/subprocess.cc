@@ -64,8 +64,8 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setpgroup(&attr, 0);  // own group: Kill() reaches its children too
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -80,8 +80,7 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(
     close(in[1]);
     close(out[0]);
     close(err[0]);
-    return absl::NotFoundError(
-        StrCat("cannot start ", Join(argv, " "), ": ", std::strerror(rc)));
+    return absl::NotFoundError(StrCat("cannot start ", Join(argv, " "), ": ", std::strerror(rc)));
   }
   std::unique_ptr<Subprocess> p(new Subprocess);
   p->pid_ = pid;
@@ -156,8 +155,7 @@ absl::StatusOr<std::string> Subprocess::ReadLine(absl::Time deadline, size_t max
     }
     if (stdout_buffer_.size() > max_bytes) {
       return absl::ResourceExhaustedError(StrCat("a line of more than ", stdout_buffer_.size(),
-                                                 " bytes is longer than the limit of ",
-                                                 max_bytes));
+                                                 " bytes is longer than the limit of ", max_bytes));
     }
     if (stdout_fd_ < 0) return absl::UnavailableError("stdout is closed");
     pollfd fds[2] = {{stdout_fd_, POLLIN, 0}, {stderr_fd_, POLLIN, 0}};
@@ -178,8 +176,8 @@ absl::StatusOr<std::string> Subprocess::ReadLine(absl::Time deadline, size_t max
         DrainStderr();
         CloseFd(stdout_fd_);
         if (!stdout_buffer_.empty()) {
-          return absl::UnavailableError(StrCat("stdout closed after a partial line \"",
-                                               stdout_buffer_.substr(0, 200), "\""));
+          return absl::UnavailableError(
+              StrCat("stdout closed after a partial line \"", stdout_buffer_.substr(0, 200), "\""));
         }
         return absl::UnavailableError("stdout closed");
       }

@@ -39,6 +39,8 @@ class Subprocess {
   // "running", "exited with code 3", "killed by signal 9 (Killed)".
   std::string ExitDescription() const;
   bool exited() const { return exited_; }
+  // False once the process has exited (checks without blocking).
+  bool Running() { return !Reap(false); }
   int exit_code() const;  // -1 unless exited normally
   // The last few lines the process wrote to stderr, for error messages.
   std::string StderrTail() const;

@@ -188,8 +188,8 @@ absl::StatusOr<double> CalcEnv::ScorePartial() {
 }
 
 std::string CalcEnv::DebugString() const {
-  return StrCat("calc(num_operands=", options_.num_operands,
-                ", max_operand=", options_.max_operand, ", max_turns=", options_.max_turns, ")");
+  return StrCat("calc(num_operands=", options_.num_operands, ", max_operand=", options_.max_operand,
+                ", max_turns=", options_.max_turns, ")");
 }
 
 std::unique_ptr<Policy> MakeCalcExpert() { return std::make_unique<CalcExpert>(); }

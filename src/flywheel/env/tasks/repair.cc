@@ -30,8 +30,8 @@ std::optional<Operand> ParseOperand(std::string_view w, int line) {
 }
 
 bool SameLine(const RepairLine& p, const RepairLine& q) {
-  return p.op == q.op && p.a.kind == q.a.kind && p.a.index == q.a.index &&
-         p.b.kind == q.b.kind && p.b.index == q.b.index;
+  return p.op == q.op && p.a.kind == q.a.kind && p.a.index == q.a.index && p.b.kind == q.b.kind &&
+         p.b.index == q.b.index;
 }
 
 // Operand b of line i (1-based), with a = v(i-1): x, a variable older than a, or a constant.
@@ -64,8 +64,8 @@ bool FailsSomeTest(const RepairProgram& p, const RepairInstance& inst) {
 }
 
 VocabularySpec RepairVocabulary(const RepairOptions& o) {
-  std::vector<std::string> words = {"inspect", "test", "patch", "submit", "ok",  "invalid",
-                                    "passed",  "of",   ":",     ";",      "x",   "got",
+  std::vector<std::string> words = {"inspect", "test", "patch", "submit", "ok", "invalid",
+                                    "passed",  "of",   ":",     ";",      "x",  "got",
                                     "want",    "=",    "+",     "-",      "*"};
   const int64_t max_number = std::max<int64_t>({9, o.num_lines, o.num_tests});
   for (int64_t i = 0; i <= max_number; ++i) words.push_back(std::to_string(i));

@@ -56,7 +56,8 @@ TEST(RepairTest, ActionsAndObservationsSpeakTheVocabulary) {
         "patch 1 v1 = v2 + 1", "patch 1 v1 = x / 2", "dance"}) {
     auto r = env.Step(action);
     ASSERT_TRUE(r.ok());
-    EXPECT_TRUE(InVocabulary(env.vocabulary(), r->observation)) << action << " → " << r->observation;
+    EXPECT_TRUE(InVocabulary(env.vocabulary(), r->observation))
+        << action << " → " << r->observation;
     EXPECT_TRUE(InVocabulary(env.vocabulary(), action) || r->observation == "invalid") << action;
     const std::string_view a(action);
     if (a == "patch 2 v2 = v1 + 3") {
