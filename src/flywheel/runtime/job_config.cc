@@ -8,6 +8,7 @@ namespace flywheel {
 absl::Status JobConfig::Validate() const {
   RETURN_IF_ERROR(run.Validate());
   RETURN_IF_ERROR(model.Validate());
+  RETURN_IF_ERROR(buffer.Validate());
   return absl::OkStatus();
 }
 

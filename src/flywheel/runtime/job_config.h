@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "flywheel/buffer/buffer_options.h"
 #include "flywheel/model/model_options.h"
 #include "flywheel/runtime/run_options.h"
 
@@ -16,11 +17,13 @@ namespace flywheel {
 struct JobConfig {
   RunOptions run;
   ModelOptions model;
+  BufferOptions buffer;
 
   template <typename V>
   void VisitFields(V& v) {
     v.Section("run", run);
     v.Section("model", model);
+    v.Section("buffer", buffer);
   }
 
   // Validates every section, then the constraints between sections.
