@@ -153,6 +153,56 @@ absl::Status Buffer::Insert(std::shared_ptr<const Trajectory> trajectory, absl::
   return s;
 }
 
+size_t Buffer::InsertBatch(std::vector<ItemMember>& members, size_t begin, absl::Time deadline,
+                           std::vector<absl::Status>* statuses) {
+  if (begin >= members.size()) return 0;
+  if (store_ == nullptr || options_.group_size > 1) {
+    size_t i = begin;
+    for (; i < members.size(); ++i) {
+      absl::Status s = Insert(members[i].trajectory, i == begin ? deadline : absl::InfinitePast(),
+                              members[i].wire);
+      if (i > begin && s.code() == absl::StatusCode::kDeadlineExceeded) break;  // no room now
+      statuses->push_back(std::move(s));
+    }
+    return i - begin;
+  }
+  // Durable: reserve the slots that are free, write them in one synced batch, commit them all.
+  size_t end = begin;
+  absl::Status first_status;
+  for (; end < members.size(); ++end) {
+    absl::Status s = table_.ReserveInsert(end == begin ? deadline : absl::InfinitePast());
+    if (!s.ok()) {
+      if (end == begin) first_status = s;
+      break;
+    }
+  }
+  if (end == begin) {  // not even the first fitted before its deadline
+    statuses->push_back(first_status);
+    return 1;
+  }
+  DurableStore::Write write;
+  for (size_t i = begin; i < end; ++i) {
+    ItemMember& m = members[i];
+    if (m.wire == nullptr) m.wire = Serialize(*m.trajectory);
+    m.storage_key = next_storage_key_.fetch_add(1);
+    write.puts.emplace_back(m.storage_key, m.wire);
+  }
+  const absl::Status write_status = store_->Commit(write);
+  for (size_t i = begin; i < end; ++i) {
+    if (write_status.ok()) {
+      table_.CommitInsert(MakeItem({std::move(members[i])}, absl::GetCurrentTimeNanos()));
+    } else {
+      table_.CancelInsert();
+    }
+    statuses->push_back(write_status);
+  }
+  if (write_status.ok()) {
+    inserted_.fetch_add(static_cast<int64_t>(end - begin), std::memory_order_relaxed);
+    metrics_.inserts->Increment(static_cast<int64_t>(end - begin));
+  }
+  return end - begin;
+}
+
 absl::Status Buffer::InsertSingle(ItemMember member, absl::Time deadline) {
   if (store_ == nullptr) {
     std::vector<std::shared_ptr<const Item>> evicted;

@@ -68,6 +68,13 @@ class Buffer {
   absl::Status Insert(std::shared_ptr<const Trajectory> trajectory, absl::Time deadline,
                       std::shared_ptr<const std::string> wire = nullptr);
 
+  // Inserts a prefix of `members` with one synced write in durable mode (a client's pipelined
+  // inserts): waits until the deadline only for the first, takes the rest while they fit
+  // without waiting, so earlier inserts are never held back by later ones. Fills one status
+  // per handled trajectory and returns how many were handled (>= 1 unless `members` is empty).
+  size_t InsertBatch(std::vector<ItemMember>& members, size_t begin, absl::Time deadline,
+                     std::vector<absl::Status>* statuses);
+
   // Up to max_batch items (at least one), waiting until the deadline for the first.
   absl::StatusOr<std::vector<SampledItem>> Sample(int64_t max_batch, absl::Time deadline);
 
