@@ -22,6 +22,7 @@ int ReportError(const absl::Status& status);
 
 void AddConfigCommand(CLI::App& app, Invocation& invocation);
 void AddBenchCommand(CLI::App& app, Invocation& invocation);
+void AddServeCommand(CLI::App& app, Invocation& invocation);
 
 }  // namespace flywheel::cli
 

@@ -26,6 +26,7 @@ int Main(int argc, char** argv) {
   Invocation invocation;
   AddConfigCommand(app, invocation);
   AddBenchCommand(app, invocation);
+  AddServeCommand(app, invocation);
 
   try {
     app.parse(argc, argv);
