@@ -6,6 +6,7 @@ namespace flywheel::bench {
 const std::vector<BenchEntry>& Benchmarks() {
   static const std::vector<BenchEntry>* entries = new std::vector<BenchEntry>{
       {"matmul", "float32 matmul GFLOP/s of LibTorch here (the MFU denominator; shows the BLAS in use)", RunMatmulBench},
+      {"buffer", "trajectory buffer in-process and over gRPC (durable) vs Redis Streams", RunBufferBench},
   };
   return *entries;
 }

@@ -11,6 +11,7 @@ namespace flywheel::bench {
 const std::vector<BenchEntry>& Benchmarks();
 
 absl::StatusOr<BenchReport> RunMatmulBench(const BenchArgs& args);
+absl::StatusOr<BenchReport> RunBufferBench(const BenchArgs& args);
 // Float32 n x n matmul throughput, the peak for model-FLOP utilisation figures.
 double MeasureMatmulGflops(int64_t n, int repeats);
 

@@ -167,20 +167,15 @@ size_t Buffer::InsertBatch(std::vector<ItemMember>& members, size_t begin, absl:
     return i - begin;
   }
   // Durable: reserve the slots that are free, write them in one synced batch, commit them all.
-  size_t end = begin;
-  absl::Status first_status;
-  for (; end < members.size(); ++end) {
-    absl::Status s = table_.ReserveInsert(end == begin ? deadline : absl::InfinitePast());
-    if (!s.ok()) {
-      if (end == begin) first_status = s;
-      break;
-    }
-  }
-  if (end == begin) {  // not even the first fitted before its deadline
-    statuses->push_back(first_status);
+  absl::StatusOr<int64_t> reserved =
+      table_.ReserveInserts(static_cast<int64_t>(members.size() - begin), deadline);
+  if (!reserved.ok()) {  // not even the first fitted before its deadline
+    statuses->push_back(reserved.status());
     return 1;
   }
+  const size_t end = begin + static_cast<size_t>(*reserved);
   DurableStore::Write write;
+  write.puts.reserve(end - begin);
   for (size_t i = begin; i < end; ++i) {
     ItemMember& m = members[i];
     if (m.wire == nullptr) m.wire = Serialize(*m.trajectory);
@@ -188,14 +183,16 @@ size_t Buffer::InsertBatch(std::vector<ItemMember>& members, size_t begin, absl:
     write.puts.emplace_back(m.storage_key, m.wire);
   }
   const absl::Status write_status = store_->Commit(write);
-  for (size_t i = begin; i < end; ++i) {
-    if (write_status.ok()) {
-      table_.CommitInsert(MakeItem({std::move(members[i])}, absl::GetCurrentTimeNanos()));
-    } else {
-      table_.CancelInsert();
-    }
-    statuses->push_back(write_status);
+  if (write_status.ok()) {
+    std::vector<ItemPtr> items;
+    items.reserve(end - begin);
+    const int64_t now = absl::GetCurrentTimeNanos();
+    for (size_t i = begin; i < end; ++i) items.push_back(MakeItem({std::move(members[i])}, now));
+    table_.CommitInserts(std::move(items));
+  } else {
+    table_.CancelInserts(static_cast<int64_t>(end - begin));
   }
+  for (size_t i = begin; i < end; ++i) statuses->push_back(write_status);
   if (write_status.ok()) {
     inserted_.fetch_add(static_cast<int64_t>(end - begin), std::memory_order_relaxed);
     metrics_.inserts->Increment(static_cast<int64_t>(end - begin));

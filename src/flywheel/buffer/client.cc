@@ -17,6 +17,8 @@ absl::StatusOr<std::unique_ptr<BufferClient>> BufferClient::Connect(const std::s
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(256 << 20);
   args.SetMaxSendMessageSize(256 << 20);
+  // Its own connection per client, as separate actor processes would have.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   client->channel_ =
       grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
   client->stub_ = v1::BufferService::NewStub(client->channel_);

@@ -96,6 +96,37 @@ void Table::CancelInsert() {
   WakeProducers();
 }
 
+absl::StatusOr<int64_t> Table::ReserveInserts(int64_t max_count, absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = AwaitInsertLocked(deadline); !s.ok()) return s;
+  int64_t count = 0;
+  while (count < max_count && (count == 0 || CanInsertLocked())) {
+    ++reserved_;
+    limiter_.Insert();
+    ++count;
+  }
+  return count;
+}
+
+void Table::CommitInserts(std::vector<ItemPtr> items) {
+  absl::MutexLock lock(&mu_);
+  ABSL_RAW_CHECK(reserved_ >= static_cast<int64_t>(items.size()),
+                 "CommitInserts without ReserveInserts");
+  for (ItemPtr& item : items) {
+    --reserved_;
+    limiter_.CancelInsert();  // CommitLocked counts it again
+    CommitLocked(std::move(item), /*count_insert=*/true, nullptr);
+  }
+}
+
+void Table::CancelInserts(int64_t count) {
+  absl::MutexLock lock(&mu_);
+  ABSL_RAW_CHECK(reserved_ >= count, "CancelInserts without ReserveInserts");
+  reserved_ -= count;
+  limiter_.CancelInsert(count);
+  WakeProducers();
+}
+
 absl::Status Table::AwaitCanInsert(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   return AwaitInsertLocked(deadline);

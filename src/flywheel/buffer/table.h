@@ -71,6 +71,11 @@ class Table {
   absl::Status ReserveInsert(absl::Time deadline);
   void CommitInsert(ItemPtr item);
   void CancelInsert();
+  // Batch forms under one lock: waits until the deadline for the first slot, then reserves
+  // up to `max_count` in all while they fit without waiting. Returns how many were reserved.
+  absl::StatusOr<int64_t> ReserveInserts(int64_t max_count, absl::Time deadline);
+  void CommitInserts(std::vector<ItemPtr> items);
+  void CancelInserts(int64_t count);
 
   // Waits like Insert without reserving: a group member feels backpressure on arrival.
   absl::Status AwaitCanInsert(absl::Time deadline);

@@ -49,7 +49,9 @@ TEST(TableTest, SampleBlocksUntilAnInsertArrives) {
   std::thread consumer([&] {
     auto batch = table->Sample(1, In(kLong));
     EXPECT_TRUE(batch.ok()) << batch.status();
-    if (batch.ok()) EXPECT_EQ(IdOf(batch->items[0]), "late");
+    if (batch.ok()) {
+      EXPECT_EQ(IdOf(batch->items[0]), "late");
+    }
     sampled.Notify();
   });
   EXPECT_FALSE(sampled.WaitForNotificationWithTimeout(kStillBlocked));  // still blocked
@@ -231,6 +233,19 @@ TEST(TableTest, ReserveThenCommitOrCancel) {
   auto batch = table->Sample(1, In(kLong));
   ASSERT_TRUE(batch.ok());
   EXPECT_EQ(IdOf(batch->items[0]), "a");
+}
+
+TEST(TableTest, ReserveInsertsTakesWhatFitsAfterTheFirst) {
+  auto table = QueueTable(3);
+  ASSERT_TRUE(table->Insert(MakeTestItem("a"), In(kLong)).ok());
+  auto reserved = table->ReserveInserts(5, In(kLong));
+  ASSERT_TRUE(reserved.ok());
+  EXPECT_EQ(*reserved, 2);  // only two slots left; the rest are not waited for
+  table->CommitInserts({MakeTestItem("b")});
+  table->CancelInserts(1);
+  EXPECT_EQ(table->Info().size, 2);
+  EXPECT_EQ(table->Info().inserts, 2);
+  EXPECT_EQ(table->ReserveInserts(1, In(kLong)).value(), 1);
 }
 
 }  // namespace
