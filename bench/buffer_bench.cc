@@ -465,6 +465,7 @@ absl::StatusOr<BenchReport> RunBufferBench(const BenchArgs& args) {
   const bool durable = args.GetInt("durable", 1) != 0;
   const bool skip_inprocess = args.GetInt("skip_inprocess", 0) != 0;
   const double scale = args.GetDouble("scale", 1.0);
+  const bool skip_network = args.GetInt("skip_network", 0) != 0;
   const std::vector<Size> sizes = {
       {"1KiB", 1024, quick ? 80000 : 4000000, quick ? 8000 : 400000, 32, window},
       {"64KiB", 65536, quick ? 8000 : 200000, quick ? 800 : 20000, 1, std::min<int64_t>(window, 16)},
@@ -506,6 +507,7 @@ absl::StatusOr<BenchReport> RunBufferBench(const BenchArgs& args) {
     report.results[StrCat("inprocess_", size.name)] = a.ToJson();
     report.table.push_back(Row(StrCat("(a) in-process ", size.name), a, "-"));
 
+    if (skip_network) continue;
     ASSIGN_OR_RETURN(const CaseResult b, RunGrpc(base, item_bytes,
                                                  static_cast<int64_t>(size.network_items * scale),
                                                  producers,

@@ -100,6 +100,7 @@ class Buffer {
   absl::Status DeleteFromStore(const std::vector<std::shared_ptr<const Item>>& items);
   absl::Status DeleteMembersFromStore(const std::vector<ItemMember>& members);
   void GroupTimerLoop();
+  void PublishInsertCount() const;
 
   const BufferOptions options_;
   Clock* const clock_;
@@ -116,6 +117,7 @@ class Buffer {
 
   std::atomic<int64_t> inserted_{0};
   std::atomic<int64_t> sampled_{0};
+  mutable std::atomic<int64_t> published_inserts_{0};
   std::atomic<int64_t> dropped_incomplete_{0};
   std::atomic<int64_t> dropped_late_{0};
   std::atomic<int64_t> dropped_evicted_{0};
