@@ -185,7 +185,7 @@ class Window {
 // ---------------------------------------------------------------- (b) gRPC, durable
 absl::StatusOr<CaseResult> RunGrpc(const std::string& base, int64_t item_bytes, int64_t items,
                                    int producers, int64_t window, int64_t per_request,
-                                   const std::string& dir, bool durable) {
+                                   const std::string& dir, bool durable, int64_t batch) {
   BufferOptions options;
   options.max_size = 1 << 20;
   options.durable = durable;
@@ -240,7 +240,7 @@ absl::StatusOr<CaseResult> RunGrpc(const std::string& base, int64_t item_bytes, 
   auto context = client->NewContext();
   auto stream = client->stub().Sample(context.get());
   v1::SampleRequest request;
-  request.set_max_batch(1024);
+  request.set_max_batch(static_cast<int32_t>(batch));
   request.set_timeout_ms(30000);
   stream->Write(request);
   int64_t got = 0;
@@ -340,7 +340,7 @@ class RedisServer {
 
 absl::StatusOr<CaseResult> RunRedis(const RedisServer& redis, const std::string& base,
                                     int64_t item_bytes, int64_t items, int producers,
-                                    int64_t window, const std::string& stream_name) {
+                                    int64_t window, const std::string& stream_name, int64_t batch) {
   {
     redisContext* c = redis.Connect();
     freeReplyObject(redisCommand(c, "XGROUP CREATE %s learners $ MKSTREAM", stream_name.c_str()));
@@ -390,8 +390,8 @@ absl::StatusOr<CaseResult> RunRedis(const RedisServer& redis, const std::string&
   int64_t got = 0;
   while (got < total && !failed) {
     redisReply* reply = static_cast<redisReply*>(
-        redisCommand(c, "XREADGROUP GROUP learners learner COUNT 1024 BLOCK 30000 STREAMS %s >",
-                     stream_name.c_str()));
+        redisCommand(c, "XREADGROUP GROUP learners learner COUNT %lld BLOCK 30000 STREAMS %s >",
+                     static_cast<long long>(batch), stream_name.c_str()));
     if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY || reply->elements == 0) {
       if (reply) freeReplyObject(reply);
       break;
@@ -466,6 +466,7 @@ absl::StatusOr<BenchReport> RunBufferBench(const BenchArgs& args) {
   const bool skip_inprocess = args.GetInt("skip_inprocess", 0) != 0;
   const double scale = args.GetDouble("scale", 1.0);
   const bool skip_network = args.GetInt("skip_network", 0) != 0;
+  const int64_t batch = args.GetInt("batch", 4096);  // consumer batch, both (b) and (c)
   const std::vector<Size> sizes = {
       {"1KiB", 1024, quick ? 80000 : 4000000, quick ? 8000 : 400000, 32, window},
       {"64KiB", 65536, quick ? 8000 : 200000, quick ? 800 : 20000, 1, std::min<int64_t>(window, 16)},
@@ -479,6 +480,7 @@ absl::StatusOr<BenchReport> RunBufferBench(const BenchArgs& args) {
   BenchReport report;
   report.config = {{"producers", producers},
                    {"durable", durable},
+                   {"consumer_batch", batch},
                    {"scale", scale},
                    {"consumers", 1},
                    {"window_items_per_producer", {{"1KiB", sizes[0].window}, {"64KiB", sizes[1].window}}},
@@ -488,7 +490,7 @@ absl::StatusOr<BenchReport> RunBufferBench(const BenchArgs& args) {
                    {"inprocess", "queue, max_size 8192, payload shared by shared_ptr"},
                    {"grpc", "durable (ack after synced RocksDB WAL, group commit), queue"},
                    {"redis", "redis-server appendonly yes, appendfsync everysec; XADD pipelined "
-                             "with the same window; XREADGROUP COUNT 1024 + XACK + XDEL"},
+                             "with the same window; XREADGROUP COUNT consumer_batch + XACK + XDEL"},
                    {"latency", "per item, producer send to consumer receipt"},
                    {"consumer", "parses every trajectory (learner work) in (b) and (c)"}};
   report.table = {{"case", "items/s", "MB/s", "p50 us", "p99 us", "vs redis"}};
@@ -511,7 +513,7 @@ absl::StatusOr<BenchReport> RunBufferBench(const BenchArgs& args) {
     ASSIGN_OR_RETURN(const CaseResult b, RunGrpc(base, item_bytes,
                                                  static_cast<int64_t>(size.network_items * scale),
                                                  producers,
-                                                 size.window, size.per_request, dir, durable));
+                                                 size.window, size.per_request, dir, durable, batch));
     report.results[StrCat("grpc_durable_", size.name)] = b.ToJson();
 
     std::optional<CaseResult> c;
@@ -520,7 +522,7 @@ absl::StatusOr<BenchReport> RunBufferBench(const BenchArgs& args) {
       ASSIGN_OR_RETURN(auto redis, RedisServer::Start(redis_binary, dir + "/redis"));
       ASSIGN_OR_RETURN(c, RunRedis(*redis, base, item_bytes,
                                    static_cast<int64_t>(size.network_items * scale), producers,
-                                   size.window, StrCat("trajectories_", size.name)));
+                                   size.window, StrCat("trajectories_", size.name), batch));
     }
 #endif
     if (c.has_value()) {
