@@ -9,10 +9,10 @@
 // Items are serialized flywheel.v1.Trajectory messages of about 1 KiB and 64 KiB. Latency is
 // per item, from the producer's send to the consumer's receipt.
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <netinet/in.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -51,8 +51,11 @@ struct CaseResult {
   double p99_us = 0;
   int64_t items = 0;
   nlohmann::json ToJson() const {
-    return {{"items_per_s", items_per_s}, {"mb_per_s", mb_per_s}, {"p50_us", p50_us},
-            {"p99_us", p99_us}, {"items", items}};
+    return {{"items_per_s", items_per_s},
+            {"mb_per_s", mb_per_s},
+            {"p50_us", p50_us},
+            {"p99_us", p99_us},
+            {"items", items}};
   }
 };
 
@@ -120,8 +123,8 @@ int64_t ParseCreated(const char* data, size_t size) {
 }
 
 // ---------------------------------------------------------------- (a) in-process
-CaseResult RunInProcess(const Trajectory& payload, int64_t item_bytes, int64_t items,
-                        int producers, int64_t max_size) {
+CaseResult RunInProcess(const Trajectory& payload, int64_t item_bytes, int64_t items, int producers,
+                        int64_t max_size) {
   BufferOptions options;
   options.max_size = max_size;
   auto buffer = Buffer::Create(options).value();
@@ -258,8 +261,7 @@ absl::StatusOr<CaseResult> RunGrpc(const std::string& base, int64_t item_bytes, 
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (server->buffer().store() != nullptr) {
-    std::printf("buffer bench: gRPC %lld items, %lld synced writes\n",
-                static_cast<long long>(got),
+    std::printf("buffer bench: gRPC %lld items, %lld synced writes\n", static_cast<long long>(got),
                 static_cast<long long>(server->buffer().store()->syncs()));
   }
   stream->WritesDone();
@@ -300,9 +302,9 @@ class RedisServer {
     if (server->pid_ == 0) {
       const int devnull = open("/dev/null", O_WRONLY);
       dup2(devnull, STDOUT_FILENO);
-      execl(binary.c_str(), binary.c_str(), "--bind", "127.0.0.1", "--port", port.c_str(),
-            "--dir", dir.c_str(), "--appendonly", "yes", "--appendfsync", "everysec", "--save",
-            "", "--protected-mode", "yes", static_cast<char*>(nullptr));
+      execl(binary.c_str(), binary.c_str(), "--bind", "127.0.0.1", "--port", port.c_str(), "--dir",
+            dir.c_str(), "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
+            "--protected-mode", "yes", static_cast<char*>(nullptr));
       _exit(127);
     }
     for (int i = 0; i < 200; ++i) {
@@ -445,9 +447,14 @@ std::string FindRedisServer() {
   return "";
 }
 
-std::vector<std::string> Row(const std::string& name, const CaseResult& r, const std::string& ratio) {
-  return {name, fmt::format("{:.0f}", r.items_per_s), fmt::format("{:.1f}", r.mb_per_s),
-          fmt::format("{:.0f}", r.p50_us), fmt::format("{:.0f}", r.p99_us), ratio};
+std::vector<std::string> Row(const std::string& name, const CaseResult& r,
+                             const std::string& ratio) {
+  return {name,
+          fmt::format("{:.0f}", r.items_per_s),
+          fmt::format("{:.1f}", r.mb_per_s),
+          fmt::format("{:.0f}", r.p50_us),
+          fmt::format("{:.0f}", r.p99_us),
+          ratio};
 }
 
 }  // namespace
@@ -469,7 +476,8 @@ absl::StatusOr<BenchReport> RunBufferBench(const BenchArgs& args) {
   const int64_t batch = args.GetInt("batch", 4096);  // consumer batch, both (b) and (c)
   const std::vector<Size> sizes = {
       {"1KiB", 1024, quick ? 80000 : 4000000, quick ? 8000 : 400000, 32, window},
-      {"64KiB", 65536, quick ? 8000 : 200000, quick ? 800 : 20000, 1, std::min<int64_t>(window, 16)},
+      {"64KiB", 65536, quick ? 8000 : 200000, quick ? 800 : 20000, 1,
+       std::min<int64_t>(window, 16)},
   };
   const std::string dir =
       (std::filesystem::temp_directory_path() / StrCat("flywheel_buffer_bench_", getpid()))
@@ -478,21 +486,24 @@ absl::StatusOr<BenchReport> RunBufferBench(const BenchArgs& args) {
   const std::string redis_binary = FindRedisServer();
 
   BenchReport report;
-  report.config = {{"producers", producers},
-                   {"durable", durable},
-                   {"consumer_batch", batch},
-                   {"scale", scale},
-                   {"consumers", 1},
-                   {"window_items_per_producer", {{"1KiB", sizes[0].window}, {"64KiB", sizes[1].window}}},
-                   {"items_per_grpc_request", {{"1KiB", sizes[0].per_request}, {"64KiB", sizes[1].per_request}}},
-                   {"inprocess_items", {{"1KiB", sizes[0].inprocess_items}, {"64KiB", sizes[1].inprocess_items}}},
-                   {"network_items", {{"1KiB", sizes[0].network_items}, {"64KiB", sizes[1].network_items}}},
-                   {"inprocess", "queue, max_size 8192, payload shared by shared_ptr"},
-                   {"grpc", "durable (ack after synced RocksDB WAL, group commit), queue"},
-                   {"redis", "redis-server appendonly yes, appendfsync everysec; XADD pipelined "
-                             "with the same window; XREADGROUP COUNT consumer_batch + XACK + XDEL"},
-                   {"latency", "per item, producer send to consumer receipt"},
-                   {"consumer", "parses every trajectory (learner work) in (b) and (c)"}};
+  report.config = {
+      {"producers", producers},
+      {"durable", durable},
+      {"consumer_batch", batch},
+      {"scale", scale},
+      {"consumers", 1},
+      {"window_items_per_producer", {{"1KiB", sizes[0].window}, {"64KiB", sizes[1].window}}},
+      {"items_per_grpc_request", {{"1KiB", sizes[0].per_request}, {"64KiB", sizes[1].per_request}}},
+      {"inprocess_items",
+       {{"1KiB", sizes[0].inprocess_items}, {"64KiB", sizes[1].inprocess_items}}},
+      {"network_items", {{"1KiB", sizes[0].network_items}, {"64KiB", sizes[1].network_items}}},
+      {"inprocess", "queue, max_size 8192, payload shared by shared_ptr"},
+      {"grpc", "durable (ack after synced RocksDB WAL, group commit), queue"},
+      {"redis",
+       "redis-server appendonly yes, appendfsync everysec; XADD pipelined "
+       "with the same window; XREADGROUP COUNT consumer_batch + XACK + XDEL"},
+      {"latency", "per item, producer send to consumer receipt"},
+      {"consumer", "parses every trajectory (learner work) in (b) and (c)"}};
   report.table = {{"case", "items/s", "MB/s", "p50 us", "p99 us", "vs redis"}};
   std::string summary;
   for (const Size& size : sizes) {
@@ -502,27 +513,26 @@ absl::StatusOr<BenchReport> RunBufferBench(const BenchArgs& args) {
     const int64_t item_bytes = static_cast<int64_t>(base.size());
 
     const CaseResult a =
-        skip_inprocess ? CaseResult{}
-                       : RunInProcess(payload, item_bytes,
-                                      static_cast<int64_t>(size.inprocess_items * scale),
-                                      producers, 8192);
+        skip_inprocess
+            ? CaseResult{}
+            : RunInProcess(payload, item_bytes, static_cast<int64_t>(size.inprocess_items * scale),
+                           producers, 8192);
     report.results[StrCat("inprocess_", size.name)] = a.ToJson();
     report.table.push_back(Row(StrCat("(a) in-process ", size.name), a, "-"));
 
     if (skip_network) continue;
-    ASSIGN_OR_RETURN(const CaseResult b, RunGrpc(base, item_bytes,
-                                                 static_cast<int64_t>(size.network_items * scale),
-                                                 producers,
-                                                 size.window, size.per_request, dir, durable, batch));
+    ASSIGN_OR_RETURN(const CaseResult b,
+                     RunGrpc(base, item_bytes, static_cast<int64_t>(size.network_items * scale),
+                             producers, size.window, size.per_request, dir, durable, batch));
     report.results[StrCat("grpc_durable_", size.name)] = b.ToJson();
 
     std::optional<CaseResult> c;
 #ifdef FLYWHEEL_HAVE_HIREDIS
     if (!redis_binary.empty()) {
       ASSIGN_OR_RETURN(auto redis, RedisServer::Start(redis_binary, dir + "/redis"));
-      ASSIGN_OR_RETURN(c, RunRedis(*redis, base, item_bytes,
-                                   static_cast<int64_t>(size.network_items * scale), producers,
-                                   size.window, StrCat("trajectories_", size.name), batch));
+      ASSIGN_OR_RETURN(
+          c, RunRedis(*redis, base, item_bytes, static_cast<int64_t>(size.network_items * scale),
+                      producers, size.window, StrCat("trajectories_", size.name), batch));
     }
 #endif
     if (c.has_value()) {
@@ -532,8 +542,8 @@ absl::StatusOr<BenchReport> RunBufferBench(const BenchArgs& args) {
       report.results[StrCat("redis_", size.name)]["ratio_vs_redis"] = 1.0;
       report.ratios[StrCat("ratio_vs_redis_", size.name)] = ratio;
       report.ratios[StrCat("p99_vs_redis_", size.name)] = b.p99_us / c->p99_us;
-      report.table.push_back(Row(StrCat("(b) gRPC durable ", size.name), b,
-                                 fmt::format("{:.2f}x", ratio)));
+      report.table.push_back(
+          Row(StrCat("(b) gRPC durable ", size.name), b, fmt::format("{:.2f}x", ratio)));
       report.table.push_back(Row(StrCat("(c) Redis Streams ", size.name), *c, "1.00x"));
       summary += fmt::format("{}{}: gRPC durable {:.2f}x Redis items/s, p99 {:.0f} vs {:.0f} us",
                              summary.empty() ? "" : "; ", size.name, ratio, b.p99_us, c->p99_us);

@@ -74,8 +74,8 @@ Buffer::Buffer(const BufferOptions& options, Clock* clock)
   metrics_.lag = r.GetHistogram("buffer.sample_lag", LagBounds());
 }
 
-absl::StatusOr<std::unique_ptr<Buffer>> Buffer::Create(const BufferOptions& options,
-                                                       Clock* clock, bool start_group_timer) {
+absl::StatusOr<std::unique_ptr<Buffer>> Buffer::Create(const BufferOptions& options, Clock* clock,
+                                                       bool start_group_timer) {
   RETURN_IF_ERROR(options.Validate());
   if (options.rate_limiter == RateLimiterKind::kRatio) {
     RETURN_IF_ERROR(Annotate(MakeRateLimiterOptions(options).Validate(), "buffer"));
@@ -320,8 +320,8 @@ void Buffer::GroupTimerLoop() {
       absl::MutexLock lock(&groups_mu_);
       if (closed_) return;
       const absl::Time next = std::min(assembler_.next_deadline(), absl::Now() + absl::Seconds(1));
-      timer_wake_.WaitWithDeadline(&groups_mu_, std::max(next, absl::Now() +
-                                                                   absl::Milliseconds(1)));
+      timer_wake_.WaitWithDeadline(&groups_mu_,
+                                   std::max(next, absl::Now() + absl::Milliseconds(1)));
       if (closed_) return;
     }
     ExpireGroups();
@@ -366,8 +366,8 @@ BufferInfo Buffer::Info() const {
 }
 
 std::string Buffer::DebugString() const {
-  return StrCat("Buffer(durable=", store_ != nullptr, ", group_size=", options_.group_size,
-                ", ", table_.DebugString(), ")");
+  return StrCat("Buffer(durable=", store_ != nullptr, ", group_size=", options_.group_size, ", ",
+                table_.DebugString(), ")");
 }
 
 }  // namespace flywheel

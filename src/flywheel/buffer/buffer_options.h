@@ -43,15 +43,15 @@ struct BufferOptions {
   SelectorKind selector = SelectorKind::kFifo;
   int64_t max_times_sampled = 1;  // an item is removed after this many samples; 0 = never
   RemoverKind remover = RemoverKind::kBlock;
-  double priority_exponent = 1.0;  // prioritized: P(i) ∝ priority_i ^ exponent
-  int64_t max_staleness = -1;  // drop at sample time when learner_version - min_version > this
-  int64_t group_size = 1;       // G trajectories per group id, released together
-  int64_t min_group_size = 1;   // a late group is released with at least this many members
+  double priority_exponent = 1.0;   // prioritized: P(i) ∝ priority_i ^ exponent
+  int64_t max_staleness = -1;       // drop at sample time when learner_version - min_version > this
+  int64_t group_size = 1;           // G trajectories per group id, released together
+  int64_t min_group_size = 1;       // a late group is released with at least this many members
   double straggler_timeout_s = 60;  // after the first member arrived
-  bool durable = false;         // acknowledge inserts only once they are in RocksDB's synced WAL
+  bool durable = false;            // acknowledge inserts only once they are in RocksDB's synced WAL
   std::string path = "buffer.db";  // RocksDB directory for durable mode
   std::string address = "127.0.0.1:7300";  // `flywheel serve buffer` listen address
-  int64_t max_message_bytes = 64 << 20;     // largest gRPC message accepted
+  int64_t max_message_bytes = 64 << 20;    // largest gRPC message accepted
 
   template <typename V>
   void VisitFields(V& v) {
@@ -62,7 +62,8 @@ struct BufferOptions {
     v.Field("min_size_to_sample", min_size_to_sample, "no sample before this many items");
     v.Field("error_buffer", error_buffer, "ratio: allowed drift from samples_per_insert");
     v.Choice("selector", selector, kSelectorKindNames, "which item a sample picks");
-    v.Field("max_times_sampled", max_times_sampled, "remove an item after this many samples; 0 = never");
+    v.Field("max_times_sampled", max_times_sampled,
+            "remove an item after this many samples; 0 = never");
     v.Choice("remover", remover, kRemoverKindNames,
              "full table: block = producers wait; fifo = evict the oldest (counted)");
     v.Field("priority_exponent", priority_exponent, "prioritized: P(i) ∝ priority^exponent");
@@ -89,9 +90,8 @@ struct BufferOptions {
       return error("buffer.min_size_to_sample must be >= 1 (got ", min_size_to_sample, ")");
     }
     if (min_size_to_sample > max_size) {
-      return error("buffer.min_size_to_sample (", min_size_to_sample,
-                   ") exceeds buffer.max_size (", max_size,
-                   "): the table could never hold enough items to sample, a deadlock");
+      return error("buffer.min_size_to_sample (", min_size_to_sample, ") exceeds buffer.max_size (",
+                   max_size, "): the table could never hold enough items to sample, a deadlock");
     }
     if (rate_limiter == RateLimiterKind::kRatio) {
       if (!(samples_per_insert > 0)) {
@@ -100,17 +100,16 @@ struct BufferOptions {
       // Reverb: a window narrower than one insert's worth of samples (or one sample) can block
       // both sides at once.
       if (error_buffer < std::max(1.0, samples_per_insert)) {
-        return error("buffer.error_buffer (", error_buffer,
-                     ") must be >= max(1, buffer.samples_per_insert) = ",
-                     std::max(1.0, samples_per_insert),
-                     ": a smaller window can block inserts and samples at the same time");
+        return error(
+            "buffer.error_buffer (", error_buffer,
+            ") must be >= max(1, buffer.samples_per_insert) = ", std::max(1.0, samples_per_insert),
+            ": a smaller window can block inserts and samples at the same time");
       }
       // With a blocking remover only samples free space. Items leave after max_times_sampled
       // samples, so unless samples_per_insert >= max_times_sampled they pile up until the
       // table is full while the limiter holds samples back: both sides block forever.
       if (remover == RemoverKind::kBlock &&
-          (max_times_sampled == 0 ||
-           samples_per_insert < static_cast<double>(max_times_sampled))) {
+          (max_times_sampled == 0 || samples_per_insert < static_cast<double>(max_times_sampled))) {
         return error("buffer.remover = \"block\" with buffer.max_times_sampled = ",
                      max_times_sampled, " and buffer.samples_per_insert = ", samples_per_insert,
                      " can deadlock once the table is full (items are not sampled away fast "
@@ -123,8 +122,8 @@ struct BufferOptions {
     if (max_staleness < -1) return error("buffer.max_staleness must be >= -1 (-1 = off)");
     if (group_size < 1) return error("buffer.group_size must be >= 1");
     if (min_group_size < 1 || min_group_size > group_size) {
-      return error("buffer.min_group_size (", min_group_size, ") must be in [1, group_size = ",
-                   group_size, "]");
+      return error("buffer.min_group_size (", min_group_size,
+                   ") must be in [1, group_size = ", group_size, "]");
     }
     if (!(straggler_timeout_s > 0)) return error("buffer.straggler_timeout_s must be > 0");
     if (durable && path.empty()) return error("buffer.path must be set when buffer.durable");

@@ -1,10 +1,10 @@
 #include "flywheel/buffer/buffer.h"
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <set>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "flywheel/buffer/test_util.h"
 #include "flywheel/core/metrics.h"
@@ -45,7 +45,8 @@ TEST(BufferTest, GroupsAreReleasedWholeAndStragglersAfterTheDeadline) {
   auto buffer = Buffer::Create(options, &clock, /*start_group_timer=*/false);
   ASSERT_TRUE(buffer.ok()) << buffer.status();
   Buffer& b = **buffer;
-  for (const char* id : {"a1", "a2"}) ASSERT_TRUE(b.Insert(MakeTrajectory(id, 0, "A"), In(kLong)).ok());
+  for (const char* id : {"a1", "a2"})
+    ASSERT_TRUE(b.Insert(MakeTrajectory(id, 0, "A"), In(kLong)).ok());
   ASSERT_TRUE(b.Insert(MakeTrajectory("c1", 0, "C"), In(kLong)).ok());
   EXPECT_EQ(b.Sample(1, In(absl::Milliseconds(20))).status().code(),
             absl::StatusCode::kDeadlineExceeded);  // no group complete yet
@@ -56,7 +57,8 @@ TEST(BufferTest, GroupsAreReleasedWholeAndStragglersAfterTheDeadline) {
   EXPECT_EQ((*batch)[0].item->members.size(), 3u);  // one item: the whole group
 
   // B has 2 of 3 when its deadline passes: released partial. C has 1: discarded.
-  for (const char* id : {"b1", "b2"}) ASSERT_TRUE(b.Insert(MakeTrajectory(id, 0, "B"), In(kLong)).ok());
+  for (const char* id : {"b1", "b2"})
+    ASSERT_TRUE(b.Insert(MakeTrajectory(id, 0, "B"), In(kLong)).ok());
   clock.Advance(absl::Seconds(11));
   b.ExpireGroups();
   batch = b.Sample(10, In(kLong));

@@ -19,8 +19,7 @@ absl::StatusOr<std::unique_ptr<BufferClient>> BufferClient::Connect(const std::s
   args.SetMaxSendMessageSize(256 << 20);
   // Its own connection per client, as separate actor processes would have.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  client->channel_ =
-      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  client->channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
   client->stub_ = v1::BufferService::NewStub(client->channel_);
   client->auth_token_ = auth_token;
   return client;
@@ -52,8 +51,8 @@ absl::StatusOr<std::vector<v1::InsertAck>> BufferClient::InsertSerialized(
   }
   if (absl::Status s = FromGrpc(stream->Finish(), "buffer insert stream"); !s.ok()) return s;
   if (acks.size() != wire.size()) {
-    return absl::DataLossError(StrCat("buffer insert stream ended with ", acks.size(),
-                                      " acks for ", wire.size(), " trajectories"));
+    return absl::DataLossError(StrCat("buffer insert stream ended with ", acks.size(), " acks for ",
+                                      wire.size(), " trajectories"));
   }
   return acks;
 }

@@ -4,11 +4,11 @@
 #ifndef FLYWHEEL_BUFFER_CLIENT_H_
 #define FLYWHEEL_BUFFER_CLIENT_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"

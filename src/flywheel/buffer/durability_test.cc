@@ -3,6 +3,7 @@
 // inserts stream in, then restarted on the same store. The table must then hold every
 // acknowledged, unconsumed id exactly once and never hand out a consumed id again.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,8 +15,6 @@
 #include <map>
 #include <set>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "flywheel/buffer/client.h"
 #include "flywheel/buffer/test_util.h"
@@ -97,8 +96,8 @@ std::vector<std::string> Drain(BufferClient& client) {
 }
 
 TEST(DurabilityTest, SigkillMidStreamLosesNoAcknowledgedItemAndRedeliversNoConsumedOne) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   StrCat("flywheel_durability_", ::getpid());
+  const auto dir =
+      std::filesystem::temp_directory_path() / StrCat("flywheel_durability_", ::getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string config = (dir / "buffer.toml").string();
@@ -185,8 +184,10 @@ TEST(DurabilityTest, SigkillMidStreamLosesNoAcknowledgedItemAndRedeliversNoConsu
     EXPECT_EQ(n, 1) << id;  // at most the unacknowledged tail in flight at the kill
   }
   EXPECT_GE(checked, 500);
-  std::printf("sent %zu, acknowledged %zu, consumed %zu before the kill; %zu delivered after "
-              "the restart\n", sent.size(), acked.size(), consumed.size(), delivered.size());
+  std::printf(
+      "sent %zu, acknowledged %zu, consumed %zu before the kill; %zu delivered after "
+      "the restart\n",
+      sent.size(), acked.size(), consumed.size(), delivered.size());
   std::filesystem::remove_all(dir);
 }
 

@@ -124,8 +124,8 @@ absl::Status DurableStore::ForEach(
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   for (it->Seek("t"); it->Valid() && it->key().starts_with("t"); it->Next()) {
     const std::string_view key(it->key().data(), it->key().size());
-    if (absl::Status s = fn(DecodeKey(key), std::string_view(it->value().data(),
-                                                             it->value().size()));
+    if (absl::Status s =
+            fn(DecodeKey(key), std::string_view(it->value().data(), it->value().size()));
         !s.ok()) {
       return s;
     }
@@ -141,8 +141,8 @@ absl::StatusOr<DurableStore::Meta> DurableStore::ReadMeta() const {
   if (!s.ok()) return FromRocks(s, "reading meta");
   if (std::sscanf(value.c_str(), "%ld %ld %ld", &meta.inserts, &meta.samples,
                   &meta.learner_version) != 3) {
-    return absl::DataLossError(StrCat("buffer store ", path_, ": corrupt meta record \"",
-                                      value, "\""));
+    return absl::DataLossError(
+        StrCat("buffer store ", path_, ": corrupt meta record \"", value, "\""));
   }
   return meta;
 }

@@ -13,6 +13,8 @@
 #ifndef FLYWHEEL_BUFFER_DURABLE_STORE_H_
 #define FLYWHEEL_BUFFER_DURABLE_STORE_H_
 
+#include <rocksdb/db.h>
+
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -22,13 +24,10 @@
 #include <utility>
 #include <vector>
 
-#include <rocksdb/db.h>
-
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-
 
 namespace flywheel {
 

@@ -33,8 +33,8 @@ absl::Status RateLimiterOptions::Validate() const {
   const double needed = 2 * std::max(1.0, samples_per_insert);
   if (max_diff - min_diff < needed) {
     return absl::InvalidArgumentError(
-        StrCat("rate limiter: max_diff - min_diff = ", max_diff - min_diff, " is below ",
-               needed, " = 2 * max(1, samples_per_insert): inserts and samples could both block "
+        StrCat("rate limiter: max_diff - min_diff = ", max_diff - min_diff, " is below ", needed,
+               " = 2 * max(1, samples_per_insert): inserts and samples could both block "
                "forever; raise error_buffer to at least max(1, samples_per_insert)"));
   }
   return absl::OkStatus();

@@ -20,10 +20,10 @@ TEST(RateLimiterTest, NoSampleBeforeMinSizeAndInsertsFreeUntilThen) {
 TEST(RateLimiterTest, RatioBoundsDriftBothWays) {
   // spi = 2, min_size 1, error_buffer 2: diff = 2 * inserts - samples must stay in [0, 4].
   RateLimiter limiter(RateLimiterOptions::SampleToInsertRatio(2.0, 1, 2.0));
-  limiter.Insert();  // diff 2
-  EXPECT_TRUE(limiter.CanInsert(1));  // would be 4 <= 4
-  limiter.Insert();                   // diff 4
-  EXPECT_FALSE(limiter.CanInsert(2)); // would be 6 > 4: the learner must catch up
+  limiter.Insert();                    // diff 2
+  EXPECT_TRUE(limiter.CanInsert(1));   // would be 4 <= 4
+  limiter.Insert();                    // diff 4
+  EXPECT_FALSE(limiter.CanInsert(2));  // would be 6 > 4: the learner must catch up
   for (int i = 0; i < 4; ++i) {
     ASSERT_TRUE(limiter.CanSample(2)) << i;
     limiter.Sample();

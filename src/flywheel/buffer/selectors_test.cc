@@ -1,6 +1,6 @@
-#include <map>
-
 #include <gtest/gtest.h>
+
+#include <map>
 
 #include "flywheel/buffer/selectors/fifo.h"
 #include "flywheel/buffer/selectors/prioritized.h"

@@ -1,11 +1,11 @@
 #include "flywheel/buffer/service.h"
 
+#include <spdlog/spdlog.h>
+
 #include <deque>
 #include <fstream>
 #include <thread>
 #include <utility>
-
-#include <spdlog/spdlog.h>
 
 #include "absl/synchronization/mutex.h"
 #include "flywheel/core/strings.h"
@@ -285,9 +285,10 @@ absl::StatusOr<std::unique_ptr<BufferServer>> BufferServer::Start(
   server->host_ = options.address.substr(0, colon);
   if (server->host_ != "127.0.0.1" && server->host_ != "localhost" && server->host_ != "[::1]" &&
       options.auth_token.empty()) {
-    spdlog::warn("buffer: serving on {} without an auth token: anyone who can reach it can "
-                 "insert and sample",
-                 options.address);
+    spdlog::warn(
+        "buffer: serving on {} without an auth token: anyone who can reach it can "
+        "insert and sample",
+        options.address);
   }
   server->buffer_ = std::move(buffer);
   server->service_ = std::make_unique<BufferServiceImpl>(server->buffer_, options.auth_token);

@@ -11,10 +11,10 @@
 #ifndef FLYWHEEL_BUFFER_SERVICE_H_
 #define FLYWHEEL_BUFFER_SERVICE_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <memory>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
 #include "flywheel/buffer/buffer.h"
@@ -28,12 +28,12 @@ class BufferServiceImpl final : public v1::BufferService::Service {
   // `auth_token` empty: no authentication (the default bind address is loopback only).
   BufferServiceImpl(std::shared_ptr<Buffer> buffer, std::string auth_token);
 
-  grpc::Status Insert(grpc::ServerContext* context,
-                      grpc::ServerReaderWriter<v1::InsertResponse, v1::InsertRequest>* stream)
-      override;
-  grpc::Status Sample(grpc::ServerContext* context,
-                      grpc::ServerReaderWriter<v1::SampleResponse, v1::SampleRequest>* stream)
-      override;
+  grpc::Status Insert(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::InsertResponse, v1::InsertRequest>* stream) override;
+  grpc::Status Sample(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::SampleResponse, v1::SampleRequest>* stream) override;
   grpc::Status ServerInfo(grpc::ServerContext* context, const v1::ServerInfoRequest* request,
                           v1::ServerInfoResponse* response) override;
   grpc::Status SetLearnerVersion(grpc::ServerContext* context,

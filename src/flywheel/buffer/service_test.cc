@@ -67,10 +67,9 @@ TEST(BufferServiceTest, InvalidTrajectoriesFailAloneNamingTheFieldAndAreCounted)
   bad.logprobs[3] = 0.5f;  // a log-prob above 0
   Trajectory short_versions = *testing::MakeTrajectory("short");
   short_versions.versions.pop_back();
-  const std::vector<std::string> wire = {Wire(*testing::MakeTrajectory("good1")),
-                                         "\xff\xff\xff not a proto", Wire(bad),
-                                         Wire(short_versions),
-                                         Wire(*testing::MakeTrajectory("good2"))};
+  const std::vector<std::string> wire = {
+      Wire(*testing::MakeTrajectory("good1")), "\xff\xff\xff not a proto", Wire(bad),
+      Wire(short_versions), Wire(*testing::MakeTrajectory("good2"))};
   auto acks = (*client)->InsertSerialized(wire, /*per_request=*/5);
   ASSERT_TRUE(acks.ok()) << acks.status();  // the stream survived
   ASSERT_EQ(acks->size(), 5u);

@@ -1,8 +1,8 @@
 #include "flywheel/buffer/table.h"
 
-#include <thread>
-
 #include <gtest/gtest.h>
+
+#include <thread>
 
 #include "absl/synchronization/notification.h"
 #include "flywheel/buffer/selectors/fifo.h"
@@ -71,7 +71,7 @@ TEST(TableTest, FullTableBlocksProducerUntilASampleFreesRoom) {
     inserted.Notify();
   });
   EXPECT_FALSE(inserted.WaitForNotificationWithTimeout(kStillBlocked));  // backpressure
-  EXPECT_EQ(table->Info().size, 2);  // nothing dropped
+  EXPECT_EQ(table->Info().size, 2);                                      // nothing dropped
   ASSERT_TRUE(table->Sample(1, In(kLong)).ok());
   EXPECT_TRUE(inserted.WaitForNotificationWithTimeout(kLong));
   producer.join();

@@ -11,8 +11,7 @@
 namespace flywheel::testing {
 
 // A valid trajectory: two prompt tokens, then `generated` tokens sampled at `version`.
-inline std::shared_ptr<const Trajectory> MakeTrajectory(const std::string& id,
-                                                        int64_t version = 0,
+inline std::shared_ptr<const Trajectory> MakeTrajectory(const std::string& id, int64_t version = 0,
                                                         const std::string& group_id = "",
                                                         Role role = Role::kMain,
                                                         int generated = 3) {

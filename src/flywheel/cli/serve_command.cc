@@ -3,13 +3,13 @@
 // Runs the trajectory buffer as a gRPC server until SIGINT or SIGTERM. The first line on
 // stdout says where it listens ("flywheel: buffer serving on 127.0.0.1:7300 …"), so scripts
 // and tests can start it on port 0 and read the port back.
+#include <spdlog/spdlog.h>
+
 #include <csignal>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <spdlog/spdlog.h>
 
 #include "flywheel/buffer/buffer.h"
 #include "flywheel/buffer/service.h"
@@ -60,8 +60,7 @@ int ServeBuffer(const ServeArgs& args) {
   std::cout << "flywheel: buffer serving on " << (*server)->address()
             << " (durable=" << (options.durable ? "true" : "false")
             << ", recovered=" << info.recovered << ", size=" << info.table.size
-            << ", auth=" << (server_options.auth_token.empty() ? "off" : "on") << ")"
-            << std::endl;
+            << ", auth=" << (server_options.auth_token.empty() ? "off" : "on") << ")" << std::endl;
   spdlog::info("{}", (*server)->buffer().DebugString());
   int signal = 0;
   sigwait(&stop_signals, &signal);
