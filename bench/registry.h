@@ -13,6 +13,7 @@ const std::vector<BenchEntry>& Benchmarks();
 absl::StatusOr<BenchReport> RunMatmulBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunPackingBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunEnvExecutorBench(const BenchArgs& args);
+absl::StatusOr<BenchReport> RunBufferBench(const BenchArgs& args);
 // Float32 n x n matmul throughput, the peak for model-FLOP utilisation figures.
 double MeasureMatmulGflops(int64_t n, int repeats);
 absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args);

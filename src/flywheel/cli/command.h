@@ -24,6 +24,7 @@ void AddConfigCommand(CLI::App& app, Invocation& invocation);
 void AddBenchCommand(CLI::App& app, Invocation& invocation);
 void AddTrajectoryCommand(CLI::App& app, Invocation& invocation);
 void AddEnvCommand(CLI::App& app, Invocation& invocation);
+void AddServeCommand(CLI::App& app, Invocation& invocation);
 
 }  // namespace flywheel::cli
 

@@ -28,6 +28,7 @@ int Main(int argc, char** argv) {
   AddBenchCommand(app, invocation);
   AddTrajectoryCommand(app, invocation);
   AddEnvCommand(app, invocation);
+  AddServeCommand(app, invocation);
 
   try {
     app.parse(argc, argv);

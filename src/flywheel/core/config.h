@@ -181,7 +181,7 @@ class Reader {
     }
     const int64_t v = i->get();
     if (v < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
-        static_cast<uint64_t>(v) > static_cast<uint64_t>(std::numeric_limits<T>::max())) {
+        (v > 0 && static_cast<uint64_t>(v) > static_cast<uint64_t>(std::numeric_limits<T>::max()))) {
       Error(node, StrCat("key ", path, ": ", v, " is out of range"));
       return;
     }

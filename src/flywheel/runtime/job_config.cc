@@ -12,6 +12,7 @@ absl::Status JobConfig::Validate() const {
   RETURN_IF_ERROR(sampling.Validate());
   RETURN_IF_ERROR(actor.Validate());
   RETURN_IF_ERROR(learner.Validate());
+  RETURN_IF_ERROR(buffer.Validate());
   return absl::OkStatus();
 }
 

@@ -11,6 +11,7 @@
 #include "flywheel/actor/actor_options.h"
 #include "flywheel/env/env_options.h"
 #include "flywheel/learner/learner_options.h"
+#include "flywheel/buffer/buffer_options.h"
 #include "flywheel/model/model_options.h"
 #include "flywheel/model/sampling_params.h"
 #include "flywheel/runtime/run_options.h"
@@ -24,6 +25,7 @@ struct JobConfig {
   SamplingParams sampling;
   ActorOptions actor;
   LearnerOptions learner;
+  BufferOptions buffer;
 
   template <typename V>
   void VisitFields(V& v) {
@@ -33,6 +35,7 @@ struct JobConfig {
     v.Section("sampling", sampling);
     v.Section("actor", actor);
     v.Section("learner", learner);
+    v.Section("buffer", buffer);
   }
 
   // Validates every section, then the constraints between sections.
