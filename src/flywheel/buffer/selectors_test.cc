@@ -40,7 +40,9 @@ TEST(PrioritizedSelectorTest, ProbabilityFollowsPriorityToTheExponent) {
   for (int i = 0; i < 5000; ++i) {
     auto picked = s.Sample();
     counts[picked.key]++;
-    if (picked.key == 2) EXPECT_NEAR(picked.probability, 0.8, 1e-9);
+    if (picked.key == 2) {
+      EXPECT_NEAR(picked.probability, 0.8, 1e-9);
+    }
   }
   EXPECT_NEAR(counts[2] / 5000.0, 0.8, 0.03);
   for (uint64_t k = 10; k < 100; ++k) s.Insert(k, {1.0, Role::kMain});  // grows the tree
