@@ -9,6 +9,7 @@ const std::vector<BenchEntry>& Benchmarks() {
       {"rollout", "generated tokens/s: rollout engine vs full recompute vs eager PyTorch", RunRolloutBench},
       {"packing", "learner packer: padding waste and distinct shapes over length-mixed steps vs padding each trajectory", RunPackingBench},
       {"env_executor", "episodes waiting on env latency: executor + timer queue vs blocking threads", RunEnvExecutorBench},
+      {"learner", "trained tokens/s: learner step vs eager PyTorch; MFU; packer waste and shapes", RunLearnerBench},
       {"buffer", "trajectory buffer in-process and over gRPC (durable) vs Redis Streams", RunBufferBench},
   };
   return *entries;

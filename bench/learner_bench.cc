@@ -1,0 +1,342 @@
+// Trained tokens/s of one learner optimiser step on the same model, packed batch and thread count:
+//   (a) flywheel: LearnerStep (staleness filter, advantages, packer, PackedLayout forward of the
+//       transformer, truncated-IS loss, backward with gradient accumulation, clip, AdamW)
+//   (b) python:   plain eager PyTorch (bench/learner_python.py) on the same packed micro-batches,
+//       same weights (a safetensors file written here), same loss, clip and AdamW
+// and ratio_vs_python = a / b. Both run alternately, `rounds` times each; medians are reported.
+//
+// Model-FLOP utilisation: mfu = 6 · N · T / seconds / peak, where N is the parameter count (the
+// tied embedding once: it is the LM head's GEMM), T the real (non-padding) tokens trained per
+// step, 6 = 2 (forward) + 4 (backward) FLOPs per parameter per token; attention-score FLOPs are
+// not counted (the usual convention). peak = float32 matmul GFLOP/s measured here with the same
+// thread count (MeasureMatmulGflops, `flywheel bench matmul`).
+//
+// Packing: padding waste and distinct [rows, L] shapes over `pack_steps` (200) steps of
+// length-mixed agent trajectories through the learner's packer with carry_over, as the learner
+// runs it (buckets and token budget of a real job, not of the small throughput model).
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+
+#include <torch/torch.h>
+
+#include "bench/registry.h"
+#include "flywheel/core/status_macros.h"
+#include "flywheel/core/strings.h"
+#include "flywheel/learner/advantages.h"
+#include "flywheel/learner/learner_step.h"
+#include "flywheel/learner/packer.h"
+#include "flywheel/model/safetensors.h"
+#include "flywheel/model/torch_status.h"
+#include "flywheel/model/transformer.h"
+
+namespace flywheel::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void SetBlasThreads(int64_t threads) {
+  using SetFn = void (*)(int);
+  if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+    fn(static_cast<int>(threads));
+  }
+}
+
+// Agent trajectories as in `flywheel bench packing`: a prompt quarter, then alternating
+// generated actions and observations of 32 tokens; log-normal total length around `median`.
+// Rewards differ within each group of 4 so that GRPO advantages are not zero.
+std::vector<Trajectory> MakeBatch(std::mt19937_64& rng, int64_t count, double median,
+                                  int64_t max_len, int64_t vocab, int64_t step) {
+  std::lognormal_distribution<double> total(std::log(median), 0.7);
+  std::normal_distribution<float> logprob(-2.0f, 0.5f);
+  std::vector<Trajectory> batch;
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t n = std::clamp<int64_t>(static_cast<int64_t>(total(rng)), 16, max_len);
+    Trajectory t;
+    t.id = StrCat("s", step, "-", i);
+    t.execution_id = t.id;
+    t.group_id = StrCat("g", step, "-", i / 4);
+    t.final_reward = static_cast<float>(rng() % 2);
+    const int64_t prompt = n / 4;
+    for (int64_t j = 0; j < n; ++j) {
+      const auto token = static_cast<int32_t>(rng() % vocab);
+      if (j >= prompt && (j / 32) % 2 == 0) {
+        t.AppendGenerated(token, std::min(-0.01f, logprob(rng)), 0);
+      } else {
+        t.AppendPrompt(token);
+      }
+    }
+    batch.push_back(std::move(t));
+  }
+  return batch;
+}
+
+struct PythonRun {
+  bool ran = false;
+  std::string skipped;
+  nlohmann::json json;
+};
+
+// Writes the weights and the packed step once; returns the command that runs the peer.
+absl::StatusOr<std::string> PreparePython(const BenchArgs& args, const ModelOptions& m,
+                                          const LearnerOptions& o, const Transformer& model,
+                                          const PackedStep& packed, int64_t steps,
+                                          int64_t threads, const std::filesystem::path& dir) {
+  const std::string weights = (dir / "weights.safetensors").string();
+  const std::string batch = (dir / "batch.safetensors").string();
+  const std::string spec_path = (dir / "spec.json").string();
+  RETURN_IF_ERROR(SaveStateDict(weights, *model));
+  NamedTensors tensors;
+  nlohmann::json mbs = nlohmann::json::array();
+  for (size_t i = 0; i < packed.micro_batches.size(); ++i) {
+    const PackedMicroBatch& mb = packed.micro_batches[i];
+    const std::string p = StrCat("mb", i, ".");
+    tensors.emplace_back(p + "tokens", mb.tokens);
+    tensors.emplace_back(p + "targets", mb.targets);
+    tensors.emplace_back(p + "trainable", mb.trainable);
+    tensors.emplace_back(p + "behaviour", mb.behaviour_logprobs);
+    tensors.emplace_back(p + "advantages", mb.advantages);
+    tensors.emplace_back(p + "loss_weights", mb.loss_weights);
+    mbs.push_back({{"rows", mb.rows}, {"length", mb.length}, {"doc_lengths", mb.doc_lengths}});
+  }
+  RETURN_IF_ERROR(WriteSafetensors(batch, tensors));  // float32: token ids < 2^24 are exact
+  nlohmann::json spec = {{"model",
+                          {{"hidden_size", m.hidden_size},
+                           {"num_layers", m.num_layers},
+                           {"num_heads", m.num_heads},
+                           {"num_kv_heads", m.num_kv_heads},
+                           {"rope_theta", m.rope_theta},
+                           {"rms_norm_eps", m.rms_norm_eps}}},
+                         {"micro_batches", mbs},
+                         {"steps", steps},
+                         {"threads", threads},
+                         {"lr", o.lr},
+                         {"is_cap", o.is_cap},
+                         {"grad_clip", o.grad_clip},
+                         {"betas", {o.beta1, o.beta2}},
+                         {"eps", o.adam_eps},
+                         {"weight_decay", o.weight_decay}};
+  std::ofstream(spec_path) << spec.dump();
+  return StrCat("OPENBLAS_NUM_THREADS=", threads, " OMP_NUM_THREADS=", threads,
+                " /usr/bin/python3 '", args.source_dir, "/bench/learner_python.py' --weights '",
+                weights, "' --batch '", batch, "' --spec '", spec_path, "' > '",
+                (dir / "out.json").string(), "'");
+}
+
+absl::StatusOr<nlohmann::json> RunPython(const std::string& cmd,
+                                         const std::filesystem::path& dir) {
+  const int rc = std::system(cmd.c_str());
+  std::ifstream in(dir / "out.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (rc != 0) {
+    return absl::InternalError(StrCat("python peer failed (exit ", rc, "): ", cmd, "\n", text));
+  }
+  auto json = nlohmann::json::parse(text, nullptr, false);
+  if (json.is_discarded()) return absl::InternalError(StrCat("python peer printed no JSON: ", text));
+  return json;
+}
+
+struct PackingTally {
+  int64_t real = 0, capacity = 0;
+  std::set<std::pair<int64_t, int64_t>> shapes;
+  double waste() const { return capacity ? 1.0 - static_cast<double>(real) / capacity : 0.0; }
+};
+
+// The learner's packer with carry_over over `steps` length-mixed batches.
+absl::StatusOr<PackingTally> MeasurePacking(const BenchArgs& args, int64_t steps,
+                                            std::vector<int64_t> buckets) {
+  LearnerOptions o;
+  o.buckets = std::move(buckets);
+  o.token_budget = args.GetInt("pack_token_budget", 16384);
+  o.carry_over = true;
+  Packer packer(PackerOptions::FromLearnerOptions(o));
+  std::mt19937_64 rng(args.GetInt("seed", 1));
+  PackingTally tally;
+  std::vector<Trajectory> held;
+  for (int64_t s = 0; s < steps; ++s) {
+    std::vector<Trajectory> input = held;
+    const auto carried = static_cast<int64_t>(held.size());
+    std::vector<Trajectory> fresh =
+        MakeBatch(rng, args.GetInt("pack_batch", 64), args.GetDouble("pack_median_len", 700),
+                  o.buckets.back(), 1000, s);
+    input.insert(input.end(), fresh.begin(), fresh.end());
+    std::vector<std::vector<float>> adv;
+    for (const Trajectory& t : input) adv.emplace_back(t.tokens.size(), 1.0f);
+    ASSIGN_OR_RETURN(PackedStep step, packer.Pack(input, adv, carried));
+    tally.real += step.real_tokens;
+    tally.capacity += step.capacity_tokens;
+    for (const auto& mb : step.micro_batches) tally.shapes.insert({mb.rows, mb.length});
+    held.clear();
+    for (int64_t i : step.held_back) held.push_back(input[i]);
+  }
+  return tally;
+}
+
+}  // namespace
+
+absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
+  ModelOptions m;
+  m.vocab_size = args.GetInt("vocab", 512);
+  m.hidden_size = args.GetInt("hidden", 128);
+  m.num_layers = args.GetInt("layers", 2);
+  m.num_heads = args.GetInt("heads", 4);
+  m.num_kv_heads = args.GetInt("kv_heads", 2);
+  m.intermediate_size = args.GetInt("intermediate", 344);
+  m.max_seq_len = 4096;
+  m.seed = 1;
+  RETURN_IF_ERROR(m.Validate());
+  const int64_t threads = args.GetInt("threads", 1);
+  const int64_t steps = args.GetInt("steps", args.quick ? 1 : 5);
+  const int64_t rounds = std::max<int64_t>(1, args.GetInt("rounds", args.quick ? 1 : 3));
+  const int64_t batch_size = args.GetInt("batch", args.quick ? 4 : 16);
+  const double median = args.GetDouble("median_len", args.quick ? 40 : 200);
+  const int64_t pack_steps = args.GetInt("pack_steps", args.quick ? 20 : 200);
+  const bool run_python = args.GetString("python", "on") != "off";
+  if (threads <= 0 || steps <= 0 || batch_size <= 0) {
+    return absl::InvalidArgumentError("learner bench: threads, steps and batch must be > 0");
+  }
+  at::set_num_threads(static_cast<int>(threads));
+  SetBlasThreads(threads);
+
+  LearnerOptions o;
+  o.loss = PolicyLossKind::kTruncatedIs;
+  o.max_staleness = -1;  // the same batch is trained on every step
+  o.buckets = args.quick ? std::vector<int64_t>{64, 128} : std::vector<int64_t>{256, 512, 1024};
+  o.token_budget = args.GetInt("token_budget", args.quick ? 256 : 4096);
+  o.lr = 1e-4;
+
+  ASSIGN_OR_RETURN(Transformer model, MakeTransformer(m));
+  std::mt19937_64 rng(args.GetInt("seed", 1));
+  const std::vector<Trajectory> batch =
+      MakeBatch(rng, batch_size, median, o.buckets.back(), m.vocab_size, 0);
+
+  // The packed step the learner will train on (same options, same batch), for the Python peer.
+  ASSIGN_OR_RETURN(auto advantages,
+                   ComputeAdvantages(batch, AdvantageOptions::FromLearnerOptions(o)));
+  Packer packer(PackerOptions::FromLearnerOptions(o));
+  ASSIGN_OR_RETURN(PackedStep packed, packer.Pack(batch, advantages));
+  const int64_t tokens_per_step = packed.real_tokens;
+
+  const auto dir =
+      std::filesystem::temp_directory_path() / StrCat("flywheel_learner_bench_", ::getpid());
+  std::filesystem::create_directories(dir);
+  PythonRun py;
+  std::string py_cmd;
+  if (!run_python) {
+    py.skipped = "python variant off (--param python=off)";
+  } else if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+    py.skipped = "/usr/bin/python3 has no torch (Debian package python3-torch): python skipped";
+  } else {
+    // Written before flywheel trains, so both start from the same weights.
+    ASSIGN_OR_RETURN(py_cmd, PreparePython(args, m, o, model, packed, steps, threads, dir));
+  }
+
+  PolicyForward forward = [&](const PackedMicroBatch& mb) -> absl::StatusOr<torch::Tensor> {
+    ASSIGN_OR_RETURN(AttentionLayout layout, MakePackedLayout(mb.doc_lengths, mb.length));
+    return model->forward(mb.tokens, layout);
+  };
+  LearnerStep learner(o, 1000000, model->parameters(), forward);
+  RETURN_IF_ERROR(learner.Step(batch).status());  // warm-up
+
+  std::vector<double> fly_runs, py_runs;
+  std::vector<double> fly_losses;
+  for (int64_t r = 0; r < rounds; ++r) {
+    const auto start = Clock::now();
+    for (int64_t s = 0; s < steps; ++s) {
+      ASSIGN_OR_RETURN(LearnerStepResult result, learner.Step(batch));
+      if (r == 0) fly_losses.push_back(result.loss);
+    }
+    fly_runs.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    if (!py_cmd.empty()) {
+      ASSIGN_OR_RETURN(py.json, RunPython(py_cmd, dir));
+      py.ran = true;
+      py_runs.push_back(py.json["seconds"].get<double>());
+    }
+  }
+  std::filesystem::remove_all(dir);
+
+  const double fly_s = Percentile(fly_runs, 0.5);
+  const double trained = static_cast<double>(tokens_per_step * steps);
+  const double fly_tps = trained / fly_s;
+  const int64_t peak_n = args.GetInt("matmul_n", args.quick ? 256 : 1024);
+  const double peak_gflops = MeasureMatmulGflops(peak_n, args.quick ? 2 : 10);
+  const double n_params = static_cast<double>(model->NumParameters());
+  const double mfu = 6.0 * n_params * fly_tps / (peak_gflops * 1e9);
+
+  ASSIGN_OR_RETURN(PackingTally packing, MeasurePacking(args, pack_steps, {512, 1024, 2048, 4096}));
+
+  BenchReport report;
+  report.config = {{"threads", threads},
+                   {"steps_per_round", steps},
+                   {"rounds", rounds},
+                   {"batch_trajectories", batch_size},
+                   {"median_len", median},
+                   {"train_buckets", o.buckets},
+                   {"token_budget", o.token_budget},
+                   {"micro_batches", packed.micro_batches.size()},
+                   {"bucket", packed.bucket},
+                   {"real_tokens_per_step", tokens_per_step},
+                   {"capacity_tokens_per_step", packed.capacity_tokens},
+                   {"loss", "truncated_is (cap 2), token mean, grad clip 1, AdamW"},
+                   {"mfu_formula", "6 * parameters * real_tokens_per_s / matmul_peak_flops"},
+                   {"pack_steps", pack_steps},
+                   {"model",
+                    {{"vocab_size", m.vocab_size},
+                     {"hidden_size", m.hidden_size},
+                     {"num_layers", m.num_layers},
+                     {"num_heads", m.num_heads},
+                     {"num_kv_heads", m.num_kv_heads},
+                     {"intermediate_size", m.intermediate_size},
+                     {"parameters", model->NumParameters()}}}};
+  report.results["flywheel"] = {{"tokens_per_s", fly_tps},
+                                {"seconds", fly_s},
+                                {"seconds_per_round", fly_runs},
+                                {"losses_first_round", fly_losses}};
+  report.results["packing"] = {{"padding_waste", packing.waste()},
+                               {"distinct_shapes", packing.shapes.size()},
+                               {"real_tokens", packing.real},
+                               {"capacity_tokens", packing.capacity}};
+  nlohmann::json tps = {{"flywheel", fly_tps}};
+  report.table = {{"variant", "tokens/s", "seconds"},
+                  {"flywheel LearnerStep", fmt::format("{:.0f}", fly_tps),
+                   fmt::format("{:.3f}", fly_s)}};
+  std::string summary = fmt::format("flywheel {:.0f} trained tok/s", fly_tps);
+  if (py.ran) {
+    const double py_s = Percentile(py_runs, 0.5);
+    const double py_tps = trained / py_s;
+    report.results["python"] = py.json;
+    report.results["python"]["tokens_per_s"] = py_tps;
+    report.results["python"]["seconds"] = py_s;
+    report.results["python"]["seconds_per_round"] = py_runs;
+    tps["python"] = py_tps;
+    report.ratios["ratio_vs_python"] = fly_tps / py_tps;
+    report.table.push_back(
+        {"python eager", fmt::format("{:.0f}", py_tps), fmt::format("{:.3f}", py_s)});
+    summary += fmt::format(", {:.2f}x python eager", fly_tps / py_tps);
+  } else {
+    report.results["python"] = {{"skipped", py.skipped}};
+    report.ratios["ratio_vs_python"] = nullptr;
+    std::printf("%s\n", py.skipped.c_str());
+    summary += "; python skipped";
+  }
+  report.ratios["tokens_per_s"] = tps;
+  report.ratios["matmul_peak_gflops"] = peak_gflops;
+  report.ratios["mfu"] = mfu;
+  report.ratios["padding_waste"] = packing.waste();
+  report.ratios["distinct_shapes"] = packing.shapes.size();
+  report.ratios["buckets"] = 4;
+  report.ratios["training_padding_waste"] = packed.padding_waste();
+  report.summary = fmt::format(
+      "{}; MFU {:.3f} of {:.1f} GFLOP/s peak; padding waste {:.4f}, {} shapes for 4 buckets "
+      "over {} steps ({} threads, {} params)",
+      summary, mfu, peak_gflops, packing.waste(), packing.shapes.size(), pack_steps, threads,
+      model->NumParameters());
+  return report;
+}
+
+}  // namespace flywheel::bench
