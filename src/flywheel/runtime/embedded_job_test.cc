@@ -49,23 +49,21 @@ EmbeddedJobOptions Quiet(bool resume = false) {
   return options;
 }
 
-// The random policy solves about a third of the episodes (reward 1 when found, else 0).
-TEST(EmbeddedJobTest, AsyncJobLearnsGuessWellAboveRandom) {
-  const JobConfig config = Load("learn", {"run.max_wall_seconds=70", "run.max_steps=400"});
+TEST(EmbeddedJobTest, AsyncJobWritesAMetricsLinePerStepAndASummary) {
+  const JobConfig config = Load("async", {"run.max_steps=6"});
   absl::StatusOr<EmbeddedJobResult> result = RunEmbeddedJob(config, Quiet());
   ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->final_step, 6);
   const std::vector<nlohmann::json> metrics = ReadMetrics(config);
-  ASSERT_GE(metrics.size(), 10u);
-  double tail = 0;
-  const size_t n = 5;
-  for (size_t i = metrics.size() - n; i < metrics.size(); ++i) {
-    tail += metrics[i]["reward_mean"].get<double>();
+  ASSERT_EQ(metrics.size(), 6u);
+  for (size_t i = 0; i < metrics.size(); ++i) {
+    EXPECT_EQ(metrics[i]["step"].get<int64_t>(), static_cast<int64_t>(i + 1));
+    // Actors run ahead by at most the staleness bound.
+    EXPECT_LE(metrics[i]["lag_max"].get<int64_t>(), config.learner.max_staleness);
   }
-  tail /= n;
-  EXPECT_GT(tail, 0.6) << "mean reward of the last " << n << " steps after " << metrics.size()
-                       << " steps";
-  for (const char* key : {"step", "version", "success_rate", "learner_busy_s", "learner_wait_s",
-                          "lag_mean", "lag_max", "dropped", "buffer_size", "tokens_per_s"}) {
+  for (const char* key : {"step", "version", "reward_mean", "success_rate", "learner_busy_s",
+                          "learner_wait_s", "lag_mean", "lag_max", "dropped", "buffer_size",
+                          "tokens_per_s"}) {
     EXPECT_TRUE(metrics.back().contains(key)) << key;
   }
   EXPECT_TRUE(fs::exists(fs::path(config.run.runs_dir) / config.run.name / "summary.json"));
