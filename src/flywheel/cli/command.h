@@ -25,6 +25,7 @@ void AddBenchCommand(CLI::App& app, Invocation& invocation);
 void AddTrajectoryCommand(CLI::App& app, Invocation& invocation);
 void AddEnvCommand(CLI::App& app, Invocation& invocation);
 void AddServeCommand(CLI::App& app, Invocation& invocation);
+void AddTrainCommand(CLI::App& app, Invocation& invocation);
 
 }  // namespace flywheel::cli
 

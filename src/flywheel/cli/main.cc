@@ -29,6 +29,7 @@ int Main(int argc, char** argv) {
   AddTrajectoryCommand(app, invocation);
   AddEnvCommand(app, invocation);
   AddServeCommand(app, invocation);
+  AddTrainCommand(app, invocation);
 
   try {
     app.parse(argc, argv);

@@ -23,6 +23,8 @@ struct RunOptions {
   int64_t seed = 1;
   int64_t max_steps = 100;         // learner optimiser steps
   double max_wall_seconds = 0;     // 0 = no wall-clock limit
+  int64_t batch_groups = 4;        // task groups (of actor.group_size rollouts) per learner step
+  double success_reward = 1.0;     // an episode succeeds when its final reward reaches this
 
   template <typename V>
   void VisitFields(V& v) {
@@ -32,12 +34,15 @@ struct RunOptions {
     v.Field("seed", seed, "seed for tasks, sampling and initialisation");
     v.Field("max_steps", max_steps, "stop after this many learner steps");
     v.Field("max_wall_seconds", max_wall_seconds, "stop after this long; 0 = no limit");
+    v.Field("batch_groups", batch_groups, "task groups (of actor.group_size) per learner step");
+    v.Field("success_reward", success_reward, "final reward at which an episode counts as solved");
   }
 
   absl::Status Validate() const {
     if (name.empty() || name.find('/') != std::string::npos) {
       return absl::InvalidArgumentError("run.name must be a non-empty name without '/'");
     }
+    if (batch_groups < 1) return absl::InvalidArgumentError("run.batch_groups must be >= 1");
     if (max_steps <= 0) return absl::InvalidArgumentError("run.max_steps must be > 0");
     if (max_wall_seconds < 0) {
       return absl::InvalidArgumentError("run.max_wall_seconds must be >= 0");

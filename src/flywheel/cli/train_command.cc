@@ -1,0 +1,49 @@
+// flywheel train CONFIG [--set k=v …] [--resume]
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "flywheel/cli/command.h"
+#include "flywheel/runtime/embedded_job.h"
+#include "flywheel/runtime/job_config.h"
+
+namespace flywheel::cli {
+
+void AddTrainCommand(CLI::App& app, Invocation& invocation) {
+  struct Args {
+    std::string file;
+    std::vector<std::string> overrides;
+    bool resume = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* train = app.add_subcommand(
+      "train", "Train a policy in one process: actors, buffer and learner (run.mode)");
+  train->add_option("file", args->file, "job config (TOML)")->required();
+  train->add_option("--set", args->overrides, "override a key, e.g. --set learner.lr=3e-4")
+      ->take_all();
+  train->add_flag("--resume", args->resume,
+                  "continue runs/<name> from its latest complete checkpoint");
+  train->callback([args, &invocation] {
+    invocation.run = [args] {
+      auto job = LoadJobConfig(args->file, args->overrides);
+      if (!job.ok()) return ReportError(job.status());
+      EmbeddedJobOptions options;
+      options.resume = args->resume;
+      options.progress = stdout;
+      options.progress_is_terminal = isatty(fileno(stdout)) != 0;
+      auto result = RunEmbeddedJob(*job, options);
+      if (!result.ok()) return ReportError(result.status());
+      std::cout << "run " << job->run.runs_dir << "/" << job->run.name << ": "
+                << result->final_step << " steps, last reward " << result->last_reward
+                << ", last success " << result->last_success << "\n"
+                << result->summary.value("verdict", "") << "\n";
+      return 0;
+    };
+  });
+}
+
+}  // namespace flywheel::cli

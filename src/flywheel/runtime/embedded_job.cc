@@ -1,0 +1,406 @@
+#include "flywheel/runtime/embedded_job.h"
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "flywheel/actor/actor.h"
+#include "flywheel/actor/env_tokenizer.h"
+#include "flywheel/buffer/buffer.h"
+#include "flywheel/core/status_macros.h"
+#include "flywheel/core/strings.h"
+#include "flywheel/env/env_executor.h"
+#include "flywheel/env/env_factory.h"
+#include "flywheel/env/task_source.h"
+#include "flywheel/learner/checkpoint.h"
+#include "flywheel/learner/learner_step.h"
+#include "flywheel/learner/trainer_state.h"
+#include "flywheel/model/attention_layout.h"
+#include "flywheel/model/safetensors.h"
+#include "flywheel/model/torch_status.h"
+#include "flywheel/model/transformer.h"
+#include "flywheel/model/weight_snapshot.h"
+#include "flywheel/runtime/latency_audit.h"
+#include "flywheel/runtime/progress.h"
+#include "flywheel/runtime/run_directory.h"
+
+namespace flywheel {
+namespace {
+
+constexpr const char* kModelFile = "model.safetensors";
+
+// How long one blocking call waits before the loop rechecks whether to stop.
+constexpr absl::Duration kPoll = absl::Milliseconds(200);
+
+ActorStats SumStats(const std::vector<std::unique_ptr<Actor>>& actors) {
+  ActorStats sum;
+  for (const auto& actor : actors) {
+    const ActorStats s = actor->stats();
+    sum.episodes_finished += s.episodes_finished;
+    sum.episodes_failed += s.episodes_failed;
+    sum.episodes_timed_out += s.episodes_timed_out;
+    sum.tokens_generated += s.tokens_generated;
+    sum.generation_seconds += s.generation_seconds;
+    sum.env_wait_seconds += s.env_wait_seconds;
+    sum.insert_wait_seconds += s.insert_wait_seconds;
+  }
+  return sum;
+}
+
+// Everything the job owns, destroyed in an order that lets in-flight work end: actors stop and
+// join before the executor, the buffer and the environments they use go away.
+class Job {
+ public:
+  explicit Job(const JobConfig& config) : config_(config) {}
+  ~Job() { Shutdown(); }
+
+  absl::Status Init(const EmbeddedJobOptions& options);
+  absl::StatusOr<EmbeddedJobResult> Train(const EmbeddedJobOptions& options);
+
+ private:
+  absl::Status Sink(Trajectory t);
+  absl::Status Publish();
+  absl::Status GenerateOneBatch();  // colocated
+  // Up to batch_groups groups; fewer only when stopping.
+  absl::StatusOr<std::vector<Trajectory>> CollectBatch();
+  absl::Status SaveCheckpoint(int64_t step);
+  absl::Status FirstActorError();
+  void Shutdown();
+
+  const JobConfig config_;
+  std::unique_ptr<EnvFactory> factory_;
+  std::unique_ptr<EnvExecutor> executor_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  Transformer model_{nullptr};
+  std::unique_ptr<RunDirectory> run_dir_;
+  std::unique_ptr<CheckpointManager> checkpoints_;
+  std::unique_ptr<LearnerStep> learner_;
+  std::unique_ptr<Buffer> buffer_;
+  std::vector<std::unique_ptr<TaskSource>> tasks_;
+  std::vector<std::unique_ptr<Actor>> actors_;
+  std::vector<std::thread> actor_threads_;
+  std::atomic<bool> stopping_{false};
+  absl::Mutex errors_mu_;
+  std::vector<absl::Status> actor_errors_ ABSL_GUARDED_BY(errors_mu_);
+};
+
+absl::Status Job::Init(const EmbeddedJobOptions& options) {
+  torch::manual_seed(static_cast<uint64_t>(config_.run.seed));
+  ASSIGN_OR_RETURN(factory_, EnvFactory::Create(config_.env));
+  executor_ = std::make_unique<EnvExecutor>(EnvExecutor::OptionsFor(config_.env));
+  ASSIGN_OR_RETURN(tokenizer_, MakeTokenizer(factory_->vocabulary()));
+  ModelOptions model_options = config_.model;
+  if (model_options.vocab_size == 0) model_options.vocab_size = tokenizer_->vocab_size();
+  if (model_options.vocab_size < tokenizer_->vocab_size()) {
+    return absl::InvalidArgumentError(
+        StrCat("model.vocab_size = ", model_options.vocab_size, " is smaller than the ",
+               factory_->task_name(), " tokenizer's ", tokenizer_->vocab_size(),
+               ": set it to 0 to take the tokenizer's"));
+  }
+  if (model_options.seed == 0) model_options.seed = config_.run.seed;
+  ASSIGN_OR_RETURN(model_, MakeTransformer(model_options));
+
+  ASSIGN_OR_RETURN(run_dir_, RunDirectory::Open(config_.run.runs_dir, config_.run.name,
+                                                FormatJobConfig(config_), options.resume));
+  checkpoints_ = std::make_unique<CheckpointManager>(
+      CheckpointOptions{run_dir_->checkpoints().string(), config_.learner.keep_last});
+
+  PolicyForward forward = [this](const PackedMicroBatch& mb) -> absl::StatusOr<torch::Tensor> {
+    ASSIGN_OR_RETURN(AttentionLayout layout, MakePackedLayout(mb.doc_lengths, mb.length));
+    return TorchCallOr("policy forward", [&] { return model_->forward(mb.tokens, layout); });
+  };
+  learner_ = std::make_unique<LearnerStep>(config_.learner, config_.run.max_steps,
+                                           model_->parameters(), std::move(forward), nullptr,
+                                           config_.sampling.temperature);
+  if (options.resume) {
+    ASSIGN_OR_RETURN(std::optional<std::string> latest, checkpoints_->Latest());
+    if (!latest.has_value()) {
+      return absl::NotFoundError(StrCat("--resume: no complete checkpoint in ",
+                                        run_dir_->checkpoints().string()));
+    }
+    RETURN_IF_ERROR(LoadStateDict(StrCat(*latest, "/", kModelFile), *model_));
+    RETURN_IF_ERROR(ReadTrainerState(*latest, learner_->optimizer()));
+  }
+
+  BufferOptions buffer_options = config_.buffer;
+  buffer_options.group_size = config_.actor.group_size;
+  buffer_options.min_group_size = std::min(buffer_options.min_group_size, config_.actor.group_size);
+  buffer_options.durable = false;  // the embedded job keeps its buffer in memory
+  if (buffer_options.max_staleness < 0) buffer_options.max_staleness = config_.learner.max_staleness;
+  // colocated: one whole batch must fit while the learner has not sampled yet.
+  buffer_options.max_size = std::max(buffer_options.max_size, config_.run.batch_groups);
+  ASSIGN_OR_RETURN(buffer_, Buffer::Create(buffer_options));
+  buffer_->SetLearnerVersion(learner_->version());
+
+  ASSIGN_OR_RETURN(std::shared_ptr<const WeightSnapshot> snapshot,
+                   MakeSnapshot(model_, learner_->version()));
+  for (int64_t i = 0; i < config_.actor.num_actors; ++i) {
+    // Distinct task streams per actor; a resumed run sees new tasks.
+    const uint64_t seed = static_cast<uint64_t>(config_.run.seed) * 1000003u + i * 7919u +
+                          static_cast<uint64_t>(learner_->version()) * 104729u;
+    tasks_.push_back(std::make_unique<TaskSource>(factory_->task_name(), seed,
+                                                  config_.actor.group_size));
+    ASSIGN_OR_RETURN(std::unique_ptr<RolloutEngine> engine,
+                     RolloutEngine::Create(config_.actor.engine, snapshot));
+    actors_.push_back(std::make_unique<Actor>(
+        StrCat("actor-", i), config_.actor, config_.sampling, std::move(engine), factory_.get(),
+        executor_.get(), tokenizer_.get(), tasks_.back().get(),
+        [this](Trajectory t) { return Sink(std::move(t)); }, seed + 1));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Job::Sink(Trajectory t) {
+  auto trajectory = std::make_shared<const Trajectory>(std::move(t));
+  while (true) {
+    if (stopping_.load()) return absl::CancelledError("the job is stopping");
+    absl::Status status = buffer_->Insert(trajectory, absl::Now() + kPoll);
+    if (!absl::IsDeadlineExceeded(status)) return status;  // backpressure: try again
+  }
+}
+
+absl::Status Job::Publish() {
+  ASSIGN_OR_RETURN(std::shared_ptr<const WeightSnapshot> snapshot,
+                   MakeSnapshot(model_, learner_->version()));
+  for (const auto& actor : actors_) actor->PublishSnapshot(snapshot);
+  return absl::OkStatus();
+}
+
+absl::Status Job::FirstActorError() {
+  absl::MutexLock lock(&errors_mu_);
+  for (const absl::Status& s : actor_errors_) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Job::GenerateOneBatch() {
+  // Whole groups per actor, so every group is complete when Run returns.
+  const int64_t n = static_cast<int64_t>(actors_.size());
+  std::vector<absl::Status> statuses(actors_.size());
+  std::vector<std::thread> threads;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t groups = config_.run.batch_groups / n + (i < config_.run.batch_groups % n);
+    if (groups == 0) continue;
+    threads.emplace_back([this, i, groups, &statuses] {
+      statuses[i] = actors_[i]->Run(groups * config_.actor.group_size);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : statuses) RETURN_IF_ERROR(s);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Trajectory>> Job::CollectBatch() {
+  std::vector<Trajectory> batch;
+  int64_t groups = 0;
+  while (groups < config_.run.batch_groups) {
+    absl::StatusOr<std::vector<SampledItem>> items =
+        buffer_->Sample(config_.run.batch_groups - groups, absl::Now() + kPoll);
+    if (absl::IsDeadlineExceeded(items.status())) {
+      RETURN_IF_ERROR(FirstActorError());
+      continue;
+    }
+    if (!items.ok()) return items.status();
+    for (const SampledItem& sampled : *items) {
+      for (const ItemMember& member : sampled.item->members) batch.push_back(*member.trajectory);
+      ++groups;
+    }
+  }
+  return batch;
+}
+
+absl::Status Job::SaveCheckpoint(int64_t step) {
+  return checkpoints_
+      ->Save(step,
+             [this](const std::string& dir) {
+               RETURN_IF_ERROR(SaveStateDict(StrCat(dir, "/", kModelFile), *model_));
+               return WriteTrainerState(dir, learner_->optimizer());
+             })
+      .status();
+}
+
+void Job::Shutdown() {
+  stopping_.store(true);
+  if (buffer_ != nullptr) buffer_->Close();
+  for (const auto& actor : actors_) actor->Stop();
+  for (std::thread& t : actor_threads_) t.join();
+  actor_threads_.clear();
+  if (executor_ != nullptr) executor_->Close();
+}
+
+absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) {
+  const RunOptions& run = config_.run;
+  const bool async = run.mode == TrainMode::kAsync;
+  std::optional<ProgressReporter> progress;
+  if (options.progress != nullptr) {
+    progress.emplace(options.progress, options.progress_is_terminal, absl::Seconds(10));
+  }
+  const absl::Time start = absl::Now();
+  if (async) {
+    for (size_t i = 0; i < actors_.size(); ++i) {
+      {
+        absl::MutexLock lock(&errors_mu_);
+        actor_errors_.push_back(absl::OkStatus());
+      }
+      actor_threads_.emplace_back([this, i] {
+        absl::Status status = actors_[i]->Run();
+        if (stopping_.load()) return;  // cancelled inserts at shutdown are expected
+        absl::MutexLock lock(&errors_mu_);
+        actor_errors_[i] = status;
+      });
+    }
+  }
+
+  EmbeddedJobResult result;
+  double busy_total = 0, wait_total = 0;
+  int64_t consumed = 0;
+  ActorStats last_stats;
+  absl::Time last_time = start;
+  int64_t step = learner_->optimizer().step();
+  while (step < run.max_steps) {
+    if (run.max_wall_seconds > 0 && absl::ToDoubleSeconds(absl::Now() - start) >= run.max_wall_seconds) {
+      break;
+    }
+    const absl::Time wait_start = absl::Now();
+    if (!async) RETURN_IF_ERROR(GenerateOneBatch());
+    ASSIGN_OR_RETURN(std::vector<Trajectory> batch, CollectBatch());
+    const double wait_s = absl::ToDoubleSeconds(absl::Now() - wait_start);
+    learner_->tracker().Add(Phase::kWaitData, absl::Now() - wait_start);
+
+    double reward_sum = 0;
+    int64_t successes = 0;
+    for (const Trajectory& t : batch) {
+      reward_sum += t.final_reward;
+      successes += t.final_reward >= run.success_reward;
+    }
+    const int64_t batch_size = static_cast<int64_t>(batch.size());
+    absl::StatusOr<LearnerStepResult> stepped = learner_->Step(std::move(batch));
+    if (absl::IsUnavailable(stepped.status())) continue;  // all of it too stale: fetch more
+    if (!stepped.ok()) return stepped.status();
+    step = stepped->optimizer.step;
+    consumed += batch_size;
+    buffer_->SetLearnerVersion(learner_->version());
+    if (step % config_.learner.publish_every == 0) RETURN_IF_ERROR(Publish());
+    if (config_.learner.checkpoint_every > 0 && step % config_.learner.checkpoint_every == 0) {
+      RETURN_IF_ERROR(SaveCheckpoint(step));
+    }
+
+    const absl::Time now = absl::Now();
+    const ActorStats stats = SumStats(actors_);
+    const double dt = std::max(1e-9, absl::ToDoubleSeconds(now - last_time));
+    const double tokens_per_s = (stats.tokens_generated - last_stats.tokens_generated) / dt;
+    last_stats = stats;
+    last_time = now;
+    const double busy_s = stepped->times.compute();
+    busy_total += busy_s;
+    wait_total += wait_s;
+    double lag_sum = 0;
+    int64_t lag_n = 0, lag_max = 0;
+    for (const auto& [lag, count] : stepped->staleness.lag_counts) {
+      lag_sum += static_cast<double>(lag * count);
+      lag_n += count;
+      lag_max = std::max(lag_max, lag);
+    }
+    const BufferInfo info = buffer_->Info();
+    const double reward = batch_size > 0 ? reward_sum / batch_size : 0;
+    const double success = batch_size > 0 ? static_cast<double>(successes) / batch_size : 0;
+    nlohmann::json line = {
+        {"step", step},
+        {"version", learner_->version()},
+        {"elapsed_s", absl::ToDoubleSeconds(now - start)},
+        {"reward_mean", reward},
+        {"success_rate", success},
+        {"trajectories", batch_size},
+        {"loss", stepped->loss},
+        {"lr", stepped->optimizer.lr},
+        {"grad_norm", stepped->optimizer.grad_norm},
+        {"learner_busy_s", busy_s},
+        {"learner_wait_s", wait_s},
+        {"lag_mean", lag_n > 0 ? lag_sum / lag_n : 0.0},
+        {"lag_max", lag_max},
+        {"dropped",
+         {{"learner_stale", stepped->staleness.dropped},
+          {"learner_too_long", stepped->dropped_too_long},
+          {"buffer_stale", info.dropped_stale},
+          {"buffer_incomplete_group", info.dropped_incomplete_group},
+          {"buffer_late_group_member", info.dropped_late_group_member},
+          {"buffer_evicted", info.dropped_evicted}}},
+        {"buffer_size", info.table.size},
+        {"tokens_per_s", tokens_per_s},
+        {"episodes_failed", stats.episodes_failed},
+    };
+    RETURN_IF_ERROR(run_dir_->AppendMetrics(line));
+    ++result.steps;
+    result.last_reward = reward;
+    result.last_success = success;
+    result.best_success = std::max(result.best_success, success);
+    if (progress.has_value()) {
+      progress->Update(ProgressSnapshot{
+          .step = step,
+          .max_steps = run.max_steps,
+          .reward = reward,
+          .success = success,
+          .learner_utilization = busy_total / std::max(1e-9, absl::ToDoubleSeconds(now - start)),
+          .mean_lag = lag_n > 0 ? lag_sum / lag_n : 0.0,
+          .buffer_fill = info.table.max_size > 0
+                             ? static_cast<double>(info.table.size) / info.table.max_size
+                             : 0.0,
+          .tokens_per_s = tokens_per_s,
+          .elapsed_seconds = absl::ToDoubleSeconds(now - start)});
+    }
+  }
+  if (progress.has_value()) progress->Finish();
+  const double wall = absl::ToDoubleSeconds(absl::Now() - start);
+  const BufferInfo info = buffer_->Info();
+  Shutdown();
+  const ActorStats stats = SumStats(actors_);
+  result.final_step = step;
+
+  LatencyAuditInput audit_input;
+  audit_input.wall_seconds = wall;
+  audit_input.learner_busy_seconds = busy_total;
+  audit_input.learner_wait_seconds = wait_total;
+  audit_input.actor_threads = config_.actor.num_actors;
+  audit_input.generation_seconds = stats.generation_seconds;
+  audit_input.env_wait_seconds = stats.env_wait_seconds;
+  audit_input.insert_wait_seconds = stats.insert_wait_seconds;
+  audit_input.episodes_in_flight = config_.actor.num_actors * config_.actor.episodes_in_flight;
+  audit_input.samples_consumed = consumed;
+  audit_input.samples_produced = info.inserted;
+  const LatencyAudit audit = AuditLatency(audit_input);
+  result.summary = {
+      {"mode", async ? "async" : "colocated"},
+      {"steps", result.steps},
+      {"final_step", step},
+      {"version", learner_->version()},
+      {"wall_seconds", wall},
+      {"last_reward_mean", result.last_reward},
+      {"last_success_rate", result.last_success},
+      {"best_success_rate", result.best_success},
+      {"episodes_finished", stats.episodes_finished},
+      {"episodes_failed", stats.episodes_failed},
+      {"episodes_timed_out", stats.episodes_timed_out},
+      {"tokens_generated", stats.tokens_generated},
+      {"latency_audit", audit.ToJson()},
+      {"verdict", audit.Verdict()},
+  };
+  RETURN_IF_ERROR(run_dir_->WriteSummary(result.summary));
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<EmbeddedJobResult> RunEmbeddedJob(const JobConfig& config,
+                                                 const EmbeddedJobOptions& options) {
+  Job job(config);
+  RETURN_IF_ERROR(job.Init(options));
+  return job.Train(options);
+}
+
+}  // namespace flywheel

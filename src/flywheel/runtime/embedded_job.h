@@ -1,0 +1,44 @@
+// The whole training job in one process: actor threads, the in-process buffer and the learner.
+//
+//   async:      actor threads ──Insert──▶ Buffer ──Sample(groups)──▶ learner thread
+//                    ▲                                                   │
+//                    └──────── PublishSnapshot every publish_every ──────┘
+//               The actors never stop; the buffer drops what is more than max_staleness
+//               versions behind the learner.
+//   colocated:  the synchronous baseline: every actor generates its share of one batch with
+//               the current weights (Actor::Run(n)), the learner trains on it, publishes, repeat.
+//
+// Every learner step appends one line to runs/<name>/metrics.jsonl; summary.json (with the
+// latency audit) is written at the end; checkpoints every learner.checkpoint_every steps.
+#ifndef FLYWHEEL_RUNTIME_EMBEDDED_JOB_H_
+#define FLYWHEEL_RUNTIME_EMBEDDED_JOB_H_
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "flywheel/runtime/job_config.h"
+
+namespace flywheel {
+
+struct EmbeddedJobOptions {
+  bool resume = false;                // continue from the run's latest checkpoint
+  std::FILE* progress = stdout;       // progress lines; nullptr = none
+  bool progress_is_terminal = false;  // refresh one line in place
+};
+
+struct EmbeddedJobResult {
+  int64_t steps = 0;           // learner steps taken in this process
+  int64_t final_step = 0;      // optimiser step count at the end (includes resumed steps)
+  double last_reward = 0;      // mean final reward of the last step's batch
+  double last_success = 0;
+  double best_success = 0;
+  nlohmann::json summary;      // what summary.json holds
+};
+
+absl::StatusOr<EmbeddedJobResult> RunEmbeddedJob(const JobConfig& config,
+                                                 const EmbeddedJobOptions& options = {});
+
+}  // namespace flywheel
+
+#endif  // FLYWHEEL_RUNTIME_EMBEDDED_JOB_H_

@@ -1,0 +1,126 @@
+#include "flywheel/runtime/embedded_job.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace flywheel {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string GuessConfigPath() {
+  const char* source = std::getenv("FLYWHEEL_SOURCE_DIR");
+  return std::string(source != nullptr ? source : ".") + "/examples/guess.toml";
+}
+
+fs::path TempRuns(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("flywheel_job_test_" + name);
+  fs::remove_all(dir);
+  return dir;
+}
+
+JobConfig Load(const std::string& name, std::vector<std::string> overrides) {
+  overrides.push_back("run.runs_dir=\"" + TempRuns(name).string() + "\"");
+  overrides.push_back("run.name=\"" + name + "\"");
+  // Environment latency is not what these tests are about.
+  overrides.push_back("env.latency.model=\"constant\"");
+  overrides.push_back("env.latency.mean_ms=1");
+  absl::StatusOr<JobConfig> config = LoadJobConfig(GuessConfigPath(), overrides);
+  EXPECT_TRUE(config.ok()) << config.status();
+  return *config;
+}
+
+std::vector<nlohmann::json> ReadMetrics(const JobConfig& config) {
+  std::ifstream in(fs::path(config.run.runs_dir) / config.run.name / "metrics.jsonl");
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+EmbeddedJobOptions Quiet(bool resume = false) {
+  EmbeddedJobOptions options;
+  options.progress = nullptr;
+  options.resume = resume;
+  return options;
+}
+
+TEST(EmbeddedJobTest, AsyncJobWritesAMetricsLinePerStepAndASummary) {
+  const JobConfig config = Load("async", {"run.max_steps=6"});
+  absl::StatusOr<EmbeddedJobResult> result = RunEmbeddedJob(config, Quiet());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->final_step, 6);
+  const std::vector<nlohmann::json> metrics = ReadMetrics(config);
+  ASSERT_EQ(metrics.size(), 6u);
+  for (size_t i = 0; i < metrics.size(); ++i) {
+    EXPECT_EQ(metrics[i]["step"].get<int64_t>(), static_cast<int64_t>(i + 1));
+    // Actors run ahead by at most the staleness bound.
+    EXPECT_LE(metrics[i]["lag_max"].get<int64_t>(), config.learner.max_staleness);
+  }
+  for (const char* key : {"step", "version", "reward_mean", "success_rate", "learner_busy_s",
+                          "learner_wait_s", "lag_mean", "lag_max", "dropped", "buffer_size",
+                          "tokens_per_s"}) {
+    EXPECT_TRUE(metrics.back().contains(key)) << key;
+  }
+  EXPECT_TRUE(fs::exists(fs::path(config.run.runs_dir) / config.run.name / "summary.json"));
+  EXPECT_TRUE(result->summary.contains("latency_audit"));
+}
+
+TEST(EmbeddedJobTest, ColocatedModeTrainsOnFreshBatches) {
+  const JobConfig config = Load("colocated", {"run.mode=\"colocated\"", "run.max_steps=3"});
+  absl::StatusOr<EmbeddedJobResult> result = RunEmbeddedJob(config, Quiet());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->final_step, 3);
+  const std::vector<nlohmann::json> metrics = ReadMetrics(config);
+  ASSERT_EQ(metrics.size(), 3u);
+  for (const nlohmann::json& m : metrics) {
+    // Generated with the weights of the step before: never stale.
+    EXPECT_EQ(m["lag_max"].get<int64_t>(), 0) << m;
+  }
+  EXPECT_EQ(result->summary["mode"], "colocated");
+}
+
+TEST(EmbeddedJobTest, ResumeContinuesFromTheLatestCheckpoint) {
+  JobConfig config = Load("resume", {"run.max_steps=2", "learner.checkpoint_every=1"});
+  ASSERT_TRUE(RunEmbeddedJob(config, Quiet()).ok());
+  EXPECT_TRUE(fs::exists(fs::path(config.run.runs_dir) / "resume" / "checkpoints" /
+                         "step-0000000002" / "model.safetensors"));
+  // Without --resume the existing run directory is refused.
+  absl::StatusOr<EmbeddedJobResult> again = RunEmbeddedJob(config, Quiet());
+  EXPECT_FALSE(again.ok());
+  config.run.max_steps = 4;
+  absl::StatusOr<EmbeddedJobResult> resumed = RunEmbeddedJob(config, Quiet(/*resume=*/true));
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->steps, 2);
+  EXPECT_EQ(resumed->final_step, 4);
+  EXPECT_EQ(ReadMetrics(config).size(), 4u);
+}
+
+TEST(EmbeddedJobTest, ResumeWithoutACheckpointIsAClearError) {
+  JobConfig config = Load("nockpt", {"run.max_steps=1", "learner.checkpoint_every=0"});
+  ASSERT_TRUE(RunEmbeddedJob(config, Quiet()).ok());
+  absl::StatusOr<EmbeddedJobResult> resumed = RunEmbeddedJob(config, Quiet(true));
+  ASSERT_FALSE(resumed.ok());
+  EXPECT_NE(resumed.status().message().find("no complete checkpoint"), std::string::npos)
+      << resumed.status();
+}
+
+TEST(EmbeddedJobTest, BadInputGivesClearErrors) {
+  absl::StatusOr<JobConfig> missing = LoadJobConfig("/nonexistent/job.toml");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("/nonexistent/job.toml"), std::string::npos)
+      << missing.status();
+  absl::StatusOr<JobConfig> mode = LoadJobConfig(GuessConfigPath(), {"run.mode=\"sideways\""});
+  ASSERT_FALSE(mode.ok());
+  EXPECT_NE(mode.status().message().find("mode"), std::string::npos) << mode.status();
+  absl::StatusOr<JobConfig> batch = LoadJobConfig(GuessConfigPath(), {"run.batch_groups=0"});
+  ASSERT_FALSE(batch.ok());
+  EXPECT_NE(batch.status().message().find("batch_groups"), std::string::npos) << batch.status();
+}
+
+}  // namespace
+}  // namespace flywheel
