@@ -10,6 +10,7 @@ const std::vector<BenchEntry>& Benchmarks() {
       {"packing", "learner packer: padding waste and distinct shapes over length-mixed steps vs padding each trajectory", RunPackingBench},
       {"env_executor", "episodes waiting on env latency: executor + timer queue vs blocking threads", RunEnvExecutorBench},
       {"buffer", "trajectory buffer in-process and over gRPC (durable) vs Redis Streams", RunBufferBench},
+      {"trajectory-tree", "learner tokens and seconds per branching execution: flat paths vs prefix trees (and per J_max)", RunTrajectoryTreeBench},
   };
   return *entries;
 }

@@ -17,6 +17,7 @@ absl::StatusOr<BenchReport> RunBufferBench(const BenchArgs& args);
 // Float32 n x n matmul throughput, the peak for model-FLOP utilisation figures.
 double MeasureMatmulGflops(int64_t n, int repeats);
 absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args);
+absl::StatusOr<BenchReport> RunTrajectoryTreeBench(const BenchArgs& args);
 
 }  // namespace flywheel::bench
 
