@@ -11,6 +11,7 @@ const std::vector<BenchEntry>& Benchmarks() {
       {"env_executor", "episodes waiting on env latency: executor + timer queue vs blocking threads", RunEnvExecutorBench},
       {"learner", "trained tokens/s: learner step vs eager PyTorch; MFU; packer waste and shapes", RunLearnerBench},
       {"buffer", "trajectory buffer in-process and over gRPC (durable) vs Redis Streams", RunBufferBench},
+      {"trajectory-tree", "learner tokens and seconds per branching execution: flat paths vs prefix trees (and per J_max)", RunTrajectoryTreeBench},
   };
   return *entries;
 }

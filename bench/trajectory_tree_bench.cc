@@ -1,0 +1,183 @@
+// Learner cost of branching agent executions trained as flat paths (every selected path its own
+// causal document, shared prefixes repeated) vs as trees (each shared prefix once, exact
+// weighting), on executions of the repair harness (retries, summaries, sub-agents). Both run
+// the same small transformer forward + backward of a PPO-clip contribution loss, alternating
+// over rounds; the same comparison again with at most J_max paths per execution.
+#include <chrono>
+#include <random>
+
+#include "bench/registry.h"
+#include "flywheel/core/strings.h"
+#include "flywheel/model/transformer.h"
+#include "flywheel/trajectory/path_selection.h"
+#include "flywheel/trajectory/repair_harness.h"
+#include "flywheel/trajectory/tree_training.h"
+
+namespace flywheel::bench {
+namespace {
+
+torch::Tensor PpoClip(const torch::Tensor& logp, const torch::Tensor& logmu,
+                      const torch::Tensor& adv) {
+  const torch::Tensor ratio = torch::exp(logp - logmu);
+  return -torch::min(ratio * adv, torch::clamp(ratio, 0.8, 1.2) * adv);
+}
+
+// One learner step on a packed batch: forward, loss, backward. Returns seconds.
+absl::StatusOr<double> Step(Transformer& model, const PackedTrees& packed) {
+  const auto start = std::chrono::steady_clock::now();
+  model->zero_grad();
+  absl::StatusOr<TreeBatchTensors> batch = ToTensors(packed);
+  if (!batch.ok()) return batch.status();
+  const torch::Tensor logits = model->forward(batch->tokens, batch->layout);
+  const torch::Tensor logp = ContributionLogprobs(logits, *batch, SamplingParams{});
+  ContributionLoss(logp, *batch, PpoClip).backward();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::vector<torch::Tensor> Grads(Transformer& model) {
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : model->parameters()) grads.push_back(p.grad().clone());
+  return grads;
+}
+
+struct Comparison {
+  PackedTrees flat, tree;
+  double flat_s = 0, tree_s = 0;  // total over rounds
+};
+
+}  // namespace
+
+absl::StatusOr<BenchReport> RunTrajectoryTreeBench(const BenchArgs& args) {
+  const int64_t executions = args.GetInt("executions", args.quick ? 4 : 16);
+  const int64_t rounds = args.GetInt("rounds", args.quick ? 1 : 5);
+  RepairHarnessOptions harness;
+  harness.repair.num_lines = args.GetInt("num_lines", 8);
+  harness.repair.num_bugs = args.GetInt("num_bugs", 2);
+  harness.max_retries = static_cast<int>(args.GetInt("max_retries", 3));
+  harness.max_subagents = static_cast<int>(args.GetInt("max_subagents", 3));
+  harness.summarize_after_tokens = args.GetInt("summarize_after", 160);
+  harness.noise = args.GetDouble("noise", 0.4);
+
+  std::vector<TrajectoryTree> trees;
+  int64_t longest_path = 0, largest_tree = 0, calls = 0;
+  for (int64_t i = 0; i < executions; ++i) {
+    absl::StatusOr<Execution> e = RunRepairHarness(harness, static_cast<uint64_t>(i + 1));
+    if (!e.ok()) return e.status();
+    calls += static_cast<int64_t>(e->calls.size());
+    absl::StatusOr<TrajectoryTree> tree = TrajectoryTree::FromExecution(*e);
+    if (!tree.ok()) return tree.status();
+    largest_tree = std::max(largest_tree, tree->NumNodes());
+    for (const TreePath& p : tree->Paths()) longest_path = std::max<int64_t>(longest_path, p.length);
+    trees.push_back(std::move(*tree));
+  }
+  const int64_t length = (std::max(largest_tree, longest_path) + 127) / 128 * 128;
+
+  absl::StatusOr<std::unique_ptr<WordTokenizer>> tokenizer =
+      MakeRepairHarnessTokenizer(harness.repair);
+  if (!tokenizer.ok()) return tokenizer.status();
+  ModelOptions mo;
+  mo.vocab_size = (*tokenizer)->vocab_size();
+  mo.hidden_size = args.GetInt("hidden", 128);
+  mo.num_layers = args.GetInt("layers", 2);
+  mo.num_heads = 4;
+  mo.num_kv_heads = 2;
+  mo.intermediate_size = 2 * mo.hidden_size;
+  mo.max_seq_len = length;
+  torch::manual_seed(1);
+  absl::StatusOr<Transformer> model = MakeTransformer(mo);
+  if (!model.ok()) return model.status();
+
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<float> adv(-1.0f, 1.0f);
+  std::map<int, Comparison> by_j;  // 0 = uncapped
+  double grad_diff = 0;
+  for (int j : {0, 1, 2, 5}) {
+    std::vector<TreeTrainingItem> items;
+    for (const TrajectoryTree& tree : trees) {
+      TreeTrainingItem item{&tree, SelectPaths(tree.Paths(), j).selected, {}};
+      for (size_t p = 0; p < item.paths.size(); ++p) item.advantages.push_back(adv(rng));
+      items.push_back(std::move(item));
+    }
+    Comparison c;
+    absl::StatusOr<PackedTrees> flat = PackFlatPaths(items, length, PathAggregation::kTokenMean);
+    if (!flat.ok()) return flat.status();
+    absl::StatusOr<PackedTrees> tree =
+        PackTrees(items, length, TreeWeighting::kExact, PathAggregation::kTokenMean);
+    if (!tree.ok()) return tree.status();
+    c.flat = std::move(*flat);
+    c.tree = std::move(*tree);
+    // Warm-up of both, which also checks the exact gradients agree.
+    if (absl::StatusOr<double> s = Step(*model, c.flat); !s.ok()) return s.status();
+    const std::vector<torch::Tensor> gf = Grads(*model);
+    if (absl::StatusOr<double> s = Step(*model, c.tree); !s.ok()) return s.status();
+    const std::vector<torch::Tensor> gt = Grads(*model);
+    for (size_t i = 0; i < gf.size(); ++i) {
+      grad_diff = std::max(grad_diff, (gf[i] - gt[i]).abs().max().item<double>());
+    }
+    for (int64_t r = 0; r < rounds; ++r) {  // alternate, so drift hits both alike
+      absl::StatusOr<double> f = Step(*model, c.flat);
+      if (!f.ok()) return f.status();
+      absl::StatusOr<double> t = Step(*model, c.tree);
+      if (!t.ok()) return t.status();
+      c.flat_s += *f;
+      c.tree_s += *t;
+    }
+    by_j[j] = std::move(c);
+  }
+
+  BenchReport report;
+  report.config = {{"executions", executions},
+                   {"rounds", rounds},
+                   {"llm_calls", calls},
+                   {"row_length", length},
+                   {"workload", "repair harness (scripted expert + noise, word tokens)"},
+                   {"num_lines", harness.repair.num_lines},
+                   {"num_bugs", harness.repair.num_bugs},
+                   {"max_retries", harness.max_retries},
+                   {"max_subagents", harness.max_subagents},
+                   {"summarize_after_tokens", harness.summarize_after_tokens},
+                   {"noise", harness.noise},
+                   {"model", {{"vocab", mo.vocab_size}, {"hidden", mo.hidden_size},
+                              {"layers", mo.num_layers}}},
+                   {"loss", "PPO-clip (0.8, 1.2), exact weighting, token mean"}};
+  const double n = static_cast<double>(executions * rounds);
+  report.table = {{"J_max", "tokens flat", "tokens tree", "rows flat/tree", "flat s/exec",
+                   "tree s/exec", "time ratio"}};
+  const double uncapped_tree_s = by_j[0].tree_s;
+  const double uncapped_flat_s = by_j[0].flat_s;
+  for (const auto& [j, c] : by_j) {
+    const std::string name = j == 0 ? "uncapped" : StrCat(j);
+    const double ratio = c.flat_s / c.tree_s;
+    report.results[name] = {
+        {"tokens_flat", c.flat.real_tokens},
+        {"tokens_tree", c.tree.real_tokens},
+        {"rows_flat", c.flat.rows},
+        {"rows_tree", c.tree.rows},
+        {"token_ratio", static_cast<double>(c.flat.real_tokens) / c.tree.real_tokens},
+        {"flat_seconds_per_execution", c.flat_s / n},
+        {"tree_seconds_per_execution", c.tree_s / n},
+        {"time_ratio", ratio},
+        {"tree_time_relative_to_uncapped", c.tree_s / uncapped_tree_s},
+        {"flat_time_relative_to_uncapped", c.flat_s / uncapped_flat_s}};
+    report.table.push_back({name, StrCat(c.flat.real_tokens), StrCat(c.tree.real_tokens),
+                            StrCat(c.flat.rows, "/", c.tree.rows),
+                            fmt::format("{:.4f}", c.flat_s / n), fmt::format("{:.4f}", c.tree_s / n),
+                            fmt::format("{:.2f}", ratio)});
+  }
+  const Comparison& u = by_j[0];
+  report.ratios["tokens_flat"] = u.flat.real_tokens;
+  report.ratios["tokens_tree"] = u.tree.real_tokens;
+  report.ratios["token_ratio"] = static_cast<double>(u.flat.real_tokens) / u.tree.real_tokens;
+  report.ratios["time_ratio"] = u.flat_s / u.tree_s;
+  report.ratios["grad_max_abs_diff"] = grad_diff;
+  report.ratios["grads_match"] = grad_diff < 1e-4;
+  report.summary = fmt::format(
+      "uncapped: {} tokens flat vs {} tree ({:.2f}x), learner time flat/tree {:.2f}x; exact "
+      "gradients max |diff| {:.2e}",
+      u.flat.real_tokens, u.tree.real_tokens,
+      static_cast<double>(u.flat.real_tokens) / u.tree.real_tokens, u.flat_s / u.tree_s,
+      grad_diff);
+  return report;
+}
+
+}  // namespace flywheel::bench
