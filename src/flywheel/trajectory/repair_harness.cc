@@ -39,7 +39,6 @@ class RepairAgent {
   RepairAgent(const RepairHarnessOptions& options, uint64_t seed,
               std::unique_ptr<WordTokenizer> tokenizer)
       : options_(options),
-        seed_(seed),
         tokenizer_(std::move(tokenizer)),
         rng_(seed * 0x9E3779B97F4A7C15ull + 1),
         random_(MakeRepairRandom(options.repair, seed ^ 0x5bd1e995ull)) {
@@ -112,7 +111,6 @@ class RepairAgent {
                                        const std::string& failure, int index);
 
   const RepairHarnessOptions options_;
-  const uint64_t seed_;
   std::unique_ptr<WordTokenizer> tokenizer_;
   std::mt19937_64 rng_;
   std::unique_ptr<Policy> random_;
