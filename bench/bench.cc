@@ -1,5 +1,7 @@
 #include "bench/bench.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -33,6 +35,41 @@ double Percentile(std::vector<double> samples, double q) {
   const size_t lo = static_cast<size_t>(pos);
   const size_t hi = std::min(lo + 1, samples.size() - 1);
   return samples[lo] + (pos - static_cast<double>(lo)) * (samples[hi] - samples[lo]);
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void SetBlasThreads(int64_t threads) {
+  using SetFn = void (*)(int);
+  if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+    fn(static_cast<int>(threads));
+  }
+}
+
+std::string PythonPeerSkipReason() {
+  if (std::system(StrCat(kPeerPython, " -c 'import torch' >/dev/null 2>&1").c_str()) == 0) {
+    return "";
+  }
+  return StrCat(kPeerPython, " has no torch (Debian package python3-torch): python variant skipped");
+}
+
+absl::StatusOr<nlohmann::json> RunPythonPeer(const BenchArgs& args, const std::string& script,
+                                             const std::string& arguments, int64_t threads,
+                                             const std::string& out_path) {
+  const std::string cmd =
+      StrCat("OPENBLAS_NUM_THREADS=", threads, " OMP_NUM_THREADS=", threads, " ", kPeerPython,
+             " '", args.source_dir, "/", script, "' ", arguments, " > '", out_path, "'");
+  const int rc = std::system(cmd.c_str());
+  std::ifstream in(out_path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (rc != 0) {
+    return absl::InternalError(StrCat("python peer failed (exit ", rc, "): ", cmd, "\n", text));
+  }
+  auto json = nlohmann::json::parse(text, nullptr, false);
+  if (json.is_discarded()) return absl::InternalError(StrCat("python peer printed no JSON: ", text));
+  return json;
 }
 
 absl::Status EmitReport(const std::string& bench, const BenchArgs& args,

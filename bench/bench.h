@@ -7,6 +7,8 @@
 #ifndef FLYWHEEL_BENCH_BENCH_H_
 #define FLYWHEEL_BENCH_BENCH_H_
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -55,6 +57,24 @@ absl::Status EmitReport(const std::string& bench, const BenchArgs& args, const B
 
 // Percentile of `samples` (q in [0, 1]); sorts a copy.
 double Percentile(std::vector<double> samples, double q);
+
+// Seconds of steady-clock time since `start`.
+double SecondsSince(std::chrono::steady_clock::time_point start);
+
+// OpenBLAS's thread pool is separate from LibTorch's; without this it uses every core.
+void SetBlasThreads(int64_t threads);
+
+// Python peers run under Debian's interpreter, the one python3-torch is installed for.
+inline constexpr char kPeerPython[] = "/usr/bin/python3";
+
+// Empty when kPeerPython can import torch; otherwise the message saying why a peer is skipped.
+std::string PythonPeerSkipReason();
+
+// Runs `script` (relative to the repository) with `arguments` under kPeerPython, with LibTorch
+// and BLAS limited to `threads`, and parses the JSON it writes to `out_path`.
+absl::StatusOr<nlohmann::json> RunPythonPeer(const BenchArgs& args, const std::string& script,
+                                             const std::string& arguments, int64_t threads,
+                                             const std::string& out_path);
 
 }  // namespace flywheel::bench
 

@@ -41,10 +41,6 @@ double PlayBlocking(const Setup& s, const TaskInstance& task) {
   return summary.ok() ? summary->total_reward : 0;
 }
 
-double Seconds(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 double RunBlockingPool(const Setup& s, int threads, double& reward) {
   TaskSource tasks("guess", 1, 1);
   std::deque<TaskInstance> queue;
@@ -71,7 +67,7 @@ double RunBlockingPool(const Setup& s, int threads, double& reward) {
   }
   for (auto& t : pool) t.join();
   reward = total / s.episodes;
-  return Seconds(start);
+  return SecondsSince(start);
 }
 
 double RunThreadPerEpisode(const Setup& s, double& reward) {
@@ -85,7 +81,7 @@ double RunThreadPerEpisode(const Setup& s, double& reward) {
   for (auto& t : threads) t.join();
   reward = 0;
   for (double r : rewards) reward += r / s.episodes;
-  return Seconds(start);
+  return SecondsSince(start);
 }
 
 // Every episode in flight at once, driven by completion callbacks.
@@ -133,7 +129,7 @@ double RunExecutor(const Setup& s, double& reward) {
     auto done = [&]() { return finished == s.episodes; };
     mu.AwaitWithTimeout(absl::Condition(&done), absl::Minutes(10));
   }
-  const double seconds = Seconds(start);
+  const double seconds = SecondsSince(start);
   executor.Close();
   reward = 0;
   for (auto& e : episodes) reward += e->reward / s.episodes;

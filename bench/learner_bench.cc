@@ -14,7 +14,6 @@
 // Packing: padding waste and distinct [rows, L] shapes over `pack_steps` (200) steps of
 // length-mixed agent trajectories through the learner's packer with carry_over, as the learner
 // runs it (buckets and token budget of a real job, not of the small throughput model).
-#include <dlfcn.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -39,13 +38,6 @@ namespace flywheel::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-void SetBlasThreads(int64_t threads) {
-  using SetFn = void (*)(int);
-  if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
-    fn(static_cast<int>(threads));
-  }
-}
 
 // Agent trajectories as in `flywheel bench packing`: a prompt quarter, then alternating
 // generated actions and observations of 32 tokens; log-normal total length around `median`.
@@ -82,8 +74,8 @@ struct PythonRun {
   nlohmann::json json;
 };
 
-// Writes the weights and the packed step once; returns the command that runs the peer.
-absl::StatusOr<std::string> PreparePython(const BenchArgs& args, const ModelOptions& m,
+// Writes the weights and the packed step once; returns the peer script's arguments.
+absl::StatusOr<std::string> PreparePython(const ModelOptions& m,
                                           const LearnerOptions& o, const Transformer& model,
                                           const PackedStep& packed, int64_t steps,
                                           int64_t threads, const std::filesystem::path& dir) {
@@ -122,23 +114,7 @@ absl::StatusOr<std::string> PreparePython(const BenchArgs& args, const ModelOpti
                          {"eps", o.adam_eps},
                          {"weight_decay", o.weight_decay}};
   std::ofstream(spec_path) << spec.dump();
-  return StrCat("OPENBLAS_NUM_THREADS=", threads, " OMP_NUM_THREADS=", threads,
-                " /usr/bin/python3 '", args.source_dir, "/bench/learner_python.py' --weights '",
-                weights, "' --batch '", batch, "' --spec '", spec_path, "' > '",
-                (dir / "out.json").string(), "'");
-}
-
-absl::StatusOr<nlohmann::json> RunPython(const std::string& cmd,
-                                         const std::filesystem::path& dir) {
-  const int rc = std::system(cmd.c_str());
-  std::ifstream in(dir / "out.json");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (rc != 0) {
-    return absl::InternalError(StrCat("python peer failed (exit ", rc, "): ", cmd, "\n", text));
-  }
-  auto json = nlohmann::json::parse(text, nullptr, false);
-  if (json.is_discarded()) return absl::InternalError(StrCat("python peer printed no JSON: ", text));
-  return json;
+  return StrCat("--weights '", weights, "' --batch '", batch, "' --spec '", spec_path, "'");
 }
 
 struct PackingTally {
@@ -226,14 +202,12 @@ absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
       std::filesystem::temp_directory_path() / StrCat("flywheel_learner_bench_", ::getpid());
   std::filesystem::create_directories(dir);
   PythonRun py;
-  std::string py_cmd;
+  std::string py_args;
   if (!run_python) {
     py.skipped = "python variant off (--param python=off)";
-  } else if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
-    py.skipped = "/usr/bin/python3 has no torch (Debian package python3-torch): python skipped";
-  } else {
+  } else if (py.skipped = PythonPeerSkipReason(); py.skipped.empty()) {
     // Written before flywheel trains, so both start from the same weights.
-    ASSIGN_OR_RETURN(py_cmd, PreparePython(args, m, o, model, packed, steps, threads, dir));
+    ASSIGN_OR_RETURN(py_args, PreparePython(m, o, model, packed, steps, threads, dir));
   }
 
   PolicyForward forward = [&](const PackedMicroBatch& mb) -> absl::StatusOr<torch::Tensor> {
@@ -251,9 +225,10 @@ absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
       ASSIGN_OR_RETURN(LearnerStepResult result, learner.Step(batch));
       if (r == 0) fly_losses.push_back(result.loss);
     }
-    fly_runs.push_back(std::chrono::duration<double>(Clock::now() - start).count());
-    if (!py_cmd.empty()) {
-      ASSIGN_OR_RETURN(py.json, RunPython(py_cmd, dir));
+    fly_runs.push_back(SecondsSince(start));
+    if (!py_args.empty()) {
+      ASSIGN_OR_RETURN(py.json, RunPythonPeer(args, "bench/learner_python.py", py_args, threads,
+                                              (dir / "out.json").string()));
       py.ran = true;
       py_runs.push_back(py.json["seconds"].get<double>());
     }

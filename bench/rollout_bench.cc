@@ -14,7 +14,6 @@
 // is reported (other work on a shared machine shifts single runs). Both use `threads` LibTorch
 // threads and the same number of BLAS threads (OpenBLAS keeps its own pool, which otherwise
 // spins on every core).
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <limits>
@@ -39,19 +38,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// OpenBLAS's thread pool is separate from LibTorch's; without this it uses every core.
-void SetBlasThreads(int64_t threads) {
-  using SetFn = void (*)(int);
-  if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
-    fn(static_cast<int>(threads));
-  }
-}
-
 double Median(std::vector<double> v) { return Percentile(std::move(v), 0.5); }
-
-double Seconds(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 struct Setup {
   ModelOptions model;
@@ -77,7 +64,7 @@ absl::StatusOr<double> RunEngine(const Setup& s, const SamplingParams& sampling,
     ids.push_back(id);
   }
   while (engine->num_generating() > 0) RETURN_IF_ERROR(engine->Step().status());
-  const double seconds = Seconds(start);
+  const double seconds = SecondsSince(start);
   if (out != nullptr) {
     for (SequenceId id : ids) {
       ASSIGN_OR_RETURN(auto tokens, engine->Tokens(id));
@@ -119,7 +106,7 @@ double RunRecompute(const Setup& s, int64_t samples) {
     auto tokens = prompts.clone();
     const auto start = Clock::now();
     for (int64_t i = 0; i < s.new_tokens; ++i) RecomputeStep(s, tokens, rngs);
-    return Seconds(start);
+    return SecondsSince(start);
   }
   // Step i runs on p + i tokens; time steps at evenly spaced i (random token contents: the cost
   // does not depend on them).
@@ -130,7 +117,7 @@ double RunRecompute(const Setup& s, int64_t samples) {
         torch::cat({prompts, torch::randint(s.model.vocab_size, {b, i}, torch::kInt64)}, 1);
     const auto start = Clock::now();
     RecomputeStep(s, tokens, rngs);
-    points.push_back({static_cast<double>(i), Seconds(start)});
+    points.push_back({static_cast<double>(i), SecondsSince(start)});
   }
   double total = 0;
   for (size_t k = 0; k + 1 < points.size(); ++k) {
@@ -149,12 +136,8 @@ struct PythonResult {
 
 absl::StatusOr<PythonResult> RunPython(const Setup& s, const BenchArgs& args, int64_t check) {
   PythonResult result;
-  const std::string python = "/usr/bin/python3";
-  if (std::system(StrCat(python, " -c 'import torch' >/dev/null 2>&1").c_str()) != 0) {
-    result.skipped =
-        StrCat(python, " has no torch (Debian package python3-torch): python variant skipped");
-    return result;
-  }
+  result.skipped = PythonPeerSkipReason();
+  if (!result.skipped.empty()) return result;
   const auto dir =
       std::filesystem::temp_directory_path() / StrCat("flywheel_rollout_bench_", ::getpid());
   std::filesystem::create_directories(dir);
@@ -174,21 +157,12 @@ absl::StatusOr<PythonResult> RunPython(const Setup& s, const BenchArgs& args, in
                          {"threads", s.threads},
                          {"greedy_check_tokens", check}};
   std::ofstream(spec_path) << spec.dump();
-  const std::string script = args.source_dir + "/bench/rollout_python.py";
-  const std::string cmd =
-      StrCat("OPENBLAS_NUM_THREADS=", s.threads, " OMP_NUM_THREADS=", s.threads, " ", python, " '",
-             script, "' --weights '", weights, "' --spec '", spec_path, "' > '", out_path, "'");
-  const int rc = std::system(cmd.c_str());
-  std::ifstream in(out_path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto json = RunPythonPeer(args, "bench/rollout_python.py",
+                            StrCat("--weights '", weights, "' --spec '", spec_path, "'"),
+                            s.threads, out_path);
   std::filesystem::remove_all(dir);
-  if (rc != 0) {
-    return absl::InternalError(StrCat("python peer failed (exit ", rc, "): ", cmd, "\n", text));
-  }
-  result.json = nlohmann::json::parse(text, nullptr, false);
-  if (result.json.is_discarded()) {
-    return absl::InternalError(StrCat("python peer printed no JSON: ", text));
-  }
+  if (!json.ok()) return json.status();
+  result.json = std::move(*json);
   result.ran = true;
   return result;
 }
