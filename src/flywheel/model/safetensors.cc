@@ -1,7 +1,5 @@
 #include "flywheel/model/safetensors.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -12,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "flywheel/core/file_util.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/model/torch_status.h"
@@ -46,42 +45,6 @@ absl::StatusOr<torch::ScalarType> DtypeFromName(const std::string& name) {
   return absl::InvalidArgumentError(StrCat("dtype \"", name, "\" not supported (F32, BF16, F16)"));
 }
 
-absl::Status WriteFileAtomically(const std::string& path, const std::string& head,
-                                 const std::vector<torch::Tensor>& blobs) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0)
-    return absl::UnavailableError(StrCat("cannot create ", tmp, ": ", std::strerror(errno)));
-  auto write_all = [&](const char* data, size_t n) -> bool {
-    while (n > 0) {
-      const ssize_t w = ::write(fd, data, n);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        return false;
-      }
-      data += w;
-      n -= static_cast<size_t>(w);
-    }
-    return true;
-  };
-  bool ok = write_all(head.data(), head.size());
-  for (const auto& b : blobs) {
-    if (!ok) break;
-    ok = write_all(static_cast<const char*>(b.data_ptr()), b.numel() * b.element_size());
-  }
-  ok = ok && ::fsync(fd) == 0;
-  const int saved_errno = errno;
-  ::close(fd);
-  if (!ok) {
-    std::remove(tmp.c_str());
-    return absl::DataLossError(StrCat("writing ", tmp, ": ", std::strerror(saved_errno)));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::UnavailableError(StrCat("rename ", tmp, " -> ", path, ": ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::Status WriteSafetensors(const std::string& path, const NamedTensors& tensors,
@@ -114,7 +77,11 @@ absl::Status WriteSafetensors(const std::string& path, const NamedTensors& tenso
   const uint64_t n = json.size();
   std::memcpy(head.data(), &n, 8);
   head += json;
-  return WriteFileAtomically(path, head, blobs);
+  std::vector<std::string_view> chunks = {head};
+  for (const auto& b : blobs) {
+    chunks.emplace_back(static_cast<const char*>(b.data_ptr()), b.numel() * b.element_size());
+  }
+  return WriteFileAtomically(path, chunks);
 }
 
 absl::StatusOr<SafetensorsFile> ReadSafetensors(const std::string& path) {

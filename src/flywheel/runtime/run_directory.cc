@@ -1,11 +1,9 @@
 #include "flywheel/runtime/run_directory.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 
+#include "flywheel/core/file_util.h"
 #include "flywheel/core/strings.h"
 
 namespace flywheel {
@@ -15,38 +13,7 @@ absl::Status ErrnoError(std::string_view what, const std::filesystem::path& path
   return absl::UnavailableError(StrCat(what, " ", path.string(), ": ", std::strerror(errno)));
 }
 
-absl::Status SyncDirectory(const std::filesystem::path& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return ErrnoError("open directory", dir);
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  return rc == 0 ? absl::OkStatus() : ErrnoError("fsync directory", dir);
-}
-
 }  // namespace
-
-absl::Status WriteFileAtomically(const std::filesystem::path& path, std::string_view contents) {
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return ErrnoError("create", tmp);
-  size_t written = 0;
-  while (written < contents.size()) {
-    const ssize_t n = ::write(fd, contents.data() + written, contents.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      ::close(fd);
-      return ErrnoError("write", tmp);
-    }
-    written += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    ::close(fd);
-    return ErrnoError("fsync", tmp);
-  }
-  ::close(fd);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoError("rename to", path);
-  return SyncDirectory(path.parent_path().empty() ? "." : path.parent_path());
-}
 
 absl::StatusOr<std::unique_ptr<RunDirectory>> RunDirectory::Open(
     const std::filesystem::path& runs_dir, const std::string& name,

@@ -23,9 +23,6 @@
 
 namespace flywheel {
 
-// Writes `contents` to `path` atomically: temp file, fsync, rename, fsync of the directory.
-absl::Status WriteFileAtomically(const std::filesystem::path& path, std::string_view contents);
-
 class RunDirectory {
  public:
   // Creates runs_dir/name (or reopens it when `resume`) and writes config.toml.
