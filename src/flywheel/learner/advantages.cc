@@ -1,5 +1,6 @@
 #include "flywheel/learner/advantages.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -46,10 +47,15 @@ std::vector<double> GroupNormalizedAdvantages(std::span<const double> rewards, b
 std::vector<double> TurnReturns(const Trajectory& t, double gamma, double timeout_reward_scale) {
   const std::vector<int64_t> ends = TurnEnds(t);
   std::vector<double> rewards(ends.size(), 0.0);
+  double turn_total = 0;
   for (size_t j = 0; j < t.turn_rewards.size() && j < rewards.size(); ++j) {
     rewards[j] = t.turn_rewards[j];
+    turn_total += t.turn_rewards[j];
   }
-  rewards.back() += EpisodeReward(t, timeout_reward_scale);
+  // What the episode earned beyond its turns (an outcome reward, or a timeout's partial score
+  // replacing them) arrives at the end, so that with γ = 1 the return from the start is exactly
+  // the episode reward GRPO uses.
+  rewards.back() += EpisodeReward(t, timeout_reward_scale) - turn_total;
   std::vector<double> returns(ends.size(), 0.0);
   double next = 0;
   for (size_t j = ends.size(); j-- > 0;) {
@@ -87,6 +93,38 @@ absl::StatusOr<std::vector<std::vector<float>>> ComputeAdvantages(std::span<cons
 
   std::vector<std::vector<float>> out(batch.size());
   for (const auto& [key, members] : groups) {
+    if (options.kind == AdvantageKind::kTurnGrpo) {
+      // Turn j of every member that has one is compared with the same turn of the others.
+      std::vector<std::vector<double>> returns;
+      size_t turns = 0;
+      for (size_t i : members) {
+        returns.push_back(TurnReturns(batch[i], options.gamma, options.timeout_reward_scale));
+        turns = std::max(turns, returns.back().size());
+      }
+      std::vector<std::vector<double>> turn_adv(members.size());
+      for (size_t j = 0; j < turns; ++j) {
+        std::vector<double> at_j;
+        for (const std::vector<double>& g : returns) {
+          if (j < g.size()) at_j.push_back(g[j]);
+        }
+        const std::vector<double> adv =
+            GroupNormalizedAdvantages(at_j, /*divide_by_std=*/true, options.grpo_eps);
+        size_t next = 0;
+        for (size_t m = 0; m < members.size(); ++m) {
+          if (j < returns[m].size()) turn_adv[m].push_back(adv[next++]);
+        }
+      }
+      for (size_t m = 0; m < members.size(); ++m) {
+        const Trajectory& t = batch[members[m]];
+        const std::vector<int32_t> turn = TokenTurns(t);
+        std::vector<float>& a = out[members[m]];
+        a.assign(t.tokens.size(), 0.0f);
+        for (int64_t k = 0; k < t.size(); ++k) {
+          if (t.trainable[k]) a[k] = static_cast<float>(turn_adv[m][turn[k]]);
+        }
+      }
+      continue;
+    }
     if (options.kind == AdvantageKind::kTurnReturn) {
       // Baseline: the group mean of the return from the start, G_0 (state-independent, so the
       // estimator stays unbiased).

@@ -34,8 +34,9 @@ std::vector<double> GroupNormalizedAdvantages(std::span<const double> rewards, b
                                               double eps);
 
 // Per-turn discounted returns G_i = Σ_{j≥i} γ^{j−i} r_j. Turn j's reward is turn_rewards[j];
-// tokens after the last turn end form an implicit final turn with reward 0; the outcome reward
-// (EpisodeReward) is received at the end of the last turn. One entry per (possibly implicit) turn.
+// tokens after the last turn end form an implicit final turn with reward 0; whatever the episode
+// reward (EpisodeReward) holds beyond the turn rewards is received at the end of the last turn,
+// so with γ = 1, G_0 is the episode reward. One entry per (possibly implicit) turn.
 std::vector<double> TurnReturns(const Trajectory& t, double gamma, double timeout_reward_scale);
 
 // Index of the turn each token belongs to, with the same implicit final turn as TurnReturns.

@@ -65,19 +65,19 @@ TEST(AdvantagesTest, TimedOutEpisodeEarnsScaledPartialScore) {
 }
 
 TEST(AdvantagesTest, TurnReturnsDiscountPerTurn) {
-  Trajectory t = Make("t", "g", 1.0f);
+  Trajectory t = Make("t", "g", 4.0f);
   t.turn_ends = {2, 4, 6};
   t.turn_rewards = {1.0f, 0.0f, 2.0f};
-  // rewards per turn: 1, 0, 2 + 1 (outcome at the last turn); γ = 0.5
+  // Episode reward 4 = turns 3 + outcome 1 at the last turn: rewards 1, 0, 3; γ = 0.5
   // G2 = 3, G1 = 0 + 0.5·3 = 1.5, G0 = 1 + 0.5·1.5 = 1.75
   EXPECT_THAT(TurnReturns(t, 0.5, 1.0), ElementsAre(1.75, 1.5, 3.0));
   EXPECT_THAT(TokenTurns(t), ElementsAre(0, 0, 1, 1, 2, 2));
 }
 
 TEST(AdvantagesTest, TokensAfterTheLastTurnFormAnImplicitTurn) {
-  Trajectory t = Make("t", "g", 2.0f);
+  Trajectory t = Make("t", "g", 3.0f);
   t.turn_ends = {4};
-  t.turn_rewards = {1.0f};
+  t.turn_rewards = {1.0f};  // and 2 more at the end of the implicit turn
   EXPECT_THAT(TurnReturns(t, 1.0, 1.0), ElementsAre(3.0, 2.0));
   EXPECT_THAT(TokenTurns(t), ElementsAre(0, 0, 0, 0, 1, 1));
   Trajectory none = Make("n", "g", 2.0f);
@@ -106,16 +106,53 @@ TEST(AdvantagesTest, ComputeGrpoPerGroupOnTrainableTokensOnly) {
 }
 
 TEST(AdvantagesTest, ComputeTurnReturnsMinusGroupBaseline) {
-  std::vector<Trajectory> batch = {Make("a", "g", 1), Make("b", "g", 0)};
+  std::vector<Trajectory> batch = {Make("a", "g", 1.5f), Make("b", "g", 0)};
   batch[0].turn_ends = {4, 6};
   batch[0].turn_rewards = {0.5f, 0.0f};
-  // a: rewards {0.5, 0 + 1} → G = {1.5, 1};  b: one implicit turn, G = {0}. Baseline 0.75.
+  // a: rewards {0.5, 0 + 1 outcome} → G = {1.5, 1};  b: one implicit turn, G = {0}. Baseline 0.75.
   AdvantageOptions options;
   options.kind = AdvantageKind::kTurnReturn;
   auto adv = ComputeAdvantages(batch, options);
   ASSERT_TRUE(adv.ok()) << adv.status();
   EXPECT_THAT((*adv)[0], ElementsAre(0, 0, 0.75f, 0.75f, 0, 0.25f));
   EXPECT_THAT((*adv)[1], ElementsAre(0, 0, -0.75f, -0.75f, 0, -0.75f));
+}
+
+TEST(AdvantagesTest, TurnRewardsAreNotCountedTwice) {
+  Trajectory t = Make("t", "g", 0.75f);  // the actor's episode reward: the sum of its turns
+  t.turn_ends = {2, 4, 6};
+  t.turn_rewards = {0.25f, 0.0f, 0.5f};
+  EXPECT_THAT(TurnReturns(t, 1.0, 1.0), ElementsAre(0.75, 0.5, 0.5));
+  t.termination = Termination::kTimeout;  // a timeout's partial score replaces the turns' sum
+  t.partial_score = 0.25f;
+  EXPECT_THAT(TurnReturns(t, 1.0, 1.0), ElementsAre(0.25, 0.0, 0.0));
+}
+
+TEST(AdvantagesTest, TurnGrpoComparesEachTurnWithTheSameTurnOfTheGroup) {
+  // Three members; c has one turn only. γ = 1.
+  std::vector<Trajectory> batch = {Make("a", "g", 1.0f), Make("b", "g", 0.5f),
+                                   Make("c", "g", 0.0f)};
+  batch[0].turn_ends = {4, 6};
+  batch[0].turn_rewards = {0.0f, 1.0f};  // G = {1, 1}
+  batch[1].turn_ends = {4, 6};
+  batch[1].turn_rewards = {0.5f, 0.0f};  // G = {0.5, 0}
+  batch[2].turn_ends = {6};
+  batch[2].turn_rewards = {0.0f};  // G = {0}
+  AdvantageOptions options;
+  options.kind = AdvantageKind::kTurnGrpo;
+  options.grpo_eps = 1e-9;
+  auto adv = ComputeAdvantages(batch, options);
+  ASSERT_TRUE(adv.ok()) << adv.status();
+  // Turn 0: {1, 0.5, 0}: mean 0.5, population std sqrt(1/6).
+  const double s0 = std::sqrt(1.0 / 6.0);
+  EXPECT_NEAR((*adv)[0][2], 0.5 / s0, 1e-5);
+  EXPECT_NEAR((*adv)[1][2], 0.0, 1e-5);
+  EXPECT_NEAR((*adv)[2][2], -0.5 / s0, 1e-5);
+  EXPECT_NEAR((*adv)[2][5], -0.5 / s0, 1e-5);  // c's only turn covers all its tokens
+  // Turn 1 (a and b only): {1, 0}: mean 0.5, std 0.5.
+  EXPECT_NEAR((*adv)[0][5], 1.0, 1e-5);
+  EXPECT_NEAR((*adv)[1][5], -1.0, 1e-5);
+  EXPECT_EQ((*adv)[0][0], 0.0f);  // prompt tokens stay 0
 }
 
 TEST(AdvantagesTest, RejectsInvalidTrajectoryAndVtrace) {

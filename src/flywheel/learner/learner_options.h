@@ -36,12 +36,15 @@ inline constexpr config::ChoiceName<LossAggregation> kLossAggregationNames[] = {
 //   grpo:          (R − mean_group R) / (std_group R + eps), one value per trajectory
 //   grpo_no_std:   R − mean_group R (no std division)
 //   turn_return:   per-turn discounted return G_turn minus the group mean of G_0
+//   turn_grpo:     per-turn discounted return G_j normalised like GRPO against the group's
+//                  returns at the same turn j (dense per-turn credit)
 //   vtrace:        V-trace policy advantages from a value head (needs model values)
-enum class AdvantageKind { kGrpo, kGrpoNoStd, kTurnReturn, kVtrace };
+enum class AdvantageKind { kGrpo, kGrpoNoStd, kTurnReturn, kTurnGrpo, kVtrace };
 inline constexpr config::ChoiceName<AdvantageKind> kAdvantageKindNames[] = {
     {"grpo", AdvantageKind::kGrpo},
     {"grpo_no_std", AdvantageKind::kGrpoNoStd},
     {"turn_return", AdvantageKind::kTurnReturn},
+    {"turn_grpo", AdvantageKind::kTurnGrpo},
     {"vtrace", AdvantageKind::kVtrace}};
 
 // What the packer does with a trajectory longer than the largest bucket.

@@ -68,6 +68,54 @@ TEST(GuessTest, SameSeedSameNumberAndEpisodeEndsAfterMaxGuesses) {
   }
 }
 
+TEST(GuessTest, ProgressRewardPaysForTheShareOfPossibleNumbersRuledOut) {
+  GuessOptions options{.range = 16, .max_guesses = 6, .progress_reward = 0.5};
+  GuessEnv env(options);
+  auto expert = MakeGuessExpert(options);
+  // Found: 1, plus at most 0.5 in progress rewards.
+  const double expert_mean = testing::MeanReward(env, *expert, 50, 7);
+  EXPECT_GT(expert_mean, 1.0);
+  EXPECT_LT(expert_mean, 1.5);
+
+  int64_t hidden = -1;
+  for (int64_t g = 0; g < 16 && hidden < 0; ++g) {
+    GuessEnv probe(options);
+    ASSERT_TRUE(probe.Reset(TaskInstance{"guess", 42}).ok());
+    if (probe.Step(std::to_string(g))->observation == "correct") hidden = g;
+  }
+  ASSERT_GE(hidden, 0);
+  ASSERT_TRUE(env.Reset(TaskInstance{"guess", 42}).ok());
+  // A wrong guess at an end of [0, 15] rules out one of the 16 possible numbers.
+  const int64_t edge = hidden > 0 ? 0 : 15;
+  auto first = env.Step(std::to_string(edge));
+  ASSERT_TRUE(first.ok());
+  EXPECT_NEAR(first->reward, 0.5 / 6.0 * (1.0 / 16.0), 1e-12);
+  // The same guess again rules out nothing and earns nothing.
+  auto again = env.Step(std::to_string(edge));
+  ASSERT_TRUE(again.ok());
+  EXPECT_DOUBLE_EQ(again->reward, 0.0);
+  // A guess in the middle rules out about half of the possible numbers.
+  GuessEnv middle(options);
+  ASSERT_TRUE(middle.Reset(TaskInstance{"guess", 42}).ok());
+  const int64_t mid = hidden == 7 ? 8 : 7;
+  const double expected_share = mid < hidden ? (mid + 1) / 16.0 : (16 - mid) / 16.0;
+  EXPECT_NEAR(middle.Step(std::to_string(mid))->reward, 0.5 / 6.0 * expected_share, 1e-12);
+  // An unsolved episode stays below 1, whatever it ruled out.
+  double total = first->reward + again->reward;
+  for (int i = 0; i < 4; ++i) {
+    auto r = env.Step(std::to_string((hidden + 1 + i) % 16));
+    ASSERT_TRUE(r.ok());
+    total += r->reward;
+  }
+  EXPECT_LT(total, 1.0);
+}
+
+TEST(GuessTest, ProgressRewardOutsideItsRangeIsRejected) {
+  EXPECT_FALSE((GuessOptions{.progress_reward = 1.0}).Validate().ok());
+  EXPECT_FALSE((GuessOptions{.progress_reward = -0.1}).Validate().ok());
+  EXPECT_TRUE((GuessOptions{.progress_reward = 0.5}).Validate().ok());
+}
+
 TEST(GuessTest, StepBeforeResetIsAnError) {
   GuessEnv env(GuessOptions{});
   auto r = env.Step("3");
