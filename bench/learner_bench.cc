@@ -1,8 +1,10 @@
 // Trained tokens/s of one learner optimiser step on the same model, packed batch and thread count:
 //   (a) flywheel: LearnerStep (staleness filter, advantages, packer, PackedLayout forward of the
-//       transformer, truncated-IS loss, backward with gradient accumulation, clip, AdamW)
+//       transformer — attention within each document, DocumentCausalAttention — truncated-IS
+//       loss, backward with gradient accumulation, clip, AdamW)
 //   (b) python:   plain eager PyTorch (bench/learner_python.py) on the same packed micro-batches,
-//       same weights (a safetensors file written here), same loss, clip and AdamW
+//       same weights (a safetensors file written here), same loss, clip and AdamW; its
+//       attention is the ordinary dense [L, L] additive mask (torch 1.13 has no SDPA)
 // and ratio_vs_python = a / b. Both run alternately, `rounds` times each; medians are reported.
 //
 // Model-FLOP utilisation: mfu = 6 · N · T / seconds / peak, where N is the parameter count (the
@@ -153,6 +155,15 @@ absl::StatusOr<PackingTally> MeasurePacking(const BenchArgs& args, int64_t steps
   return tally;
 }
 
+// Mean seconds per step of each phase (forward includes the log-probs; backward the loss).
+nlohmann::json PerStep(const PhaseTimes& t) {
+  nlohmann::json out = nlohmann::json::object();
+  for (int p = 0; p < kNumPhases; ++p) {
+    out[PhaseName(static_cast<Phase>(p))] = t.steps ? t.seconds[p] / t.steps : 0.0;
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
@@ -219,11 +230,13 @@ absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
 
   std::vector<double> fly_runs, py_runs;
   std::vector<double> fly_losses;
+  PhaseTimes phases;  // where flywheel's step time goes, summed over the timed steps
   for (int64_t r = 0; r < rounds; ++r) {
     const auto start = Clock::now();
     for (int64_t s = 0; s < steps; ++s) {
       ASSIGN_OR_RETURN(LearnerStepResult result, learner.Step(batch));
       if (r == 0) fly_losses.push_back(result.loss);
+      phases.Add(result.times);
     }
     fly_runs.push_back(SecondsSince(start));
     if (!py_args.empty()) {
@@ -271,7 +284,8 @@ absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
   report.results["flywheel"] = {{"tokens_per_s", fly_tps},
                                 {"seconds", fly_s},
                                 {"seconds_per_round", fly_runs},
-                                {"losses_first_round", fly_losses}};
+                                {"losses_first_round", fly_losses},
+                                {"phase_seconds_per_step", PerStep(phases)}};
   report.results["packing"] = {{"padding_waste", packing.waste()},
                                {"distinct_shapes", packing.shapes.size()},
                                {"real_tokens", packing.real},

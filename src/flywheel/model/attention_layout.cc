@@ -56,7 +56,7 @@ AttentionLayout PackedLayout(const std::vector<std::vector<int64_t>>& doc_length
     }
     builder.Pad(b, start);
   }
-  return {builder.positions, builder.allowed};
+  return {builder.positions, builder.allowed, doc_lengths};
 }
 
 AttentionLayout TreeLayout(const std::vector<std::vector<int64_t>>& parents, int64_t length) {

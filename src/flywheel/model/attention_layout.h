@@ -26,6 +26,10 @@ namespace flywheel {
 struct AttentionLayout {
   torch::Tensor positions;  // [B, L] int64 rotary positions
   torch::Tensor allowed;    // [B, L, L] bool: allowed[b][i][j] = token i may attend to token j
+  // Set by PackedLayout only: row b's documents, whose block-diagonal causal mask `allowed` is.
+  // The transformer's training forward then attends within each document
+  // (DocumentCausalAttention) instead of scoring the dense [L, L] mask; empty for other layouts.
+  std::vector<std::vector<int64_t>> doc_lengths;
 };
 
 // Plain causal rows, positions 0..length-1.

@@ -6,6 +6,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "flywheel/core/strings.h"
+#include "flywheel/model/document_attention.h"
 #include "flywheel/model/torch_status.h"
 
 namespace flywheel {
@@ -118,6 +119,26 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Rotary& rotar
   return o_proj->forward(out);
 }
 
+torch::Tensor AttentionImpl::ForwardDocuments(
+    const torch::Tensor& x, const Rotary& rotary,
+    const std::vector<std::vector<int64_t>>& doc_lengths) const {
+  const int64_t b = x.size(0);
+  const int64_t l = x.size(1);
+  const int64_t q_width = num_heads_ * head_dim_;
+  const int64_t kv_width = num_kv_heads_ * head_dim_;
+  const auto weight = torch::cat({q_proj->weight, k_proj->weight, v_proj->weight}, 0);
+  torch::Tensor bias;
+  if (q_proj->bias.defined()) bias = torch::cat({q_proj->bias, k_proj->bias, v_proj->bias}, 0);
+  const auto qkv = torch::linear(x, weight, bias);
+  const auto q = rotary.Apply(qkv.narrow(-1, 0, q_width).view({b, l, num_heads_, head_dim_}));
+  const auto k =
+      rotary.Apply(qkv.narrow(-1, q_width, kv_width).view({b, l, num_kv_heads_, head_dim_}));
+  const auto v =
+      qkv.narrow(-1, q_width + kv_width, kv_width).view({b, l, num_kv_heads_, head_dim_});
+  return o_proj->forward(
+      DocumentCausalAttention(q, k, v, doc_lengths, 1.0 / std::sqrt(double(head_dim_))));
+}
+
 MlpImpl::MlpImpl(const ModelOptions& o) {
   gate_proj =
       register_module("gate_proj", LinearWeights(o.hidden_size, o.intermediate_size, false));
@@ -148,6 +169,12 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& x) const {
   return down_proj->forward(torch::silu(gate_proj->forward(x)) * up_proj->forward(x));
 }
 
+torch::Tensor MlpImpl::ForwardTraining(const torch::Tensor& x) const {
+  const auto gate_up = torch::linear(x, torch::cat({gate_proj->weight, up_proj->weight}, 0));
+  const int64_t n = gate_proj->weight.size(0);
+  return down_proj->forward(torch::silu(gate_up.narrow(-1, 0, n)) * gate_up.narrow(-1, n, n));
+}
+
 DecoderLayerImpl::DecoderLayerImpl(const ModelOptions& o, int64_t layer_index) {
   input_layernorm = register_module("input_layernorm", RMSNorm(o.hidden_size, o.rms_norm_eps));
   self_attn = register_module("self_attn", Attention(o, layer_index));
@@ -160,6 +187,13 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const Rotary& ro
                                         const torch::Tensor& bias, KvStore* store) const {
   const auto h = x + self_attn->forward(input_layernorm->forward(x), rotary, bias, store);
   return h + mlp->forward(post_attention_layernorm->forward(h));
+}
+
+torch::Tensor DecoderLayerImpl::ForwardDocuments(
+    const torch::Tensor& x, const Rotary& rotary,
+    const std::vector<std::vector<int64_t>>& doc_lengths) const {
+  const auto h = x + self_attn->ForwardDocuments(input_layernorm->forward(x), rotary, doc_lengths);
+  return h + mlp->ForwardTraining(post_attention_layernorm->forward(h));
 }
 
 DecoderStackImpl::DecoderStackImpl(const ModelOptions& o) {
@@ -204,9 +238,26 @@ torch::Tensor TransformerImpl::Logits(const torch::Tensor& hidden) const {
 
 torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens,
                                        const AttentionLayout& layout) const {
+  const auto device = model_->embed_tokens->weight.device();
+  if (!layout.doc_lengths.empty()) {
+    // Packed rows: attention within each document, never the dense [L, L] mask.
+    TORCH_CHECK_VALUE(tokens.dim() == 2 && layout.positions.sizes() == tokens.sizes() &&
+                          static_cast<int64_t>(layout.doc_lengths.size()) == tokens.size(0),
+                      "transformer: tokens ", tokens.sizes(), ", positions ",
+                      layout.positions.sizes(), " and ", layout.doc_lengths.size(),
+                      " rows of documents must agree on [B, L]");
+    auto x = model_->embed_tokens->forward(tokens.to(device));
+    const Rotary rotary =
+        MakeRotary(layout.positions.to(device), options_.head_dim(), options_.rope_theta);
+    // [B, 1, L, D] → [B, L, 1, D]: the packed path keeps activations token-major.
+    const Rotary token_major{rotary.cos.transpose(1, 2), rotary.sin.transpose(1, 2)};
+    for (const auto& layer : model_->decoder) {
+      x = layer->ForwardDocuments(x, token_major, layout.doc_lengths);
+    }
+    return Logits(model_->norm->forward(x));
+  }
   TORCH_CHECK_VALUE(layout.allowed.dim() == 3 && layout.allowed.size(1) == layout.allowed.size(2),
                     "transformer: layout.allowed must be [B, L, L], got ", layout.allowed.sizes());
-  const auto device = model_->embed_tokens->weight.device();
   return Logits(
       Hidden(tokens.to(device), layout.positions.to(device), layout.allowed.to(device), nullptr));
 }

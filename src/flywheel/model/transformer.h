@@ -68,6 +68,12 @@ class AttentionImpl : public torch::nn::Module {
   // TransformerImpl::FuseProjectionsForInference).
   void FuseProjections();
 
+  // Training forward of packed rows: x [B, L, hidden], `rotary` token-major ([B, L, 1, D]),
+  // attention within each document of doc_lengths (DocumentCausalAttention). q/k/v come from one
+  // GEMM against the parameters concatenated on the fly (gradients reach each parameter).
+  torch::Tensor ForwardDocuments(const torch::Tensor& x, const Rotary& rotary,
+                                 const std::vector<std::vector<int64_t>>& doc_lengths) const;
+
   LinearWeights q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 
  private:
@@ -86,6 +92,8 @@ class MlpImpl : public torch::nn::Module {
   explicit MlpImpl(const ModelOptions& options);
   torch::Tensor forward(const torch::Tensor& x) const;
   void FuseProjections();  // gate and up in one GEMM; frozen weights only
+  // Training: gate and up in one GEMM against the parameters concatenated on the fly.
+  torch::Tensor ForwardTraining(const torch::Tensor& x) const;
   LinearWeights gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 
  private:
@@ -98,6 +106,8 @@ class DecoderLayerImpl : public torch::nn::Module {
   DecoderLayerImpl(const ModelOptions& options, int64_t layer_index);
   torch::Tensor forward(const torch::Tensor& x, const Rotary& rotary, const torch::Tensor& bias,
                         KvStore* store) const;
+  torch::Tensor ForwardDocuments(const torch::Tensor& x, const Rotary& rotary,
+                                 const std::vector<std::vector<int64_t>>& doc_lengths) const;
   RMSNorm input_layernorm{nullptr};
   Attention self_attn{nullptr};
   RMSNorm post_attention_layernorm{nullptr};
@@ -129,7 +139,8 @@ class TransformerImpl : public torch::nn::Module {
   // options.vocab_size must be > 0 here (the job resolves 0 from the tokenizer first).
   explicit TransformerImpl(const ModelOptions& options);
 
-  // Training / scoring: logits [B, L, V] for tokens [B, L] int64 under `layout`.
+  // Training / scoring: logits [B, L, V] for tokens [B, L] int64 under `layout`. A packed
+  // layout (doc_lengths set) takes the document-wise attention path, others the dense mask.
   torch::Tensor forward(const torch::Tensor& tokens, const AttentionLayout& layout) const;
 
   // Final-norm hidden states [B, Lq, hidden] of `tokens` [B, Lq] at `positions` [B, Lq], where

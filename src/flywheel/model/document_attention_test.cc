@@ -1,0 +1,125 @@
+#include "flywheel/model/document_attention.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "flywheel/model/attention_layout.h"
+#include "flywheel/model/torch_status.h"
+#include "flywheel/model/transformer.h"
+
+namespace flywheel {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The dense reference: [L, L] scores of every row under PackedLayout's -inf mask, as the
+// transformer's general attention path computes them (kv heads repeated as HF repeat_kv).
+torch::Tensor DenseMaskedAttention(const torch::Tensor& q, const torch::Tensor& k,
+                                   const torch::Tensor& v,
+                                   const std::vector<std::vector<int64_t>>& docs, double scale) {
+  const int64_t b = q.size(0), l = q.size(1), heads = q.size(2), dim = q.size(3);
+  const int64_t groups = heads / k.size(2);
+  const auto qh = q.transpose(1, 2);                               // [B, H, L, D]
+  const auto kh = k.transpose(1, 2).repeat_interleave(groups, 1);  // [B, H, L, D]
+  const auto vh = v.transpose(1, 2).repeat_interleave(groups, 1);
+  const auto mask = AttentionBias(PackedLayout(docs, l).allowed, q.scalar_type()).squeeze(1);
+  const auto scores = torch::matmul(qh, kh.transpose(-1, -2)) * scale + mask;  // [B, H, L, L]
+  return torch::matmul(torch::softmax(scores, -1), vh).transpose(1, 2).reshape({b, l, heads * dim});
+}
+
+struct Qkv {
+  torch::Tensor q, k, v;
+};
+
+Qkv Random(int64_t rows, int64_t length, int64_t heads, int64_t kv_heads, int64_t dim) {
+  torch::manual_seed(5);
+  return {torch::randn({rows, length, heads, dim}).requires_grad_(true),
+          torch::randn({rows, length, kv_heads, dim}).requires_grad_(true),
+          torch::randn({rows, length, kv_heads, dim}).requires_grad_(true)};
+}
+
+TEST(DocumentAttentionTest, EqualsTheDenseMaskedAttentionAndItsGradients) {
+  const std::vector<std::vector<int64_t>> docs = {{5, 4}, {3, 1, 6}, {12}};  // padding 3, 2, 0
+  for (int64_t kv_heads : {4, 2, 1}) {
+    Qkv a = Random(3, 12, 4, kv_heads, 8);
+    Qkv b = Random(3, 12, 4, kv_heads, 8);
+    const double scale = 1.0 / std::sqrt(8.0);
+    const auto got = DocumentCausalAttention(a.q, a.k, a.v, docs, scale);
+    const auto want = DenseMaskedAttention(b.q, b.k, b.v, docs, scale);
+    ASSERT_EQ(got.sizes(), want.sizes());
+    EXPECT_TRUE(torch::allclose(got, want, 1e-6, 1e-6))
+        << "kv_heads " << kv_heads << " max |diff| " << (got - want).abs().max().item<double>();
+    const auto upstream = torch::randn(got.sizes());
+    (got * upstream).sum().backward();
+    (want * upstream).sum().backward();
+    for (auto [x, y, name] : {std::tuple{a.q, b.q, "q"}, {a.k, b.k, "k"}, {a.v, b.v, "v"}}) {
+      EXPECT_TRUE(torch::allclose(x.grad(), y.grad(), 1e-6, 1e-6))
+          << name << " kv_heads " << kv_heads << " max |diff| "
+          << (x.grad() - y.grad()).abs().max().item<double>();
+    }
+  }
+}
+
+TEST(DocumentAttentionTest, PaddingOutputsItsOwnValue) {
+  Qkv a = Random(1, 6, 2, 1, 4);
+  const auto out = DocumentCausalAttention(a.q, a.k, a.v, {{4}}, 0.5);
+  // Tokens 4 and 5 are padding: each of the 2 query heads reads the single kv head's value.
+  for (int64_t t : {4, 5}) {
+    EXPECT_TRUE(out[0][t].equal(a.v[0][t][0].repeat({2})));
+  }
+}
+
+TEST(DocumentAttentionTest, BadDocumentsAreErrors) {
+  Qkv a = Random(2, 6, 2, 2, 4);
+  auto call = [&](std::vector<std::vector<int64_t>> docs) {
+    return TorchCall("attention", [&] { DocumentCausalAttention(a.q, a.k, a.v, docs, 1.0); });
+  };
+  EXPECT_THAT(call({{4, 3}, {1}}).message(), HasSubstr("more than the row length 6"));
+  EXPECT_THAT(call({{4}}).message(), HasSubstr("1 rows of document lengths for 2 rows"));
+  EXPECT_THAT(call({{0}, {1}}).message(), HasSubstr("must be > 0"));
+  EXPECT_TRUE(call({{6}, {}}).ok());  // an all-padding row is fine
+}
+
+// The transformer's packed training forward (document attention, fused projections) against its
+// general path over the dense mask of the same layout: logits and every parameter's gradient.
+TEST(DocumentAttentionTest, TransformerPackedForwardEqualsTheDenseMaskPath) {
+  for (bool attention_bias : {false, true}) {
+    ModelOptions o;
+    o.vocab_size = 40;
+    o.hidden_size = 32;
+    o.num_layers = 2;
+    o.num_heads = 4;
+    o.num_kv_heads = 2;
+    o.intermediate_size = 48;
+    o.attention_bias = attention_bias;
+    o.seed = 11;
+    auto packed = MakeTransformer(o);
+    auto dense = MakeTransformer(o);
+    ASSERT_TRUE(packed.ok() && dense.ok());
+    const auto layout = PackedLayout({{7, 5, 2}, {9}}, 16);
+    AttentionLayout dense_layout = layout;
+    dense_layout.doc_lengths.clear();  // the general path: scores over the [L, L] mask
+    torch::manual_seed(2);
+    const auto tokens = torch::randint(0, o.vocab_size, {2, 16}, torch::kInt64);
+    const auto got = (*packed)->forward(tokens, layout);
+    const auto want = (*dense)->forward(tokens, dense_layout);
+    EXPECT_TRUE(torch::allclose(got, want, 1e-5, 1e-5))
+        << "max |diff| " << (got - want).abs().max().item<double>();
+    const auto upstream = torch::randn(got.sizes());
+    (got * upstream).sum().backward();
+    (want * upstream).sum().backward();
+    const auto dense_params = (*dense)->named_parameters();
+    for (const auto& p : (*packed)->named_parameters()) {
+      const auto& g = p.value().grad();
+      const auto& h = dense_params[p.key()].grad();
+      ASSERT_TRUE(g.defined() && h.defined()) << p.key();
+      EXPECT_TRUE(torch::allclose(g, h, 1e-5, 1e-5))
+          << p.key() << " max |diff| " << (g - h).abs().max().item<double>();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace flywheel
