@@ -67,7 +67,7 @@ void AddActorCommand(CLI::App& app, Invocation& invocation) {
         if (!token.ok()) return ReportError(token.status());
         options.auth_token = *token;
       }
-      StopSignals signals;  // before any thread starts
+      StopSignals signals;  // SIGINT/SIGTERM: stop cleanly, exit 0
       options.stop = &signals.stop();
       options.log = stdout;
       auto result = RunRemoteActor(*job, options);

@@ -61,7 +61,7 @@ void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
         if (!token.ok()) return ReportError(token.status());
         options.auth_token = *token;
       }
-      StopSignals signals;  // before any thread starts
+      StopSignals signals;  // SIGINT/SIGTERM: stop cleanly, exit 0
       options.stop = &signals.stop();
       options.progress = stdout;
       options.progress_is_terminal = isatty(fileno(stdout)) != 0;

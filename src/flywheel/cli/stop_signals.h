@@ -1,52 +1,45 @@
-// SIGINT/SIGTERM as a stop request for the long-running commands (learner, actor). Construct
-// it before any other thread starts: it blocks the two signals in the calling thread (new
-// threads inherit the mask) and waits for them on a thread of its own, which sets stop().
+// SIGINT/SIGTERM as a stop request for the long-running commands (learner, actor): while a
+// StopSignals exists, either signal sets stop() instead of killing the process, whichever
+// thread the kernel delivers it to (libraries start threads before main, so blocking the
+// signals in one thread is not enough). One instance at a time.
 #ifndef FLYWHEEL_CLI_STOP_SIGNALS_H_
 #define FLYWHEEL_CLI_STOP_SIGNALS_H_
 
-#include <pthread.h>
 #include <signal.h>
-#include <time.h>
 
 #include <atomic>
-#include <thread>
 
 namespace flywheel::cli {
 
 class StopSignals {
  public:
   StopSignals() {
-    sigemptyset(&signals_);
-    sigaddset(&signals_, SIGINT);
-    sigaddset(&signals_, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
-    waiter_ = std::thread([this] {
-      const timespec poll = {0, 200 * 1000 * 1000};  // recheck done_ five times a second
-      while (!done_.load()) {
-        const int signal = sigtimedwait(&signals_, nullptr, &poll);
-        if (signal > 0) {
-          signal_.store(signal);
-          stop_.store(true);
-        }
-      }
-    });
+    Flag().store(false);
+    struct sigaction action = {};
+    action.sa_handler = &StopSignals::Handle;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &action, &previous_int_);
+    sigaction(SIGTERM, &action, &previous_term_);
   }
   ~StopSignals() {
-    done_.store(true);
-    waiter_.join();
+    sigaction(SIGINT, &previous_int_, nullptr);
+    sigaction(SIGTERM, &previous_term_, nullptr);
   }
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
 
-  const std::atomic<bool>& stop() const { return stop_; }
-  int signal() const { return signal_.load(); }
+  const std::atomic<bool>& stop() const { return Flag(); }
 
  private:
-  sigset_t signals_;
-  std::atomic<bool> stop_{false};
-  std::atomic<bool> done_{false};
-  std::atomic<int> signal_{0};
-  std::thread waiter_;
+  static std::atomic<bool>& Flag() {
+    static std::atomic<bool> flag{false};  // lock-free: safe to set in a signal handler
+    return flag;
+  }
+  static void Handle(int /*signal*/) { Flag().store(true); }
+
+  struct sigaction previous_int_ = {};
+  struct sigaction previous_term_ = {};
 };
 
 }  // namespace flywheel::cli

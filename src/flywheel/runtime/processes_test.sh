@@ -3,7 +3,8 @@
 # `flywheel learner`, two `flywheel actor`s (the second joins late). The late actor must start
 # from the newest weights; it is then killed with SIGKILL and the learner must keep stepping
 # on the surviving actor's data, whose trajectories must carry weights published after the
-# kill. Every process that should end must end cleanly. Also: unreachable addresses and a
+# kill. A restarted actor 1 starts from the newest weights and stops on SIGTERM. Every process
+# that should end must end cleanly. Also: unreachable addresses and a
 # wrong token fail fast with errors that name what to fix.
 set -uo pipefail
 FLYWHEEL="$1"
@@ -118,6 +119,21 @@ wait "$ACTOR1_PID" 2>/dev/null
 KILL_LINES=$(metrics_lines)
 KILL_VERSION=$(last_version)
 echo "killed actor 1 at learner version $KILL_VERSION ($KILL_LINES steps)"
+
+# A restarted actor 1 (same index) starts from the newest weights and stops cleanly on SIGTERM.
+RESTART_VERSION=$(last_version)
+mv "$TMP/actor1.log" "$TMP/actor1-killed.log"
+start_actor 1
+RESTARTED_PID=$!
+PIDS+=("$RESTARTED_PID")
+wait_for 30 grep -q "weights version" "$TMP/actor1.log" || fail "the restarted actor got no weights"
+first=$(sed -n 's/.*weights version \([0-9]*\) .*/\1/p' "$TMP/actor1.log" | head -n 1)
+((first >= RESTART_VERSION)) ||
+  fail "the restarted actor started from version $first, older than $RESTART_VERSION"
+kill -TERM "$RESTARTED_PID"
+wait_exit "$RESTARTED_PID" 20
+[[ "$STATUS" == 0 ]] || fail "the restarted actor did not exit 0 on SIGTERM (status $STATUS)"
+grep -q "stopped (signal)" "$TMP/actor1.log" || fail "the restarted actor did not say why it stopped"
 
 wait_exit "$LEARNER_PID" 90
 [[ "$STATUS" == 0 ]] || fail "the learner did not exit 0 after the kill (status $STATUS)"
