@@ -36,7 +36,9 @@ wait_for() {
 }
 metrics_lines() { [[ -f "$METRICS" ]] && wc -l <"$METRICS" || echo 0; }
 has_lines() { (($(metrics_lines) >= $1)); }
-last_version() { tail -n 1 "$METRICS" | jq -r .version; }
+# field KEY: KEY of the last metrics line.
+field() { tail -n 1 "$METRICS" | python3 -c "import json, sys; print(json.load(sys.stdin)['$1'])"; }
+last_version() { field version; }
 # wait_exit PID SECONDS: sets STATUS to the process's exit status, or "running" after SECONDS.
 wait_exit() {
   local pid=$1 deadline=$((SECONDS + $2))
@@ -76,14 +78,14 @@ grep -q "cannot reach the buffer at 127.0.0.1:1" <<<"$err" ||
   --address 127.0.0.1:0 --auth-token-file "$TMP/token" >"$TMP/buffer.log" 2>&1 &
 BUFFER_PID=$!
 PIDS+=("$BUFFER_PID")
-wait_for 20 grep -q "serving on" "$TMP/buffer.log" || die "the buffer did not start"
+wait_for 20 grep -qs "serving on" "$TMP/buffer.log" || die "the buffer did not start"
 BUFFER=$(sed -n 's/.*serving on \([0-9.:]*\) .*/\1/p' "$TMP/buffer.log")
 
 "$FLYWHEEL" --log-level warn learner "$CONFIG" --buffer "$BUFFER" --weights-listen 127.0.0.1:0 \
   --auth-token-file "$TMP/token" --set "${SETS[@]}" >"$TMP/learner.log" 2>&1 &
 LEARNER_PID=$!
 PIDS+=("$LEARNER_PID")
-wait_for 30 grep -q "serving weights on" "$TMP/learner.log" || die "the learner did not start"
+wait_for 30 grep -qs "serving weights on" "$TMP/learner.log" || die "the learner did not start"
 WEIGHTS=$(sed -n 's/.*serving weights on \([0-9.:]*\) .*/\1/p' "$TMP/learner.log")
 
 # A wrong token is refused at once, not retried.
@@ -106,7 +108,7 @@ JOIN_VERSION=$(last_version)
 start_actor 1
 ACTOR1_PID=$!
 PIDS+=("$ACTOR1_PID")
-wait_for 30 grep -q "weights version" "$TMP/actor1.log" || die "the late actor got no weights"
+wait_for 30 grep -qs "weights version" "$TMP/actor1.log" || die "the late actor got no weights"
 first=$(sed -n 's/.*weights version \([0-9]*\) .*/\1/p' "$TMP/actor1.log" | head -n 1)
 ((first >= JOIN_VERSION)) ||
   fail "the late actor started from version $first, older than $JOIN_VERSION at its start"
@@ -126,7 +128,7 @@ mv "$TMP/actor1.log" "$TMP/actor1-killed.log"
 start_actor 1
 RESTARTED_PID=$!
 PIDS+=("$RESTARTED_PID")
-wait_for 30 grep -q "weights version" "$TMP/actor1.log" || fail "the restarted actor got no weights"
+wait_for 30 grep -qs "weights version" "$TMP/actor1.log" || fail "the restarted actor got no weights"
 first=$(sed -n 's/.*weights version \([0-9]*\) .*/\1/p' "$TMP/actor1.log" | head -n 1)
 ((first >= RESTART_VERSION)) ||
   fail "the restarted actor started from version $first, older than $RESTART_VERSION"
@@ -139,11 +141,13 @@ wait_exit "$LEARNER_PID" 90
 [[ "$STATUS" == 0 ]] || fail "the learner did not exit 0 after the kill (status $STATUS)"
 LINES=$(metrics_lines)
 ((LINES > KILL_LINES)) || fail "no learner step after the kill ($LINES lines)"
-[[ $(tail -n 1 "$METRICS" | jq -r .step) == 20 ]] || fail "the learner did not reach max_steps"
+[[ $(field step) == 20 ]] || fail "the learner did not reach max_steps"
 # Trajectories of the surviving actor, trained on after the kill, carry newer weights.
-after=$(tail -n +"$((KILL_LINES + 1))" "$METRICS" |
-        jq -s '[.[] | .actors | to_entries[] | select(.key | startswith("actor-0@"))
-                | .value.max_version] | max // -1')
+after=$(tail -n +"$((KILL_LINES + 1))" "$METRICS" | python3 -c "
+import json, sys
+versions = [v['max_version'] for line in sys.stdin for k, v in json.loads(line)['actors'].items()
+            if k.startswith('actor-0@')]
+print(max(versions, default=-1))")
 ((after > KILL_VERSION)) ||
   fail "actor 0's trajectories after the kill carry version $after, not newer than $KILL_VERSION"
 swapped=$(sed -n 's/.*weights version \([0-9]*\) .*/\1/p' "$TMP/actor0.log" | tail -n 1)
