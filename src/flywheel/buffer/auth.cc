@@ -20,10 +20,11 @@ grpc::Status CheckBearerToken(const grpc::ServerContext* context, const std::str
   const auto& metadata = context->client_metadata();
   auto it = metadata.find("authorization");
   if (it == metadata.end()) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        StrCat("this ", service,
-                               " requires an auth token: send metadata "
-                               "'authorization: Bearer <token>' (--auth-token-file on the client)"));
+    return grpc::Status(
+        grpc::StatusCode::UNAUTHENTICATED,
+        StrCat("this ", service,
+               " requires an auth token: send metadata "
+               "'authorization: Bearer <token>' (--auth-token-file on the client)"));
   }
   const std::string_view value(it->second.data(), it->second.size());
   constexpr std::string_view kBearer = "Bearer ";

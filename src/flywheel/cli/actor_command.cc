@@ -32,22 +32,24 @@ void AddActorCommand(CLI::App& app, Invocation& invocation) {
   CLI::App* actor = app.add_subcommand(
       "actor", "Generate episodes into a remote buffer with weights from a remote learner");
   actor->add_option("file", args->file, "job config (TOML), the learner's")->required();
-  actor->add_option("--buffer", args->buffer, "buffer address (flywheel serve buffer)")
-      ->required();
+  actor->add_option("--buffer", args->buffer, "buffer address (flywheel serve buffer)")->required();
   actor->add_option("--weights", args->weights, "learner's weights address (--weights-listen)")
       ->required();
-  actor->add_option("--actor-index", args->actor_index,
-                    "this process's index: actor ids and task streams differ per index")
+  actor
+      ->add_option("--actor-index", args->actor_index,
+                   "this process's index: actor ids and task streams differ per index")
       ->capture_default_str();
   actor->add_option("--auth-token-file", args->auth_token_file,
                     "token for the buffer and the weights service");
   actor->add_option("--set", args->overrides, "override a key, e.g. --set actor.num_actors=2")
       ->take_all();
-  actor->add_option("--connect-timeout", args->connect_timeout_s,
-                    "seconds to keep retrying an unreachable buffer or weights service")
+  actor
+      ->add_option("--connect-timeout", args->connect_timeout_s,
+                   "seconds to keep retrying an unreachable buffer or weights service")
       ->capture_default_str();
-  actor->add_option("--poll-interval", args->poll_interval_s,
-                    "seconds between two checks for newer weights")
+  actor
+      ->add_option("--poll-interval", args->poll_interval_s,
+                   "seconds between two checks for newer weights")
       ->capture_default_str();
   actor->callback([args, &invocation] {
     invocation.run = [args] {

@@ -35,8 +35,9 @@ void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
   learner->add_option("file", args->file, "job config (TOML)")->required();
   learner->add_option("--buffer", args->buffer, "buffer address (flywheel serve buffer)")
       ->required();
-  learner->add_option("--weights-listen", args->weights_listen,
-                      "serve weights on HOST:PORT (port 0 = any free port)")
+  learner
+      ->add_option("--weights-listen", args->weights_listen,
+                   "serve weights on HOST:PORT (port 0 = any free port)")
       ->capture_default_str();
   learner->add_option("--auth-token-file", args->auth_token_file,
                       "token for the buffer, also required from actors fetching weights");
@@ -44,8 +45,9 @@ void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
       ->take_all();
   learner->add_flag("--resume", args->resume,
                     "continue runs/<name> from its latest complete checkpoint");
-  learner->add_option("--connect-timeout", args->connect_timeout_s,
-                      "seconds to keep retrying an unreachable buffer")
+  learner
+      ->add_option("--connect-timeout", args->connect_timeout_s,
+                   "seconds to keep retrying an unreachable buffer")
       ->capture_default_str();
   learner->callback([args, &invocation] {
     invocation.run = [args] {
@@ -66,18 +68,15 @@ void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
       options.progress = stdout;
       options.progress_is_terminal = isatty(fileno(stdout)) != 0;
       options.on_serving = [&](const std::string& address) {
-        std::cout << "flywheel: learner serving weights on " << address
-                  << " (buffer " << args->buffer
-                  << ", auth=" << (options.auth_token.empty() ? "off" : "on") << ")"
+        std::cout << "flywheel: learner serving weights on " << address << " (buffer "
+                  << args->buffer << ", auth=" << (options.auth_token.empty() ? "off" : "on") << ")"
                   << std::endl;
       };
       auto result = RunRemoteLearner(*job, options);
       if (!result.ok()) return ReportError(result.status());
-      std::cout << "run " << job->run.runs_dir << "/" << job->run.name << ": "
-                << result->final_step << " steps"
-                << (result->stopped ? " (stopped by signal)" : "") << ", last reward "
-                << result->last_reward << ", last success " << result->last_success
-                << std::endl;
+      std::cout << "run " << job->run.runs_dir << "/" << job->run.name << ": " << result->final_step
+                << " steps" << (result->stopped ? " (stopped by signal)" : "") << ", last reward "
+                << result->last_reward << ", last success " << result->last_success << std::endl;
       return 0;
     };
   });

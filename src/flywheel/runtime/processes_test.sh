@@ -81,6 +81,13 @@ PIDS+=("$BUFFER_PID")
 wait_for 20 grep -qs "serving on" "$TMP/buffer.log" || die "the buffer did not start"
 BUFFER=$(sed -n 's/.*serving on \([0-9.:]*\) .*/\1/p' "$TMP/buffer.log")
 
+# A learner whose groups are not the buffer's is refused before it creates its run.
+err=$("$FLYWHEEL" learner "$CONFIG" --buffer "$BUFFER" --weights-listen 127.0.0.1:0 \
+      --auth-token-file "$TMP/token" --set "${SETS[@]}" actor.group_size=8 2>&1)
+[[ $? -ne 0 ]] || fail "a learner with actor.group_size 8 accepted a buffer of groups of 4"
+grep -q "releases groups of 4 trajectories but actor.group_size = 8" <<<"$err" ||
+  fail "group size mismatch error unclear: $err"
+
 "$FLYWHEEL" --log-level warn learner "$CONFIG" --buffer "$BUFFER" --weights-listen 127.0.0.1:0 \
   --auth-token-file "$TMP/token" --set "${SETS[@]}" >"$TMP/learner.log" 2>&1 &
 LEARNER_PID=$!

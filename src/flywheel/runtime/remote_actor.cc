@@ -96,20 +96,23 @@ absl::Status RemoteActorProcess::Init() {
 
   // The newest weights first: a restarted or late actor never generates with stale ones.
   weights_ = WeightsClient::Connect(options_.weights_address, options_.auth_token);
-  RETURN_IF_ERROR(WaitForService("weights service", options_.weights_address,
-                                 options_.connect_timeout, [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(v1::GetVersionResponse version, weights_->GetVersion());
-    if (version.finished()) {
-      return absl::FailedPreconditionError(
-          StrCat("the learner at ", options_.weights_address, " has finished its run"));
-    }
-    if (version.version() < 0) return absl::UnavailableError("no weights published yet");
-    return FetchNewer(-1);
-  }, options_.stop));
+  RETURN_IF_ERROR(WaitForService(
+      "weights service", options_.weights_address, options_.connect_timeout,
+      [&]() -> absl::Status {
+        ASSIGN_OR_RETURN(v1::GetVersionResponse version, weights_->GetVersion());
+        if (version.finished()) {
+          return absl::FailedPreconditionError(
+              StrCat("the learner at ", options_.weights_address, " has finished its run"));
+        }
+        if (version.version() < 0) return absl::UnavailableError("no weights published yet");
+        return FetchNewer(-1);
+      },
+      options_.stop));
 
   ASSIGN_OR_RETURN(buffer_, BufferClient::Connect(options_.buffer_address, options_.auth_token));
-  RETURN_IF_ERROR(WaitForService("buffer", options_.buffer_address, options_.connect_timeout,
-                                 [&] { return buffer_->Info().status(); }, options_.stop));
+  RETURN_IF_ERROR(WaitForService(
+      "buffer", options_.buffer_address, options_.connect_timeout,
+      [&] { return buffer_->Info().status(); }, options_.stop));
 
   // Task streams differ per actor index, per thread and per start, so that a restarted actor
   // does not replay (and collide with) the group ids of the process it replaces.
@@ -118,8 +121,8 @@ absl::Status RemoteActorProcess::Init() {
     const uint64_t seed = static_cast<uint64_t>(config_.run.seed) * 1000003u +
                           static_cast<uint64_t>(options_.actor_index) * 7919u + j * 104729u +
                           incarnation * 2654435761u;
-    tasks_.push_back(std::make_unique<TaskSource>(factory_->task_name(), seed,
-                                                  config_.actor.group_size));
+    tasks_.push_back(
+        std::make_unique<TaskSource>(factory_->task_name(), seed, config_.actor.group_size));
     ASSIGN_OR_RETURN(std::unique_ptr<RolloutEngine> engine,
                      RolloutEngine::Create(config_.actor.engine, snapshot_));
     // Trajectory ids start with the actor id, so the id carries the incarnation too.
@@ -152,8 +155,8 @@ absl::Status RemoteActorProcess::Insert(const Trajectory& trajectory) {
     while (stream->Read(&response)) {
       if (response.acks_size() > 0) ack = response.acks(0);
     }
-    absl::Status status = FromGrpc(stream->Finish(), StrCat("buffer at ", options_.buffer_address,
-                                                            ": insert"));
+    absl::Status status =
+        FromGrpc(stream->Finish(), StrCat("buffer at ", options_.buffer_address, ": insert"));
     if (status.ok() && ack.has_value()) {
       const auto code = static_cast<absl::StatusCode>(ack->code());
       if (code == absl::StatusCode::kOk) {
@@ -168,8 +171,7 @@ absl::Status RemoteActorProcess::Insert(const Trajectory& trajectory) {
     if (!IsTransient(status)) return status;
     if (!unreachable_since.has_value()) unreachable_since = absl::Now();
     if (absl::Now() - *unreachable_since > options_.connect_timeout) {
-      return absl::UnavailableError(StrCat("lost the buffer at ", options_.buffer_address,
-                                           " for ",
+      return absl::UnavailableError(StrCat("lost the buffer at ", options_.buffer_address, " for ",
                                            absl::ToDoubleSeconds(options_.connect_timeout),
                                            " s: ", status.message()));
     }
@@ -232,10 +234,9 @@ absl::StatusOr<RemoteActorResult> RemoteActorProcess::Run() {
       failure = version.status();
       break;
     } else if (absl::Now() - weights_last_ok > options_.connect_timeout) {
-      failure = absl::UnavailableError(
-          StrCat("lost the weights service at ", options_.weights_address, " for ",
-                 absl::ToDoubleSeconds(options_.connect_timeout), " s: ",
-                 version.status().message()));
+      failure = absl::UnavailableError(StrCat(
+          "lost the weights service at ", options_.weights_address, " for ",
+          absl::ToDoubleSeconds(options_.connect_timeout), " s: ", version.status().message()));
       break;
     }
     absl::SleepFor(options_.poll_interval);

@@ -22,8 +22,8 @@ absl::Status WaitForService(const std::string& service, const std::string& addre
                                            " s: ", status.message()));
     }
     if (cancel != nullptr && cancel->load()) {
-      return absl::CancelledError(StrCat("stopped while waiting for the ", service, " at ",
-                                         address));
+      return absl::CancelledError(
+          StrCat("stopped while waiting for the ", service, " at ", address));
     }
     absl::SleepFor(retry_every);
   }

@@ -18,8 +18,7 @@ TEST(RemoteConnectTest, RetriesTransientFailuresUntilTheServiceAnswers) {
 TEST(RemoteConnectTest, GivesUpAtTheDeadlineNamingServiceAndAddress) {
   absl::Status status = WaitForService(
       "weights service", "10.0.0.9:7400", absl::Milliseconds(30),
-      [] { return absl::UnavailableError("connection refused"); }, nullptr,
-      absl::Milliseconds(5));
+      [] { return absl::UnavailableError("connection refused"); }, nullptr, absl::Milliseconds(5));
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(status.message().find("cannot reach the weights service at 10.0.0.9:7400"),
             absl::string_view::npos)

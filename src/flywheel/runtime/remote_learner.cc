@@ -98,18 +98,21 @@ absl::Status RemoteLearner::Init() {
   // Reach the buffer before creating anything on disk: a wrong address leaves no run behind.
   ASSIGN_OR_RETURN(buffer_, BufferClient::Connect(options_.buffer_address, options_.auth_token));
   std::string description;
-  RETURN_IF_ERROR(WaitForService("buffer", options_.buffer_address, options_.connect_timeout, [&] {
-    absl::StatusOr<v1::ServerInfoResponse> info = buffer_->Info();
-    if (info.ok()) description = info->description();
-    return info.status();
-  }, options_.stop));
+  RETURN_IF_ERROR(WaitForService(
+      "buffer", options_.buffer_address, options_.connect_timeout,
+      [&] {
+        absl::StatusOr<v1::ServerInfoResponse> info = buffer_->Info();
+        if (info.ok()) description = info->description();
+        return info.status();
+      },
+      options_.stop));
   const int64_t group_size = AnnouncedGroupSize(description);
   if (group_size > 0 && group_size != config_.actor.group_size) {
-    return absl::InvalidArgumentError(StrCat(
-        "the buffer at ", options_.buffer_address, " releases groups of ", group_size,
-        " trajectories but actor.group_size = ", config_.actor.group_size,
-        ": start it with --set buffer.group_size=", config_.actor.group_size,
-        " (group advantages need whole groups)"));
+    return absl::InvalidArgumentError(
+        StrCat("the buffer at ", options_.buffer_address, " releases groups of ", group_size,
+               " trajectories but actor.group_size = ", config_.actor.group_size,
+               ": start it with --set buffer.group_size=", config_.actor.group_size,
+               " (group advantages need whole groups)"));
   }
 
   ASSIGN_OR_RETURN(run_dir_, RunDirectory::Open(config_.run.runs_dir, config_.run.name,
@@ -120,14 +123,14 @@ absl::Status RemoteLearner::Init() {
     ASSIGN_OR_RETURN(AttentionLayout layout, MakePackedLayout(mb.doc_lengths, mb.length));
     return TorchCallOr("policy forward", [&] { return model_->forward(mb.tokens, layout); });
   };
-  learner_ = std::make_unique<LearnerStep>(config_.learner, config_.run.max_steps,
-                                           model_->parameters(), std::move(forward), nullptr,
-                                           config_.sampling.temperature);
+  learner_ =
+      std::make_unique<LearnerStep>(config_.learner, config_.run.max_steps, model_->parameters(),
+                                    std::move(forward), nullptr, config_.sampling.temperature);
   if (options_.resume) {
     ASSIGN_OR_RETURN(std::optional<std::string> latest, checkpoints_->Latest());
     if (!latest.has_value()) {
-      return absl::NotFoundError(StrCat("--resume: no complete checkpoint in ",
-                                        run_dir_->checkpoints().string()));
+      return absl::NotFoundError(
+          StrCat("--resume: no complete checkpoint in ", run_dir_->checkpoints().string()));
     }
     RETURN_IF_ERROR(LoadStateDict(StrCat(*latest, "/", kModelFile), *model_));
     RETURN_IF_ERROR(ReadTrainerState(*latest, learner_->optimizer()));
@@ -164,8 +167,8 @@ absl::StatusOr<std::vector<std::vector<Trajectory>>> RemoteLearner::SampleOnce(i
   const bool got = sent && stream->Read(&response);
   while (stream->Read(&response)) {
   }
-  RETURN_IF_ERROR(FromGrpc(stream->Finish(), StrCat("buffer at ", options_.buffer_address,
-                                                    ": sample")));
+  RETURN_IF_ERROR(
+      FromGrpc(stream->Finish(), StrCat("buffer at ", options_.buffer_address, ": sample")));
   if (!got) {
     return absl::UnavailableError(
         StrCat("buffer at ", options_.buffer_address, ": sample stream closed without a batch"));
@@ -196,10 +199,9 @@ absl::StatusOr<std::vector<Trajectory>> RemoteLearner::CollectBatch() {
       if (!IsTransient(items.status())) return items.status();
       // The buffer is restarting or unreachable: keep trying for connect_timeout.
       if (absl::Now() - buffer_last_ok_ > options_.connect_timeout) {
-        return absl::UnavailableError(StrCat("lost the buffer at ", options_.buffer_address,
-                                             " for ",
-                                             absl::ToDoubleSeconds(options_.connect_timeout),
-                                             " s: ", items.status().message()));
+        return absl::UnavailableError(StrCat(
+            "lost the buffer at ", options_.buffer_address, " for ",
+            absl::ToDoubleSeconds(options_.connect_timeout), " s: ", items.status().message()));
       }
       absl::SleepFor(kPoll);
       continue;
@@ -207,9 +209,9 @@ absl::StatusOr<std::vector<Trajectory>> RemoteLearner::CollectBatch() {
     buffer_last_ok_ = absl::Now();
     for (std::vector<Trajectory>& group : *items) {
       if (static_cast<int64_t>(group.size()) > config_.actor.group_size) {
-        return absl::FailedPreconditionError(StrCat(
-            "the buffer at ", options_.buffer_address, " released a group of ", group.size(),
-            " trajectories, more than actor.group_size = ", config_.actor.group_size));
+        return absl::FailedPreconditionError(
+            StrCat("the buffer at ", options_.buffer_address, " released a group of ", group.size(),
+                   " trajectories, more than actor.group_size = ", config_.actor.group_size));
       }
       for (Trajectory& t : group) batch.push_back(std::move(t));
       ++groups;

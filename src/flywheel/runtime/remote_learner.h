@@ -17,9 +17,8 @@
 #include <atomic>
 #include <cstdio>
 #include <functional>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -28,9 +27,9 @@
 namespace flywheel {
 
 struct RemoteLearnerOptions {
-  std::string buffer_address;                // host:port of `flywheel serve buffer`
+  std::string buffer_address;                     // host:port of `flywheel serve buffer`
   std::string weights_listen = "127.0.0.1:7400";  // port 0: any free port
-  std::string auth_token;                    // for the buffer and the weights service
+  std::string auth_token;                         // for the buffer and the weights service
   bool resume = false;
   absl::Duration connect_timeout = absl::Seconds(30);  // also: how long the buffer may vanish
   absl::Duration finished_linger = absl::Seconds(3);   // serve "finished" this long at the end

@@ -49,8 +49,7 @@ grpc::Status WeightsServiceImpl::GetVersion(grpc::ServerContext* context,
   absl::MutexLock lock(&mu_);
   response->set_version(latest_ != nullptr ? latest_->version : -1);
   response->set_total_bytes(latest_ != nullptr ? latest_->total_bytes : 0);
-  response->set_num_tensors(latest_ != nullptr ? static_cast<int32_t>(latest_->tensors.size())
-                                               : 0);
+  response->set_num_tensors(latest_ != nullptr ? static_cast<int32_t>(latest_->tensors.size()) : 0);
   response->set_finished(finished_);
   return grpc::Status::OK;
 }
@@ -67,8 +66,7 @@ grpc::Status WeightsServiceImpl::FetchWeights(grpc::ServerContext* context,
     latest = latest_;
   }
   if (latest == nullptr) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                        "the learner has not published weights yet");
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the learner has not published weights yet");
   }
   if (request->have_version() >= latest->version) {
     v1::WeightsChunk up_to_date;
@@ -99,9 +97,10 @@ absl::StatusOr<std::unique_ptr<WeightsServer>> WeightsServer::Start(
   server->host_ = options.address.substr(0, colon);
   if (server->host_ != "127.0.0.1" && server->host_ != "localhost" && server->host_ != "[::1]" &&
       options.auth_token.empty()) {
-    spdlog::warn("weights: serving on {} without an auth token: anyone who can reach it can "
-                 "read the policy",
-                 options.address);
+    spdlog::warn(
+        "weights: serving on {} without an auth token: anyone who can reach it can "
+        "read the policy",
+        options.address);
   }
   server->service_ =
       std::make_unique<WeightsServiceImpl>(options.auth_token, options.max_chunk_bytes);

@@ -125,9 +125,9 @@ absl::Status WeightsAssembler::StartManifest(const v1::WeightsChunk& chunk) {
                                         info.dtype(), " ", ShapeString(shape), " is ", expected,
                                         " bytes"));
     }
-    ASSIGN_OR_RETURN(torch::Tensor tensor,
-                     TorchCallOr(StrCat(where, ": allocate"),
-                                 [&] { return torch::empty(shape, torch::dtype(*dtype)); }));
+    ASSIGN_OR_RETURN(torch::Tensor tensor, TorchCallOr(StrCat(where, ": allocate"), [&] {
+                       return torch::empty(shape, torch::dtype(*dtype));
+                     }));
     manifest_.push_back(info);
     tensors_.emplace_back(info.name(), std::move(tensor));
     filled_.push_back(0);
@@ -156,8 +156,8 @@ absl::Status WeightsAssembler::Add(const v1::WeightsChunk& chunk) {
         StrCat("weights stream of version ", version_, ": a second manifest in chunk ", chunks_));
   }
   if (chunk.version() != version_) {
-    return absl::DataLossError(StrCat("weights stream of version ", version_,
-                                      ": chunk ", chunks_, " is of version ", chunk.version()));
+    return absl::DataLossError(StrCat("weights stream of version ", version_, ": chunk ", chunks_,
+                                      " is of version ", chunk.version()));
   }
   if (!chunk.data().empty()) {
     const int64_t index = chunk.tensor_index();
@@ -168,14 +168,14 @@ absl::Status WeightsAssembler::Add(const v1::WeightsChunk& chunk) {
     const v1::TensorInfo& info = manifest_[index];
     const std::string where = StrCat("weights version ", version_, ", tensor ", info.name());
     if (chunk.tensor_name() != info.name()) {
-      return absl::DataLossError(StrCat(where, ": chunk ", chunks_, " calls it \"",
-                                        chunk.tensor_name(), "\""));
+      return absl::DataLossError(
+          StrCat(where, ": chunk ", chunks_, " calls it \"", chunk.tensor_name(), "\""));
     }
     if (static_cast<size_t>(index) != current_ || chunk.offset() != filled_[index]) {
-      return absl::DataLossError(
-          StrCat(where, ": chunk ", chunks_, " has bytes from ", chunk.offset(), " but the stream is at ",
-                 current_ < manifest_.size() ? manifest_[current_].name() : "the end", " byte ",
-                 current_ < manifest_.size() ? filled_[current_] : 0, " (a gap or reordering)"));
+      return absl::DataLossError(StrCat(
+          where, ": chunk ", chunks_, " has bytes from ", chunk.offset(), " but the stream is at ",
+          current_ < manifest_.size() ? manifest_[current_].name() : "the end", " byte ",
+          current_ < manifest_.size() ? filled_[current_] : 0, " (a gap or reordering)"));
     }
     const int64_t n = static_cast<int64_t>(chunk.data().size());
     if (chunk.offset() + n > info.byte_size()) {
@@ -197,14 +197,14 @@ absl::StatusOr<NamedTensors> WeightsAssembler::Finish() {
   int64_t total = 0;
   for (const v1::TensorInfo& info : manifest_) total += info.byte_size();
   if (current_ < manifest_.size()) {
-    return absl::DataLossError(StrCat(
-        "weights stream of version ", version_, " ended after ", bytes_received_, " of ", total,
-        " bytes: tensor ", manifest_[current_].name(), " has ", filled_[current_], " of ",
-        manifest_[current_].byte_size()));
+    return absl::DataLossError(StrCat("weights stream of version ", version_, " ended after ",
+                                      bytes_received_, " of ", total, " bytes: tensor ",
+                                      manifest_[current_].name(), " has ", filled_[current_],
+                                      " of ", manifest_[current_].byte_size()));
   }
   if (!last_seen_) {
-    return absl::DataLossError(StrCat("weights stream of version ", version_,
-                                      " ended without its last chunk"));
+    return absl::DataLossError(
+        StrCat("weights stream of version ", version_, " ended without its last chunk"));
   }
   started_ = false;
   return std::move(tensors_);
@@ -243,8 +243,8 @@ absl::StatusOr<std::shared_ptr<const WeightSnapshot>> SnapshotFromTensors(
       }
       if (from.scalar_type() != item.value().scalar_type()) {
         checked = absl::InvalidArgumentError(
-            StrCat(where, ": dtype ", c10::toString(from.scalar_type()),
-                   " but this model holds ", c10::toString(item.value().scalar_type())));
+            StrCat(where, ": dtype ", c10::toString(from.scalar_type()), " but this model holds ",
+                   c10::toString(item.value().scalar_type())));
         return;
       }
       item.value().copy_(from);

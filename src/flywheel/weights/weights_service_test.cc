@@ -1,8 +1,7 @@
-#include "flywheel/weights/service.h"
-
 #include <gtest/gtest.h>
 
 #include "flywheel/weights/client.h"
+#include "flywheel/weights/service.h"
 
 namespace flywheel {
 namespace {
@@ -111,8 +110,7 @@ TEST(WeightsServiceTest, AuthTokenIsRequiredLikeTheBuffers) {
   ASSERT_TRUE(server->Publish(*Snapshot(1)).ok());
   auto anonymous = WeightsClient::Connect(server->address());
   EXPECT_EQ(anonymous->GetVersion().status().code(), absl::StatusCode::kUnauthenticated);
-  EXPECT_EQ(anonymous->Fetch(-1, TinyModel()).status().code(),
-            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(anonymous->Fetch(-1, TinyModel()).status().code(), absl::StatusCode::kUnauthenticated);
   auto wrong = WeightsClient::Connect(server->address(), "guess");
   EXPECT_EQ(wrong->GetVersion().status().code(), absl::StatusCode::kUnauthenticated);
   auto right = WeightsClient::Connect(server->address(), "s3cret");
@@ -128,8 +126,7 @@ TEST(WeightsServiceTest, ModelOfAnotherShapeIsAClearError) {
   other.intermediate_size = 64;
   auto fetched = WeightsClient::Connect(server->address())->Fetch(-1, other);
   ASSERT_FALSE(fetched.ok());
-  EXPECT_NE(fetched.status().message().find("mlp.gate_proj.weight: shape"),
-            absl::string_view::npos)
+  EXPECT_NE(fetched.status().message().find("mlp.gate_proj.weight: shape"), absl::string_view::npos)
       << fetched.status();
 }
 
@@ -171,7 +168,8 @@ absl::Status FetchFromBroken(BrokenWeightsService::Fault fault) {
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
   auto server = builder.BuildAndStart();
-  auto fetched = WeightsClient::Connect("127.0.0.1:" + std::to_string(port))->Fetch(-1, TinyModel());
+  auto fetched =
+      WeightsClient::Connect("127.0.0.1:" + std::to_string(port))->Fetch(-1, TinyModel());
   server->Shutdown();
   EXPECT_FALSE(fetched.ok());
   return fetched.status();
