@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <chrono>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -11,7 +10,6 @@
 #include "absl/time/clock.h"
 #include "flywheel/actor/actor.h"
 #include "flywheel/actor/env_tokenizer.h"
-#include "flywheel/buffer/client.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/core/trajectory_proto.h"
@@ -19,6 +17,7 @@
 #include "flywheel/env/env_factory.h"
 #include "flywheel/env/task_source.h"
 #include "flywheel/runtime/policy_setup.h"
+#include "flywheel/runtime/remote_buffer.h"
 #include "flywheel/runtime/remote_connect.h"
 #include "flywheel/weights/client.h"
 
@@ -55,7 +54,7 @@ class RemoteActorProcess {
   std::unique_ptr<Tokenizer> tokenizer_;
   ModelOptions model_options_;
   std::unique_ptr<WeightsClient> weights_;
-  std::unique_ptr<BufferClient> buffer_;
+  std::unique_ptr<RemoteBuffer> buffer_;
   std::shared_ptr<const WeightSnapshot> snapshot_;
   std::vector<std::unique_ptr<TaskSource>> tasks_;
   std::vector<std::unique_ptr<Actor>> actors_;
@@ -109,7 +108,7 @@ absl::Status RemoteActorProcess::Init() {
       },
       options_.stop));
 
-  ASSIGN_OR_RETURN(buffer_, BufferClient::Connect(options_.buffer_address, options_.auth_token));
+  ASSIGN_OR_RETURN(buffer_, RemoteBuffer::Connect(options_.buffer_address, options_.auth_token));
   RETURN_IF_ERROR(WaitForService(
       "buffer", options_.buffer_address, options_.connect_timeout,
       [&] { return buffer_->Info().status(); }, options_.stop));
@@ -142,22 +141,9 @@ absl::Status RemoteActorProcess::Insert(const Trajectory& trajectory) {
   std::optional<absl::Time> unreachable_since;
   while (true) {
     if (stopping_.load()) return absl::CancelledError("the actor is stopping");
-    auto context = buffer_->NewContext();
-    context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    auto stream = buffer_->stub().Insert(context.get());
-    v1::InsertRequest request;
-    request.add_trajectories(wire);
-    request.set_timeout_ms(absl::ToInt64Milliseconds(kInsertWait));
-    stream->Write(request);
-    stream->WritesDone();
-    std::optional<v1::InsertAck> ack;
-    v1::InsertResponse response;
-    while (stream->Read(&response)) {
-      if (response.acks_size() > 0) ack = response.acks(0);
-    }
-    absl::Status status =
-        FromGrpc(stream->Finish(), StrCat("buffer at ", options_.buffer_address, ": insert"));
-    if (status.ok() && ack.has_value()) {
+    absl::StatusOr<v1::InsertAck> ack = buffer_->InsertOne(wire, kInsertWait);
+    absl::Status status = ack.status();
+    if (ack.ok()) {
       const auto code = static_cast<absl::StatusCode>(ack->code());
       if (code == absl::StatusCode::kOk) {
         inserted_.fetch_add(1);
@@ -167,7 +153,6 @@ absl::Status RemoteActorProcess::Insert(const Trajectory& trajectory) {
       return absl::Status(code, StrCat("buffer at ", options_.buffer_address, " refused ",
                                        trajectory.id, ": ", ack->message()));
     }
-    if (status.ok()) status = absl::UnavailableError("insert stream ended without an ack");
     if (!IsTransient(status)) return status;
     if (!unreachable_since.has_value()) unreachable_since = absl::Now();
     if (absl::Now() - *unreachable_since > options_.connect_timeout) {

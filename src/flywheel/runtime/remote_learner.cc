@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -12,10 +11,8 @@
 
 #include "absl/time/clock.h"
 #include "flywheel/actor/env_tokenizer.h"
-#include "flywheel/buffer/client.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
-#include "flywheel/core/trajectory_proto.h"
 #include "flywheel/env/env_factory.h"
 #include "flywheel/learner/checkpoint.h"
 #include "flywheel/learner/learner_step.h"
@@ -27,6 +24,7 @@
 #include "flywheel/model/weight_snapshot.h"
 #include "flywheel/runtime/policy_setup.h"
 #include "flywheel/runtime/progress.h"
+#include "flywheel/runtime/remote_buffer.h"
 #include "flywheel/runtime/remote_connect.h"
 #include "flywheel/runtime/run_directory.h"
 #include "flywheel/weights/service.h"
@@ -66,8 +64,6 @@ class RemoteLearner {
 
  private:
   bool Stopping() const { return options_.stop != nullptr && options_.stop->load(); }
-  // One sample request with a deadline; items are whole groups.
-  absl::StatusOr<std::vector<std::vector<Trajectory>>> SampleOnce(int max_batch);
   // Up to batch_groups groups; fewer only when stopping.
   absl::StatusOr<std::vector<Trajectory>> CollectBatch();
   absl::Status Publish();
@@ -82,7 +78,7 @@ class RemoteLearner {
   std::unique_ptr<RunDirectory> run_dir_;
   std::unique_ptr<CheckpointManager> checkpoints_;
   std::unique_ptr<LearnerStep> learner_;
-  std::unique_ptr<BufferClient> buffer_;
+  std::unique_ptr<RemoteBuffer> buffer_;
   std::unique_ptr<WeightsServer> weights_;
   absl::Time buffer_last_ok_ = absl::Now();
 };
@@ -96,7 +92,7 @@ absl::Status RemoteLearner::Init() {
   ASSIGN_OR_RETURN(model_, MakeTransformer(model_options));
 
   // Reach the buffer before creating anything on disk: a wrong address leaves no run behind.
-  ASSIGN_OR_RETURN(buffer_, BufferClient::Connect(options_.buffer_address, options_.auth_token));
+  ASSIGN_OR_RETURN(buffer_, RemoteBuffer::Connect(options_.buffer_address, options_.auth_token));
   std::string description;
   RETURN_IF_ERROR(WaitForService(
       "buffer", options_.buffer_address, options_.connect_timeout,
@@ -152,49 +148,12 @@ absl::Status RemoteLearner::Publish() {
   return weights_->Publish(*snapshot);
 }
 
-absl::StatusOr<std::vector<std::vector<Trajectory>>> RemoteLearner::SampleOnce(int max_batch) {
-  auto context = buffer_->NewContext();
-  context->set_deadline(std::chrono::system_clock::now() +
-                        std::chrono::milliseconds(absl::ToInt64Milliseconds(kPoll)) +
-                        std::chrono::seconds(10));
-  auto stream = buffer_->stub().Sample(context.get());
-  v1::SampleRequest request;
-  request.set_max_batch(max_batch);
-  request.set_timeout_ms(absl::ToInt64Milliseconds(kPoll));
-  v1::SampleResponse response;
-  const bool sent = stream->Write(request);
-  stream->WritesDone();
-  const bool got = sent && stream->Read(&response);
-  while (stream->Read(&response)) {
-  }
-  RETURN_IF_ERROR(
-      FromGrpc(stream->Finish(), StrCat("buffer at ", options_.buffer_address, ": sample")));
-  if (!got) {
-    return absl::UnavailableError(
-        StrCat("buffer at ", options_.buffer_address, ": sample stream closed without a batch"));
-  }
-  std::vector<std::vector<Trajectory>> items;
-  for (const v1::SampledItem& item : response.items()) {
-    std::vector<Trajectory>& group = items.emplace_back();
-    for (const std::string& wire : item.trajectories()) {
-      v1::Trajectory proto;
-      if (!proto.ParseFromString(wire)) {
-        return absl::DataLossError(
-            StrCat("buffer at ", options_.buffer_address, ": a sampled trajectory does not parse"));
-      }
-      ASSIGN_OR_RETURN(Trajectory t, FromProto(proto));
-      group.push_back(std::move(t));
-    }
-  }
-  return items;
-}
-
 absl::StatusOr<std::vector<Trajectory>> RemoteLearner::CollectBatch() {
   std::vector<Trajectory> batch;
   int64_t groups = 0;
   while (groups < config_.run.batch_groups && !Stopping()) {
     absl::StatusOr<std::vector<std::vector<Trajectory>>> items =
-        SampleOnce(static_cast<int>(config_.run.batch_groups - groups));
+        buffer_->SampleGroups(static_cast<int>(config_.run.batch_groups - groups), kPoll);
     if (!items.ok()) {
       if (!IsTransient(items.status())) return items.status();
       // The buffer is restarting or unreachable: keep trying for connect_timeout.
