@@ -1,5 +1,6 @@
 #include "flywheel/buffer/client.h"
 
+#include "flywheel/buffer/auth.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/core/trajectory_proto.h"
 
@@ -27,7 +28,7 @@ absl::StatusOr<std::unique_ptr<BufferClient>> BufferClient::Connect(const std::s
 
 std::unique_ptr<grpc::ClientContext> BufferClient::NewContext() const {
   auto context = std::make_unique<grpc::ClientContext>();
-  if (!auth_token_.empty()) context->AddMetadata("authorization", "Bearer " + auth_token_);
+  AddBearerToken(*context, auth_token_);
   return context;
 }
 

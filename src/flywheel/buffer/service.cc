@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/synchronization/mutex.h"
+#include "flywheel/buffer/auth.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/core/trajectory_proto.h"
 
@@ -67,13 +68,6 @@ class RequestQueue {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;    // the worker gave up (write failed)
 };
 
-// Constant-time comparison, so the token cannot be guessed byte by byte from timing.
-bool SameSecret(std::string_view a, std::string_view b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ (i < b.size() ? b[i] : 0);
-  return diff == 0;
-}
-
 }  // namespace
 
 BufferServiceImpl::BufferServiceImpl(std::shared_ptr<Buffer> buffer, std::string auth_token)
@@ -82,21 +76,7 @@ BufferServiceImpl::BufferServiceImpl(std::shared_ptr<Buffer> buffer, std::string
       invalid_(MetricsRegistry::Global().GetCounter("buffer.dropped{reason=invalid}")) {}
 
 grpc::Status BufferServiceImpl::CheckAuth(const grpc::ServerContext* context) const {
-  if (auth_token_.empty()) return grpc::Status::OK;
-  const auto& metadata = context->client_metadata();
-  auto it = metadata.find("authorization");
-  if (it == metadata.end()) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "this buffer requires an auth token: send metadata "
-                        "'authorization: Bearer <token>' (--auth-token-file on the client)");
-  }
-  const std::string_view value(it->second.data(), it->second.size());
-  constexpr std::string_view kBearer = "Bearer ";
-  if (value.substr(0, kBearer.size()) != kBearer ||
-      !SameSecret(value.substr(kBearer.size()), auth_token_)) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "auth token does not match");
-  }
-  return grpc::Status::OK;
+  return CheckBearerToken(context, auth_token_, "buffer");
 }
 
 bool BufferServiceImpl::HandleRequests(

@@ -26,6 +26,8 @@ void AddTrajectoryCommand(CLI::App& app, Invocation& invocation);
 void AddEnvCommand(CLI::App& app, Invocation& invocation);
 void AddServeCommand(CLI::App& app, Invocation& invocation);
 void AddTrainCommand(CLI::App& app, Invocation& invocation);
+void AddLearnerCommand(CLI::App& app, Invocation& invocation);
+void AddActorCommand(CLI::App& app, Invocation& invocation);
 
 }  // namespace flywheel::cli
 

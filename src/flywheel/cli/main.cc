@@ -30,6 +30,8 @@ int Main(int argc, char** argv) {
   AddEnvCommand(app, invocation);
   AddServeCommand(app, invocation);
   AddTrainCommand(app, invocation);
+  AddLearnerCommand(app, invocation);
+  AddActorCommand(app, invocation);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,24 @@
+// Bearer-token authentication shared by flywheel's gRPC services (buffer, weights). With a
+// token, every call must carry metadata `authorization: Bearer <token>`; the token comes from
+// the first line of a file (--auth-token-file), never from the command line.
+#ifndef FLYWHEEL_BUFFER_AUTH_H_
+#define FLYWHEEL_BUFFER_AUTH_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <string>
+#include <string_view>
+
+namespace flywheel {
+
+// OK when `expected` is empty (no authentication) or the call carries it; UNAUTHENTICATED
+// otherwise, naming `service` ("buffer", "weights service") and how to send the token.
+grpc::Status CheckBearerToken(const grpc::ServerContext* context, const std::string& expected,
+                              std::string_view service);
+
+// Adds the metadata CheckBearerToken expects (nothing when `token` is empty).
+void AddBearerToken(grpc::ClientContext& context, const std::string& token);
+
+}  // namespace flywheel
+
+#endif  // FLYWHEEL_BUFFER_AUTH_H_

@@ -1,0 +1,48 @@
+// The buffer service's calls as `flywheel learner` and `flywheel actor` make them: every call
+// has a deadline (a buffer process that hangs cannot hang its clients) and every error names
+// the buffer's address. Thread-safe (gRPC stubs are).
+#ifndef FLYWHEEL_RUNTIME_REMOTE_BUFFER_H_
+#define FLYWHEEL_RUNTIME_REMOTE_BUFFER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "flywheel/buffer/client.h"
+#include "flywheel/core/trajectory.h"
+
+namespace flywheel {
+
+class RemoteBuffer {
+ public:
+  static absl::StatusOr<std::unique_ptr<RemoteBuffer>> Connect(const std::string& address,
+                                                               const std::string& auth_token);
+
+  const std::string& address() const { return address_; }
+
+  absl::StatusOr<v1::ServerInfoResponse> Info(absl::Duration timeout = absl::Seconds(10));
+  absl::Status SetLearnerVersion(int64_t version, absl::Duration timeout = absl::Seconds(10));
+
+  // One batch of at most `max_batch` items (each a whole group), empty when none came within
+  // `wait` (the server's wait for the first item).
+  absl::StatusOr<std::vector<std::vector<Trajectory>>> SampleGroups(int max_batch,
+                                                                    absl::Duration wait);
+
+  // Inserts one serialized trajectory and returns its ack: OK, DEADLINE_EXCEEDED when the
+  // buffer stayed full for `wait` (backpressure: ask again), or the server's refusal. A
+  // failure of the call itself is the returned Status.
+  absl::StatusOr<v1::InsertAck> InsertOne(const std::string& wire, absl::Duration wait);
+
+ private:
+  std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout) const;
+  std::string What(std::string_view call) const;
+
+  std::string address_;
+  std::unique_ptr<BufferClient> client_;
+};
+
+}  // namespace flywheel
+
+#endif  // FLYWHEEL_RUNTIME_REMOTE_BUFFER_H_

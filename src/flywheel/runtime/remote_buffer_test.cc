@@ -1,0 +1,85 @@
+#include "flywheel/runtime/remote_buffer.h"
+
+#include <gtest/gtest.h>
+
+#include "flywheel/buffer/service.h"
+#include "flywheel/buffer/test_util.h"
+#include "flywheel/core/trajectory_proto.h"
+
+namespace flywheel {
+namespace {
+
+std::unique_ptr<BufferServer> Serve(const BufferOptions& options) {
+  auto buffer = Buffer::Create(options);
+  EXPECT_TRUE(buffer.ok()) << buffer.status();
+  BufferServerOptions server_options;
+  server_options.auth_token = "t0ken";
+  auto server = BufferServer::Start(std::shared_ptr<Buffer>(std::move(*buffer)), server_options);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return std::move(*server);
+}
+
+std::string Wire(const std::string& id, const std::string& group) {
+  std::string out;
+  ToProto(*testing::MakeTrajectory(id, 0, group)).SerializeToString(&out);
+  return out;
+}
+
+TEST(RemoteBufferTest, InsertsOneAtATimeAndSamplesWholeGroups) {
+  BufferOptions options;
+  options.group_size = 2;
+  auto server = Serve(options);
+  auto buffer = RemoteBuffer::Connect(server->address(), "t0ken");
+  ASSERT_TRUE(buffer.ok());
+  for (const char* id : {"a/0", "a/1"}) {
+    auto ack = (*buffer)->InsertOne(Wire(id, "g"), absl::Seconds(1));
+    ASSERT_TRUE(ack.ok()) << ack.status();
+    EXPECT_EQ(ack->code(), 0) << ack->message();
+  }
+  auto groups = (*buffer)->SampleGroups(4, absl::Seconds(2));
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  ASSERT_EQ(groups->size(), 1u);
+  EXPECT_EQ((*groups)[0].size(), 2u);
+  ASSERT_TRUE((*buffer)->SetLearnerVersion(3).ok());
+  EXPECT_EQ((*buffer)->Info()->learner_version(), 3);
+  // Nothing left: an empty batch once the wait is over, not an error.
+  groups = (*buffer)->SampleGroups(4, absl::Milliseconds(50));
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  EXPECT_TRUE(groups->empty());
+}
+
+TEST(RemoteBufferTest, FullBufferAcksDeadlineExceededSoTheActorAsksAgain) {
+  BufferOptions options;
+  options.max_size = 1;
+  auto server = Serve(options);
+  auto buffer = RemoteBuffer::Connect(server->address(), "t0ken");
+  ASSERT_TRUE(buffer.ok());
+  ASSERT_EQ((*buffer)->InsertOne(Wire("a", ""), absl::Seconds(1))->code(), 0);
+  auto ack = (*buffer)->InsertOne(Wire("b", ""), absl::Milliseconds(100));
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_EQ(static_cast<absl::StatusCode>(ack->code()), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(RemoteBufferTest, InvalidTrajectoryIsRefusedInItsAck) {
+  auto server = Serve(BufferOptions{});
+  auto buffer = RemoteBuffer::Connect(server->address(), "t0ken");
+  auto ack = (*buffer)->InsertOne("not a trajectory", absl::Seconds(1));
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_EQ(static_cast<absl::StatusCode>(ack->code()), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(RemoteBufferTest, ErrorsNameTheAddress) {
+  auto server = Serve(BufferOptions{});
+  auto wrong = RemoteBuffer::Connect(server->address(), "other");
+  absl::Status status = (*wrong)->Info().status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_NE(status.message().find("buffer at " + server->address()), absl::string_view::npos)
+      << status;
+  auto nowhere = RemoteBuffer::Connect("127.0.0.1:1", "");
+  status = (*nowhere)->SampleGroups(1, absl::Milliseconds(10)).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_NE(status.message().find("127.0.0.1:1"), absl::string_view::npos) << status;
+}
+
+}  // namespace
+}  // namespace flywheel

@@ -1,0 +1,81 @@
+// A weight snapshot as the weights service streams it (proto/flywheel/v1/weights_service.proto):
+// the snapshot's parameters by name as contiguous CPU tensors, cut into chunks of at most
+// max_chunk_bytes, and the receiving side that checks every chunk and reassembles them.
+//
+//   learner: SnapshotTensors(snapshot) ─▶ ChunkTensors ─▶ WeightsChunk … (last = true)
+//   actor:   WeightsChunk … ─▶ WeightsAssembler::Add ─▶ Finish() ─▶ SnapshotFromTensors
+//
+// Nothing is applied from a stream that is not whole: the assembler fills fresh tensors, and
+// SnapshotFromTensors builds a new snapshot only when every parameter of the actor's model is
+// present with the right dtype and shape.
+#ifndef FLYWHEEL_WEIGHTS_SNAPSHOT_STREAM_H_
+#define FLYWHEEL_WEIGHTS_SNAPSHOT_STREAM_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "flywheel/model/model_options.h"
+#include "flywheel/model/safetensors.h"
+#include "flywheel/model/weight_snapshot.h"
+#include "flywheel/v1/weights_service.pb.h"
+
+namespace flywheel {
+
+inline constexpr int64_t kDefaultWeightsChunkBytes = 1 << 20;
+// Bounded well below gRPC's default 4 MiB message limit.
+inline constexpr int64_t kMaxWeightsChunkBytes = 3 << 20;
+
+// The snapshot's parameters by name, as contiguous CPU tensors (copied off an accelerator).
+absl::StatusOr<NamedTensors> SnapshotTensors(const WeightSnapshot& snapshot);
+
+// Safetensors dtype names ("F32", "BF16", "F16") of the dtypes a snapshot may hold.
+absl::StatusOr<std::string> DtypeName(torch::ScalarType dtype);
+
+// Streams `tensors` as version `version`: the first chunk carries the manifest, each chunk at
+// most `max_chunk_bytes` of one tensor, the final one has last = true. Stops early, returning
+// false, when `emit` returns false (the receiver went away).
+bool ChunkTensors(int64_t version, const NamedTensors& tensors, int64_t max_chunk_bytes,
+                  const std::function<bool(const v1::WeightsChunk&)>& emit);
+
+// Reassembles one stream. Add() rejects a chunk that does not continue the stream exactly
+// (another version, unknown tensor, a gap or overlap in the byte ranges, more bytes than the
+// manifest says); Finish() rejects a stream that ended early. Errors name the tensor.
+class WeightsAssembler {
+ public:
+  absl::Status Add(const v1::WeightsChunk& chunk);
+  // The tensors, once the chunk marked last has arrived and every byte is there.
+  absl::StatusOr<NamedTensors> Finish();
+
+  int64_t version() const { return version_; }
+  int64_t bytes_received() const { return bytes_received_; }
+  int64_t chunks() const { return chunks_; }
+
+ private:
+  absl::Status StartManifest(const v1::WeightsChunk& chunk);
+  // Moves `current_` past the tensors that are complete (zero-byte ones start complete).
+  void SkipComplete();
+
+  int64_t version_ = -1;
+  bool started_ = false;
+  bool last_seen_ = false;
+  std::vector<v1::TensorInfo> manifest_;
+  NamedTensors tensors_;
+  std::vector<int64_t> filled_;  // bytes received per tensor
+  size_t current_ = 0;           // the tensor the next chunk must continue
+  int64_t bytes_received_ = 0;
+  int64_t chunks_ = 0;
+};
+
+// A snapshot of a model built from `options` holding exactly `tensors` as its parameters. A
+// missing or unexpected tensor, or one whose shape or dtype differs from the model's, is an
+// error naming it (the learner and the actor were started with different [model] configs).
+absl::StatusOr<std::shared_ptr<const WeightSnapshot>> SnapshotFromTensors(
+    const ModelOptions& options, int64_t version, const NamedTensors& tensors);
+
+}  // namespace flywheel
+
+#endif  // FLYWHEEL_WEIGHTS_SNAPSHOT_STREAM_H_
