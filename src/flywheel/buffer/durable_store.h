@@ -14,6 +14,7 @@
 #define FLYWHEEL_BUFFER_DURABLE_STORE_H_
 
 #include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
 
 #include <cstdint>
 #include <deque>
@@ -88,6 +89,10 @@ class DurableStore {
 };
 
 std::string StorageKey(uint64_t key);
+
+// Adds tombstones for `keys` (sorted and deduplicated in place): one range deletion per run of
+// consecutive keys, a point deletion for a key alone.
+void AddDeletes(std::vector<uint64_t>& keys, rocksdb::WriteBatch* batch);
 
 }  // namespace flywheel
 
