@@ -111,6 +111,9 @@ bool BufferServiceImpl::HandleRequests(
   std::vector<v1::InsertResponse> responses(requests.size());
   std::vector<int> outstanding(requests.size(), 0);  // trajectories not yet acknowledged
   absl::Time deadline = absl::InfiniteFuture();
+  // One message reused for every trajectory: parsing clears it, which keeps the repeated
+  // fields' capacity, so they are not allocated and grown again per trajectory.
+  v1::Trajectory proto;
   for (size_t r = 0; r < requests.size(); ++r) {
     v1::InsertRequest& request = requests[r];
     const int64_t timeout_ms = request.timeout_ms() > 0 ? request.timeout_ms() : 60000;
@@ -119,7 +122,6 @@ bool BufferServiceImpl::HandleRequests(
       v1::InsertAck* ack = responses[r].add_acks();
       ack->set_sequence(request.sequence() + static_cast<uint64_t>(i));
       auto wire = std::make_shared<std::string>(std::move(*request.mutable_trajectories(i)));
-      v1::Trajectory proto;
       absl::Status status;
       std::shared_ptr<Trajectory> trajectory;
       if (!proto.ParseFromString(*wire)) {
