@@ -153,10 +153,13 @@ bool BufferServiceImpl::HandleRequests(
   // a synchronous Write with buffer_hint would not complete until a later write).
   auto flush = [&]() {
     v1::InsertResponse merged;
+    std::vector<v1::InsertAck*> moved;
     while (next_response < responses.size() && outstanding[next_response] == 0) {
-      for (auto& ack : *responses[next_response].mutable_acks()) {
-        *merged.add_acks() = std::move(ack);
-      }
+      // The acks change owner (no copy, no allocation).
+      auto* acks = responses[next_response].mutable_acks();
+      moved.resize(static_cast<size_t>(acks->size()));
+      acks->ExtractSubrange(0, acks->size(), moved.data());
+      for (v1::InsertAck* ack : moved) merged.mutable_acks()->AddAllocated(ack);
       ++next_response;
     }
     return merged.acks_size() == 0 || stream->Write(merged);
@@ -222,6 +225,7 @@ grpc::Status BufferServiceImpl::Sample(
                             std::string(batch.status().message()));
       }
     } else {
+      response.mutable_items()->Reserve(static_cast<int>(batch->size()));
       for (const SampledItem& sampled : *batch) {
         v1::SampledItem* out = response.add_items();
         for (const ItemMember& m : sampled.item->members) {
