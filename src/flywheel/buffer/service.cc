@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <deque>
 #include <fstream>
 #include <thread>
@@ -229,7 +230,12 @@ grpc::Status BufferServiceImpl::Sample(
       for (const SampledItem& sampled : *batch) {
         v1::SampledItem* out = response.add_items();
         for (const ItemMember& m : sampled.item->members) {
-          if (m.wire != nullptr) {
+          if (m.wire != nullptr && sampled.item.use_count() == 1 && m.wire.use_count() == 1) {
+            // The table let go of the item (consumed) and nothing else holds its bytes. The
+            // fence orders this move after the other holders' reads (their release decrements).
+            std::atomic_thread_fence(std::memory_order_acquire);
+            *out->add_trajectories() = std::move(*m.wire);
+          } else if (m.wire != nullptr) {
             out->add_trajectories(*m.wire);
           } else {
             ToProto(*m.trajectory).SerializeToString(out->add_trajectories());
