@@ -74,8 +74,10 @@ CaseResult Summarize(int64_t items, int64_t item_bytes, double seconds,
 Trajectory MakePayload(int64_t bytes) {
   auto build = [](int64_t tokens) {
     Trajectory t;
-    t.id = "payload";
-    t.group_id = "g";
+    // Moved in rather than assigned from literals: GCC 12 reports a false -Wstringop-overflow
+    // for the inlined assignment of a short literal here.
+    t.id = std::string("payload");
+    t.group_id = std::string("g");
     for (int i = 0; i < 8; ++i) t.AppendPrompt(100 + i);
     for (int64_t i = 8; i < tokens; ++i) {
       t.AppendGenerated(static_cast<int32_t>(1000 + i % 30000), -0.25f, 3);
