@@ -486,8 +486,8 @@ absl::StatusOr<BenchReport> RunBufferBench(const BenchArgs& args) {
   const std::string only_size = args.GetString("size", "");  // "1KiB" or "64KiB": that one only
   const std::vector<Size> sizes = {
       {"1KiB", 1024, quick ? 80000 : 4000000, quick ? 8000 : 400000, 32, window},
-      {"64KiB", 65536, quick ? 8000 : 200000, quick ? 800 : 20000, 1,
-       std::min<int64_t>(window, 16)},
+      {"64KiB", 65536, quick ? 8000 : 200000, quick ? 800 : 20000,
+       args.GetInt("per_request_64KiB", 1), std::min<int64_t>(window, 16)},
   };
   const std::string dir =
       (std::filesystem::temp_directory_path() / StrCat("flywheel_buffer_bench_", getpid()))
