@@ -8,6 +8,7 @@
 // This is group commit as in LevelDB's DBImpl::Write: one fsync acknowledges many concurrent
 // inserts, so throughput stays high while every acknowledged insert is in the synced WAL.
 // Keys: "t" + big-endian storage key -> serialized flywheel.v1.Trajectory; "m" -> Meta.
+// Deleted runs of consecutive keys are written as range tombstones (see AddDeletes).
 // A failed write is latched: every later Commit fails with the same error (LevelDB bg_error_).
 // Thread-safe.
 #ifndef FLYWHEEL_BUFFER_DURABLE_STORE_H_
