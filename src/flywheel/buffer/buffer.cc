@@ -15,7 +15,7 @@ const std::vector<double>& LagBounds() {
   return *bounds;
 }
 
-std::shared_ptr<const std::string> Serialize(const Trajectory& t) {
+std::shared_ptr<std::string> Serialize(const Trajectory& t) {
   auto wire = std::make_shared<std::string>();
   ToProto(t).SerializeToString(wire.get());
   return wire;
@@ -109,7 +109,7 @@ absl::Status Buffer::Recover() {
     }
     ASSIGN_OR_RETURN(Trajectory t, FromProto(proto));
     ItemMember member{std::make_shared<const Trajectory>(std::move(t)),
-                      std::make_shared<const std::string>(value), key};
+                      std::make_shared<std::string>(value), key};
     max_key = std::max(max_key, key);
     ++recovered_;
     absl::MutexLock lock(&groups_mu_);
@@ -141,7 +141,7 @@ void Buffer::Close() {
 }
 
 absl::Status Buffer::Insert(std::shared_ptr<const Trajectory> trajectory, absl::Time deadline,
-                            std::shared_ptr<const std::string> wire) {
+                            std::shared_ptr<std::string> wire) {
   if (trajectory == nullptr) return absl::InvalidArgumentError("buffer insert: null trajectory");
   ItemMember member{std::move(trajectory), std::move(wire), 0};
   absl::Status s = options_.group_size > 1 ? InsertGroupMember(std::move(member), deadline)

@@ -66,7 +66,7 @@ class Buffer {
   // is stored and sent to samplers as is. Trajectories are not validated here: the service
   // validates at the trust boundary.
   absl::Status Insert(std::shared_ptr<const Trajectory> trajectory, absl::Time deadline,
-                      std::shared_ptr<const std::string> wire = nullptr);
+                      std::shared_ptr<std::string> wire = nullptr);
 
   // Inserts a prefix of `members` with one synced write in durable mode (a client's pipelined
   // inserts): waits until the deadline only for the first, takes the rest while they fit

@@ -8,12 +8,14 @@
 // This is group commit as in LevelDB's DBImpl::Write: one fsync acknowledges many concurrent
 // inserts, so throughput stays high while every acknowledged insert is in the synced WAL.
 // Keys: "t" + big-endian storage key -> serialized flywheel.v1.Trajectory; "m" -> Meta.
+// Deleted runs of consecutive keys are written as range tombstones (see AddDeletes).
 // A failed write is latched: every later Commit fails with the same error (LevelDB bg_error_).
 // Thread-safe.
 #ifndef FLYWHEEL_BUFFER_DURABLE_STORE_H_
 #define FLYWHEEL_BUFFER_DURABLE_STORE_H_
 
 #include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
 
 #include <cstdint>
 #include <deque>
@@ -88,6 +90,10 @@ class DurableStore {
 };
 
 std::string StorageKey(uint64_t key);
+
+// Adds tombstones for `keys` (sorted and deduplicated in place): one range deletion per run of
+// consecutive keys, a point deletion for a key alone.
+void AddDeletes(std::vector<uint64_t>& keys, rocksdb::WriteBatch* batch);
 
 }  // namespace flywheel
 

@@ -18,7 +18,9 @@ namespace flywheel {
 
 struct ItemMember {
   std::shared_ptr<const Trajectory> trajectory;
-  std::shared_ptr<const std::string> wire;  // serialized v1.Trajectory, when known
+  // Serialized v1.Trajectory, when known. Never modified while shared; not const so that the
+  // last holder (the consumer of an item the table let go) may take the bytes, not copy them.
+  std::shared_ptr<std::string> wire;
   uint64_t storage_key = 0;                 // key in the durable store; 0 = not stored
 };
 

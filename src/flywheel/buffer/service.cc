@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <deque>
 #include <fstream>
 #include <thread>
@@ -91,6 +92,9 @@ bool BufferServiceImpl::HandleRequests(
   std::vector<v1::InsertResponse> responses(requests.size());
   std::vector<int> outstanding(requests.size(), 0);  // trajectories not yet acknowledged
   absl::Time deadline = absl::InfiniteFuture();
+  // One message reused for every trajectory: parsing clears it, which keeps the repeated
+  // fields' capacity, so they are not allocated and grown again per trajectory.
+  v1::Trajectory proto;
   for (size_t r = 0; r < requests.size(); ++r) {
     v1::InsertRequest& request = requests[r];
     const int64_t timeout_ms = request.timeout_ms() > 0 ? request.timeout_ms() : 60000;
@@ -99,7 +103,6 @@ bool BufferServiceImpl::HandleRequests(
       v1::InsertAck* ack = responses[r].add_acks();
       ack->set_sequence(request.sequence() + static_cast<uint64_t>(i));
       auto wire = std::make_shared<std::string>(std::move(*request.mutable_trajectories(i)));
-      v1::Trajectory proto;
       absl::Status status;
       std::shared_ptr<Trajectory> trajectory;
       if (!proto.ParseFromString(*wire)) {
@@ -131,10 +134,13 @@ bool BufferServiceImpl::HandleRequests(
   // a synchronous Write with buffer_hint would not complete until a later write).
   auto flush = [&]() {
     v1::InsertResponse merged;
+    std::vector<v1::InsertAck*> moved;
     while (next_response < responses.size() && outstanding[next_response] == 0) {
-      for (auto& ack : *responses[next_response].mutable_acks()) {
-        *merged.add_acks() = std::move(ack);
-      }
+      // The acks change owner (no copy, no allocation).
+      auto* acks = responses[next_response].mutable_acks();
+      moved.resize(static_cast<size_t>(acks->size()));
+      acks->ExtractSubrange(0, acks->size(), moved.data());
+      for (v1::InsertAck* ack : moved) merged.mutable_acks()->AddAllocated(ack);
       ++next_response;
     }
     return merged.acks_size() == 0 || stream->Write(merged);
@@ -200,10 +206,16 @@ grpc::Status BufferServiceImpl::Sample(
                             std::string(batch.status().message()));
       }
     } else {
+      response.mutable_items()->Reserve(static_cast<int>(batch->size()));
       for (const SampledItem& sampled : *batch) {
         v1::SampledItem* out = response.add_items();
         for (const ItemMember& m : sampled.item->members) {
-          if (m.wire != nullptr) {
+          if (m.wire != nullptr && sampled.item.use_count() == 1 && m.wire.use_count() == 1) {
+            // The table let go of the item (consumed) and nothing else holds its bytes. The
+            // fence orders this move after the other holders' reads (their release decrements).
+            std::atomic_thread_fence(std::memory_order_acquire);
+            *out->add_trajectories() = std::move(*m.wire);
+          } else if (m.wire != nullptr) {
             out->add_trajectories(*m.wire);
           } else {
             ToProto(*m.trajectory).SerializeToString(out->add_trajectories());

@@ -60,6 +60,28 @@ TEST(BufferServiceTest, InsertAckThenSampleOverGrpc) {
   EXPECT_TRUE(items->empty());
 }
 
+// The sample stream hands over the stored bytes of an item the table let go of; an item
+// that stays in the table for another sample must go out as a copy, intact both times.
+TEST(BufferServiceTest, ItemSampledTwiceArrivesWholeBothTimes) {
+  BufferOptions options;
+  options.rate_limiter = RateLimiterKind::kRatio;
+  options.samples_per_insert = 2;
+  options.min_size_to_sample = 1;
+  options.max_times_sampled = 2;
+  Served served = Serve(options);
+  auto client = BufferClient::Connect(served.address);
+  ASSERT_TRUE(client.ok());
+  const Trajectory t = *testing::MakeTrajectory("twice", 3);
+  auto acks = (*client)->Insert({t});
+  ASSERT_TRUE(acks.ok()) << acks.status();
+  for (int round = 0; round < 2; ++round) {
+    auto items = (*client)->Sample(1, absl::Seconds(5));
+    ASSERT_TRUE(items.ok()) << items.status();
+    ASSERT_EQ(items->size(), 1u) << "round " << round;
+    EXPECT_EQ((*items)[0][0], t) << "round " << round;
+  }
+}
+
 TEST(BufferServiceTest, InvalidTrajectoriesFailAloneNamingTheFieldAndAreCounted) {
   Served served = Serve(BufferOptions{});
   auto client = BufferClient::Connect(served.address);
