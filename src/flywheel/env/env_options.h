@@ -73,10 +73,10 @@ struct LatencyOptions {
 struct GuessOptions {
   int64_t range = 16;       // the hidden number is in [0, range)
   int64_t max_guesses = 6;  // binary search needs ceil(log2(range + 1))
-  // Dense credit: each guess also earns progress_reward / max_guesses x the share of the
-  // still-possible numbers its feedback ruled out, so the episode's progress rewards sum to less
-  // than progress_reward. 0 = sparse (reward 1 for finding the number, nothing else). Kept below
-  // 1 so that a total reward >= 1 still means the number was found.
+  // Dense credit: each guess also earns progress_reward x the share of the range its feedback
+  // ruled out, so the episode's progress rewards sum to progress_reward x its final progress.
+  // 0 = sparse (reward 1 for finding the number, nothing else). Kept below 1 so that a total
+  // reward >= 1 still means the number was found.
   double progress_reward = 0.0;
 
   template <typename V>
@@ -84,8 +84,8 @@ struct GuessOptions {
     v.Field("range", range, "hidden number is in [0, range)");
     v.Field("max_guesses", max_guesses, "guesses before the episode ends unsolved");
     v.Field("progress_reward", progress_reward,
-            "weight of the per-guess reward for the share of the possible numbers ruled out, in "
-            "[0, 1); 0 = sparse");
+            "weight of the per-guess reward for the share of the range ruled out, in [0, 1); "
+            "0 = sparse");
   }
   absl::Status Validate() const {
     if (range < 2 || range > 4096) {

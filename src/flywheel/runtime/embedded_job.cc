@@ -17,22 +17,14 @@
 #include "flywheel/env/env_executor.h"
 #include "flywheel/env/env_factory.h"
 #include "flywheel/env/task_source.h"
-#include "flywheel/learner/checkpoint.h"
-#include "flywheel/learner/learner_step.h"
-#include "flywheel/learner/trainer_state.h"
-#include "flywheel/model/attention_layout.h"
-#include "flywheel/model/safetensors.h"
-#include "flywheel/model/torch_status.h"
-#include "flywheel/model/transformer.h"
 #include "flywheel/model/weight_snapshot.h"
 #include "flywheel/runtime/latency_audit.h"
+#include "flywheel/runtime/learner_session.h"
+#include "flywheel/runtime/policy_setup.h"
 #include "flywheel/runtime/progress.h"
-#include "flywheel/runtime/run_directory.h"
 
 namespace flywheel {
 namespace {
-
-constexpr const char* kModelFile = "model.safetensors";
 
 // How long one blocking call waits before the loop rechecks whether to stop.
 constexpr absl::Duration kPoll = absl::Milliseconds(200);
@@ -68,7 +60,6 @@ class Job {
   absl::Status GenerateOneBatch();  // colocated
   // Up to batch_groups groups; fewer only when stopping.
   absl::StatusOr<std::vector<Trajectory>> CollectBatch();
-  absl::Status SaveCheckpoint(int64_t step);
   absl::Status FirstActorError();
   void Shutdown();
 
@@ -76,10 +67,7 @@ class Job {
   std::unique_ptr<EnvFactory> factory_;
   std::unique_ptr<EnvExecutor> executor_;
   std::unique_ptr<Tokenizer> tokenizer_;
-  Transformer model_{nullptr};
-  std::unique_ptr<RunDirectory> run_dir_;
-  std::unique_ptr<CheckpointManager> checkpoints_;
-  std::unique_ptr<LearnerStep> learner_;
+  std::unique_ptr<LearnerSession> learner_;
   std::unique_ptr<Buffer> buffer_;
   std::vector<std::unique_ptr<TaskSource>> tasks_;
   std::vector<std::unique_ptr<Actor>> actors_;
@@ -90,42 +78,12 @@ class Job {
 };
 
 absl::Status Job::Init(const EmbeddedJobOptions& options) {
-  torch::manual_seed(static_cast<uint64_t>(config_.run.seed));
   ASSIGN_OR_RETURN(factory_, EnvFactory::Create(config_.env));
   executor_ = std::make_unique<EnvExecutor>(EnvExecutor::OptionsFor(config_.env));
   ASSIGN_OR_RETURN(tokenizer_, MakeTokenizer(factory_->vocabulary()));
-  ModelOptions model_options = config_.model;
-  if (model_options.vocab_size == 0) model_options.vocab_size = tokenizer_->vocab_size();
-  if (model_options.vocab_size < tokenizer_->vocab_size()) {
-    return absl::InvalidArgumentError(
-        StrCat("model.vocab_size = ", model_options.vocab_size, " is smaller than the ",
-               factory_->task_name(), " tokenizer's ", tokenizer_->vocab_size(),
-               ": set it to 0 to take the tokenizer's"));
-  }
-  if (model_options.seed == 0) model_options.seed = config_.run.seed;
-  ASSIGN_OR_RETURN(model_, MakeTransformer(model_options));
-
-  ASSIGN_OR_RETURN(run_dir_, RunDirectory::Open(config_.run.runs_dir, config_.run.name,
-                                                FormatJobConfig(config_), options.resume));
-  checkpoints_ = std::make_unique<CheckpointManager>(
-      CheckpointOptions{run_dir_->checkpoints().string(), config_.learner.keep_last});
-
-  PolicyForward forward = [this](const PackedMicroBatch& mb) -> absl::StatusOr<torch::Tensor> {
-    ASSIGN_OR_RETURN(AttentionLayout layout, MakePackedLayout(mb.doc_lengths, mb.length));
-    return TorchCallOr("policy forward", [&] { return model_->forward(mb.tokens, layout); });
-  };
-  learner_ = std::make_unique<LearnerStep>(config_.learner, config_.run.max_steps,
-                                           model_->parameters(), std::move(forward), nullptr,
-                                           config_.sampling.temperature);
-  if (options.resume) {
-    ASSIGN_OR_RETURN(std::optional<std::string> latest, checkpoints_->Latest());
-    if (!latest.has_value()) {
-      return absl::NotFoundError(StrCat("--resume: no complete checkpoint in ",
-                                        run_dir_->checkpoints().string()));
-    }
-    RETURN_IF_ERROR(LoadStateDict(StrCat(*latest, "/", kModelFile), *model_));
-    RETURN_IF_ERROR(ReadTrainerState(*latest, learner_->optimizer()));
-  }
+  ASSIGN_OR_RETURN(ModelOptions model_options,
+                   ResolveModelOptions(config_, *tokenizer_, factory_->task_name()));
+  ASSIGN_OR_RETURN(learner_, LearnerSession::Open(config_, model_options, options.resume));
 
   BufferOptions buffer_options = config_.buffer;
   buffer_options.group_size = config_.actor.group_size;
@@ -137,8 +95,7 @@ absl::Status Job::Init(const EmbeddedJobOptions& options) {
   ASSIGN_OR_RETURN(buffer_, Buffer::Create(buffer_options));
   buffer_->SetLearnerVersion(learner_->version());
 
-  ASSIGN_OR_RETURN(std::shared_ptr<const WeightSnapshot> snapshot,
-                   MakeSnapshot(model_, learner_->version()));
+  ASSIGN_OR_RETURN(std::shared_ptr<const WeightSnapshot> snapshot, learner_->Snapshot());
   for (int64_t i = 0; i < config_.actor.num_actors; ++i) {
     // Distinct task streams per actor; a resumed run sees new tasks.
     const uint64_t seed = static_cast<uint64_t>(config_.run.seed) * 1000003u + i * 7919u +
@@ -165,8 +122,7 @@ absl::Status Job::Sink(Trajectory t) {
 }
 
 absl::Status Job::Publish() {
-  ASSIGN_OR_RETURN(std::shared_ptr<const WeightSnapshot> snapshot,
-                   MakeSnapshot(model_, learner_->version()));
+  ASSIGN_OR_RETURN(std::shared_ptr<const WeightSnapshot> snapshot, learner_->Snapshot());
   for (const auto& actor : actors_) actor->PublishSnapshot(snapshot);
   return absl::OkStatus();
 }
@@ -215,16 +171,6 @@ absl::StatusOr<std::vector<Trajectory>> Job::CollectBatch() {
   return batch;
 }
 
-absl::Status Job::SaveCheckpoint(int64_t step) {
-  return checkpoints_
-      ->Save(step,
-             [this](const std::string& dir) {
-               RETURN_IF_ERROR(SaveStateDict(StrCat(dir, "/", kModelFile), *model_));
-               return WriteTrainerState(dir, learner_->optimizer());
-             })
-      .status();
-}
-
 void Job::Shutdown() {
   stopping_.store(true);
   if (buffer_ != nullptr) buffer_->Close();
@@ -258,11 +204,10 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
   }
 
   EmbeddedJobResult result;
-  double busy_total = 0, wait_total = 0;
   int64_t consumed = 0;
   ActorStats last_stats;
   absl::Time last_time = start;
-  int64_t step = learner_->optimizer().step();
+  int64_t step = learner_->step();
   while (step < run.max_steps) {
     if (run.max_wall_seconds > 0 && absl::ToDoubleSeconds(absl::Now() - start) >= run.max_wall_seconds) {
       break;
@@ -270,93 +215,43 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
     const absl::Time wait_start = absl::Now();
     if (!async) RETURN_IF_ERROR(GenerateOneBatch());
     ASSIGN_OR_RETURN(std::vector<Trajectory> batch, CollectBatch());
-    const double wait_s = absl::ToDoubleSeconds(absl::Now() - wait_start);
-    learner_->tracker().Add(Phase::kWaitData, absl::Now() - wait_start);
-
-    double reward_sum = 0;
-    int64_t successes = 0;
-    for (const Trajectory& t : batch) {
-      reward_sum += t.final_reward;
-      successes += t.final_reward >= run.success_reward;
-    }
     const int64_t batch_size = static_cast<int64_t>(batch.size());
-    absl::StatusOr<LearnerStepResult> stepped = learner_->Step(std::move(batch));
-    if (absl::IsUnavailable(stepped.status())) continue;  // all of it too stale: fetch more
-    if (!stepped.ok()) return stepped.status();
-    step = stepped->optimizer.step;
+    absl::StatusOr<TrainedStep> trained = learner_->Step(std::move(batch), absl::Now() - wait_start);
+    if (absl::IsUnavailable(trained.status())) continue;  // all of it too stale: fetch more
+    if (!trained.ok()) return trained.status();
+    step = trained->result.optimizer.step;
     consumed += batch_size;
     buffer_->SetLearnerVersion(learner_->version());
-    if (step % config_.learner.publish_every == 0) RETURN_IF_ERROR(Publish());
-    if (config_.learner.checkpoint_every > 0 && step % config_.learner.checkpoint_every == 0) {
-      RETURN_IF_ERROR(SaveCheckpoint(step));
-    }
+    if (learner_->PublishDue(step)) RETURN_IF_ERROR(Publish());
 
     const absl::Time now = absl::Now();
+    const double elapsed = absl::ToDoubleSeconds(now - start);
     const ActorStats stats = SumStats(actors_);
     const double dt = std::max(1e-9, absl::ToDoubleSeconds(now - last_time));
     const double tokens_per_s = (stats.tokens_generated - last_stats.tokens_generated) / dt;
     last_stats = stats;
     last_time = now;
-    const double busy_s = stepped->times.compute();
-    busy_total += busy_s;
-    wait_total += wait_s;
-    double lag_sum = 0;
-    int64_t lag_n = 0, lag_max = 0;
-    for (const auto& [lag, count] : stepped->staleness.lag_counts) {
-      lag_sum += static_cast<double>(lag * count);
-      lag_n += count;
-      lag_max = std::max(lag_max, lag);
-    }
     const BufferInfo info = buffer_->Info();
-    const double reward = batch_size > 0 ? reward_sum / batch_size : 0;
-    const double success = batch_size > 0 ? static_cast<double>(successes) / batch_size : 0;
-    nlohmann::json line = {
-        {"step", step},
-        {"version", learner_->version()},
-        {"elapsed_s", absl::ToDoubleSeconds(now - start)},
-        {"reward_mean", reward},
-        {"success_rate", success},
-        {"trajectories", batch_size},
-        {"loss", stepped->loss},
-        {"lr", stepped->optimizer.lr},
-        {"grad_norm", stepped->optimizer.grad_norm},
-        {"mean_ratio", stepped->diagnostics.mean_ratio()},
-        {"mean_is_weight", stepped->diagnostics.mean_is_weight()},
-        {"clip_fraction", stepped->diagnostics.clip_fraction()},
-        {"trainable_tokens", stepped->diagnostics.tokens},
-        {"learner_busy_s", busy_s},
-        {"learner_wait_s", wait_s},
-        {"lag_mean", lag_n > 0 ? lag_sum / lag_n : 0.0},
-        {"lag_max", lag_max},
-        {"dropped",
-         {{"learner_stale", stepped->staleness.dropped},
-          {"learner_too_long", stepped->dropped_too_long},
-          {"buffer_stale", info.dropped_stale},
-          {"buffer_incomplete_group", info.dropped_incomplete_group},
-          {"buffer_late_group_member", info.dropped_late_group_member},
-          {"buffer_evicted", info.dropped_evicted}}},
-        {"buffer_size", info.table.size},
-        {"tokens_per_s", tokens_per_s},
-        {"episodes_failed", stats.episodes_failed},
-    };
-    RETURN_IF_ERROR(run_dir_->AppendMetrics(line));
+    nlohmann::json line = trained->MetricsLine(learner_->version(), elapsed);
+    line["dropped"] = {{"learner_stale", trained->result.staleness.dropped},
+                       {"learner_too_long", trained->result.dropped_too_long},
+                       {"buffer_stale", info.dropped_stale},
+                       {"buffer_incomplete_group", info.dropped_incomplete_group},
+                       {"buffer_late_group_member", info.dropped_late_group_member},
+                       {"buffer_evicted", info.dropped_evicted}};
+    line["buffer_size"] = info.table.size;
+    line["tokens_per_s"] = tokens_per_s;
+    line["episodes_failed"] = stats.episodes_failed;
+    RETURN_IF_ERROR(learner_->run_dir().AppendMetrics(line));
     ++result.steps;
-    result.last_reward = reward;
-    result.last_success = success;
-    result.best_success = std::max(result.best_success, success);
+    result.last_reward = trained->reward_mean;
+    result.last_success = trained->success_rate;
+    result.best_success = std::max(result.best_success, trained->success_rate);
     if (progress.has_value()) {
-      progress->Update(ProgressSnapshot{
-          .step = step,
-          .max_steps = run.max_steps,
-          .reward = reward,
-          .success = success,
-          .learner_utilization = busy_total / std::max(1e-9, absl::ToDoubleSeconds(now - start)),
-          .mean_lag = lag_n > 0 ? lag_sum / lag_n : 0.0,
-          .buffer_fill = info.table.max_size > 0
-                             ? static_cast<double>(info.table.size) / info.table.max_size
-                             : 0.0,
-          .tokens_per_s = tokens_per_s,
-          .elapsed_seconds = absl::ToDoubleSeconds(now - start)});
+      const double fill = info.table.max_size > 0
+                              ? static_cast<double>(info.table.size) / info.table.max_size
+                              : 0.0;
+      progress->Update(learner_->Progress(*trained, elapsed, fill, tokens_per_s));
     }
   }
   if (progress.has_value()) progress->Finish();
@@ -368,8 +263,8 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
 
   LatencyAuditInput audit_input;
   audit_input.wall_seconds = wall;
-  audit_input.learner_busy_seconds = busy_total;
-  audit_input.learner_wait_seconds = wait_total;
+  audit_input.learner_busy_seconds = learner_->busy_seconds();
+  audit_input.learner_wait_seconds = learner_->wait_seconds();
   audit_input.actor_threads = config_.actor.num_actors;
   audit_input.generation_seconds = stats.generation_seconds;
   audit_input.env_wait_seconds = stats.env_wait_seconds;
@@ -394,7 +289,7 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
       {"latency_audit", audit.ToJson()},
       {"verdict", audit.Verdict()},
   };
-  RETURN_IF_ERROR(run_dir_->WriteSummary(result.summary));
+  RETURN_IF_ERROR(learner_->run_dir().WriteSummary(result.summary));
   return result;
 }
 

@@ -14,25 +14,16 @@
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/env/env_factory.h"
-#include "flywheel/learner/checkpoint.h"
-#include "flywheel/learner/learner_step.h"
-#include "flywheel/learner/trainer_state.h"
-#include "flywheel/model/attention_layout.h"
-#include "flywheel/model/safetensors.h"
-#include "flywheel/model/torch_status.h"
-#include "flywheel/model/transformer.h"
-#include "flywheel/model/weight_snapshot.h"
+#include "flywheel/runtime/learner_session.h"
 #include "flywheel/runtime/policy_setup.h"
 #include "flywheel/runtime/progress.h"
 #include "flywheel/runtime/remote_buffer.h"
 #include "flywheel/runtime/remote_connect.h"
-#include "flywheel/runtime/run_directory.h"
 #include "flywheel/weights/service.h"
 
 namespace flywheel {
 namespace {
 
-constexpr const char* kModelFile = "model.safetensors";
 // How long one sample request waits before the loop rechecks whether to stop.
 constexpr absl::Duration kPoll = absl::Milliseconds(200);
 
@@ -67,29 +58,23 @@ class RemoteLearner {
   // Up to batch_groups groups; fewer only when stopping.
   absl::StatusOr<std::vector<Trajectory>> CollectBatch();
   absl::Status Publish();
-  absl::Status SaveCheckpoint(int64_t step);
   void Finish();
 
   const JobConfig config_;
   const RemoteLearnerOptions options_;
   std::unique_ptr<EnvFactory> factory_;
   std::unique_ptr<Tokenizer> tokenizer_;
-  Transformer model_{nullptr};
-  std::unique_ptr<RunDirectory> run_dir_;
-  std::unique_ptr<CheckpointManager> checkpoints_;
-  std::unique_ptr<LearnerStep> learner_;
+  std::unique_ptr<LearnerSession> learner_;
   std::unique_ptr<RemoteBuffer> buffer_;
   std::unique_ptr<WeightsServer> weights_;
   absl::Time buffer_last_ok_ = absl::Now();
 };
 
 absl::Status RemoteLearner::Init() {
-  torch::manual_seed(static_cast<uint64_t>(config_.run.seed));
   ASSIGN_OR_RETURN(factory_, EnvFactory::Create(config_.env));
   ASSIGN_OR_RETURN(tokenizer_, MakeTokenizer(factory_->vocabulary()));
   ASSIGN_OR_RETURN(ModelOptions model_options,
                    ResolveModelOptions(config_, *tokenizer_, factory_->task_name()));
-  ASSIGN_OR_RETURN(model_, MakeTransformer(model_options));
 
   // Reach the buffer before creating anything on disk: a wrong address leaves no run behind.
   ASSIGN_OR_RETURN(buffer_, RemoteBuffer::Connect(options_.buffer_address, options_.auth_token));
@@ -111,26 +96,7 @@ absl::Status RemoteLearner::Init() {
                " (group advantages need whole groups)"));
   }
 
-  ASSIGN_OR_RETURN(run_dir_, RunDirectory::Open(config_.run.runs_dir, config_.run.name,
-                                                FormatJobConfig(config_), options_.resume));
-  checkpoints_ = std::make_unique<CheckpointManager>(
-      CheckpointOptions{run_dir_->checkpoints().string(), config_.learner.keep_last});
-  PolicyForward forward = [this](const PackedMicroBatch& mb) -> absl::StatusOr<torch::Tensor> {
-    ASSIGN_OR_RETURN(AttentionLayout layout, MakePackedLayout(mb.doc_lengths, mb.length));
-    return TorchCallOr("policy forward", [&] { return model_->forward(mb.tokens, layout); });
-  };
-  learner_ =
-      std::make_unique<LearnerStep>(config_.learner, config_.run.max_steps, model_->parameters(),
-                                    std::move(forward), nullptr, config_.sampling.temperature);
-  if (options_.resume) {
-    ASSIGN_OR_RETURN(std::optional<std::string> latest, checkpoints_->Latest());
-    if (!latest.has_value()) {
-      return absl::NotFoundError(
-          StrCat("--resume: no complete checkpoint in ", run_dir_->checkpoints().string()));
-    }
-    RETURN_IF_ERROR(LoadStateDict(StrCat(*latest, "/", kModelFile), *model_));
-    RETURN_IF_ERROR(ReadTrainerState(*latest, learner_->optimizer()));
-  }
+  ASSIGN_OR_RETURN(learner_, LearnerSession::Open(config_, model_options, options_.resume));
   RETURN_IF_ERROR(buffer_->SetLearnerVersion(learner_->version()));
 
   WeightsServerOptions weights_options;
@@ -143,8 +109,7 @@ absl::Status RemoteLearner::Init() {
 }
 
 absl::Status RemoteLearner::Publish() {
-  ASSIGN_OR_RETURN(std::shared_ptr<const WeightSnapshot> snapshot,
-                   MakeSnapshot(model_, learner_->version()));
+  ASSIGN_OR_RETURN(std::shared_ptr<const WeightSnapshot> snapshot, learner_->Snapshot());
   return weights_->Publish(*snapshot);
 }
 
@@ -179,16 +144,6 @@ absl::StatusOr<std::vector<Trajectory>> RemoteLearner::CollectBatch() {
   return batch;
 }
 
-absl::Status RemoteLearner::SaveCheckpoint(int64_t step) {
-  return checkpoints_
-      ->Save(step,
-             [this](const std::string& dir) {
-               RETURN_IF_ERROR(SaveStateDict(StrCat(dir, "/", kModelFile), *model_));
-               return WriteTrainerState(dir, learner_->optimizer());
-             })
-      .status();
-}
-
 void RemoteLearner::Finish() {
   if (weights_ == nullptr) return;
   // Actors poll the version; "finished" tells them to stop rather than wait for more weights.
@@ -206,9 +161,9 @@ absl::StatusOr<RemoteLearnerResult> RemoteLearner::Train() {
   }
   const absl::Time start = absl::Now();
   RemoteLearnerResult result;
-  double busy_total = 0, wait_total = 0, best_success = 0;
+  double best_success = 0;
   std::map<std::string, int64_t> actor_trajectories;  // over the whole run
-  int64_t step = learner_->optimizer().step();
+  int64_t step = learner_->step();
   while (step < run.max_steps) {
     if (Stopping()) break;
     if (run.max_wall_seconds > 0 &&
@@ -218,46 +173,25 @@ absl::StatusOr<RemoteLearnerResult> RemoteLearner::Train() {
     const absl::Time wait_start = absl::Now();
     ASSIGN_OR_RETURN(std::vector<Trajectory> batch, CollectBatch());
     if (Stopping()) break;  // a partial batch is not trained on
-    const double wait_s = absl::ToDoubleSeconds(absl::Now() - wait_start);
-    learner_->tracker().Add(Phase::kWaitData, absl::Now() - wait_start);
-
-    double reward_sum = 0;
-    int64_t successes = 0;
     std::map<std::string, ActorContribution> by_actor;
     for (const Trajectory& t : batch) {
-      reward_sum += t.final_reward;
-      successes += t.final_reward >= run.success_reward;
       ActorContribution& c = by_actor[t.actor_id];
       ++c.trajectories;
       c.max_version = std::max(c.max_version, t.MaxVersion());
       ++actor_trajectories[t.actor_id];
     }
-    const int64_t batch_size = static_cast<int64_t>(batch.size());
-    absl::StatusOr<LearnerStepResult> stepped = learner_->Step(std::move(batch));
-    if (absl::IsUnavailable(stepped.status())) continue;  // all of it too stale: fetch more
-    if (!stepped.ok()) return stepped.status();
-    step = stepped->optimizer.step;
+    absl::StatusOr<TrainedStep> trained = learner_->Step(std::move(batch), absl::Now() - wait_start);
+    if (absl::IsUnavailable(trained.status())) continue;  // all of it too stale: fetch more
+    if (!trained.ok()) return trained.status();
+    step = trained->result.optimizer.step;
     if (absl::Status s = buffer_->SetLearnerVersion(learner_->version()); !s.ok()) {
       spdlog::warn("learner: {}", s.message());  // the next sample retries the buffer
     }
-    if (step % config_.learner.publish_every == 0) RETURN_IF_ERROR(Publish());
-    if (config_.learner.checkpoint_every > 0 && step % config_.learner.checkpoint_every == 0) {
-      RETURN_IF_ERROR(SaveCheckpoint(step));
-    }
+    if (learner_->PublishDue(step)) RETURN_IF_ERROR(Publish());
 
-    const absl::Time now = absl::Now();
-    const double busy_s = stepped->times.compute();
-    busy_total += busy_s;
-    wait_total += wait_s;
-    double lag_sum = 0;
-    int64_t lag_n = 0, lag_max = 0;
-    for (const auto& [lag, count] : stepped->staleness.lag_counts) {
-      lag_sum += static_cast<double>(lag * count);
-      lag_n += count;
-      lag_max = std::max(lag_max, lag);
-    }
-    nlohmann::json dropped = {{"learner_stale", stepped->staleness.dropped},
-                              {"learner_too_long", stepped->dropped_too_long}};
+    const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
+    nlohmann::json dropped = {{"learner_stale", trained->result.staleness.dropped},
+                              {"learner_too_long", trained->result.dropped_too_long}};
     int64_t buffer_size = -1, buffer_max = 0;
     if (absl::StatusOr<v1::ServerInfoResponse> info = buffer_->Info(); info.ok()) {
       for (const auto& [reason, count] : info->dropped()) dropped["buffer_" + reason] = count;
@@ -268,46 +202,18 @@ absl::StatusOr<RemoteLearnerResult> RemoteLearner::Train() {
     for (const auto& [id, c] : by_actor) {
       actors[id] = {{"trajectories", c.trajectories}, {"max_version", c.max_version}};
     }
-    const double reward = batch_size > 0 ? reward_sum / batch_size : 0;
-    const double success = batch_size > 0 ? static_cast<double>(successes) / batch_size : 0;
-    nlohmann::json line = {
-        {"step", step},
-        {"version", learner_->version()},
-        {"elapsed_s", absl::ToDoubleSeconds(now - start)},
-        {"reward_mean", reward},
-        {"success_rate", success},
-        {"trajectories", batch_size},
-        {"loss", stepped->loss},
-        {"lr", stepped->optimizer.lr},
-        {"grad_norm", stepped->optimizer.grad_norm},
-        {"mean_ratio", stepped->diagnostics.mean_ratio()},
-        {"mean_is_weight", stepped->diagnostics.mean_is_weight()},
-        {"clip_fraction", stepped->diagnostics.clip_fraction()},
-        {"trainable_tokens", stepped->diagnostics.tokens},
-        {"learner_busy_s", busy_s},
-        {"learner_wait_s", wait_s},
-        {"lag_mean", lag_n > 0 ? lag_sum / lag_n : 0.0},
-        {"lag_max", lag_max},
-        {"dropped", dropped},
-        {"buffer_size", buffer_size},
-        {"actors", actors},
-    };
-    RETURN_IF_ERROR(run_dir_->AppendMetrics(line));
+    nlohmann::json line = trained->MetricsLine(learner_->version(), elapsed);
+    line["dropped"] = dropped;
+    line["buffer_size"] = buffer_size;
+    line["actors"] = actors;
+    RETURN_IF_ERROR(learner_->run_dir().AppendMetrics(line));
     ++result.steps;
-    result.last_reward = reward;
-    result.last_success = success;
-    best_success = std::max(best_success, success);
+    result.last_reward = trained->reward_mean;
+    result.last_success = trained->success_rate;
+    best_success = std::max(best_success, trained->success_rate);
     if (progress.has_value()) {
-      progress->Update(ProgressSnapshot{
-          .step = step,
-          .max_steps = run.max_steps,
-          .reward = reward,
-          .success = success,
-          .learner_utilization = busy_total / std::max(1e-9, absl::ToDoubleSeconds(now - start)),
-          .mean_lag = lag_n > 0 ? lag_sum / lag_n : 0.0,
-          .buffer_fill = buffer_max > 0 ? static_cast<double>(buffer_size) / buffer_max : 0.0,
-          .tokens_per_s = 0,
-          .elapsed_seconds = absl::ToDoubleSeconds(now - start)});
+      const double fill = buffer_max > 0 ? static_cast<double>(buffer_size) / buffer_max : 0.0;
+      progress->Update(learner_->Progress(*trained, elapsed, fill, /*tokens_per_s=*/0));
     }
   }
   if (progress.has_value()) progress->Finish();
@@ -320,16 +226,16 @@ absl::StatusOr<RemoteLearnerResult> RemoteLearner::Train() {
       {"final_step", step},
       {"version", learner_->version()},
       {"wall_seconds", wall},
-      {"learner_busy_seconds", busy_total},
-      {"learner_wait_seconds", wait_total},
-      {"learner_utilization", busy_total / std::max(1e-9, wall)},
+      {"learner_busy_seconds", learner_->busy_seconds()},
+      {"learner_wait_seconds", learner_->wait_seconds()},
+      {"learner_utilization", learner_->busy_seconds() / std::max(1e-9, wall)},
       {"last_reward_mean", result.last_reward},
       {"last_success_rate", result.last_success},
       {"best_success_rate", best_success},
       {"stopped", result.stopped},
       {"trajectories_by_actor", actor_trajectories},
   };
-  RETURN_IF_ERROR(run_dir_->WriteSummary(result.summary));
+  RETURN_IF_ERROR(learner_->run_dir().WriteSummary(result.summary));
   Finish();
   return result;
 }

@@ -72,7 +72,7 @@ absl::StatusOr<StepResult> GuessEnv::Step(std::string_view action) {
   if (!started_) return absl::FailedPreconditionError("guess: step before reset");
   if (done_) return absl::FailedPreconditionError("guess: step after the episode ended");
   ++guesses_;
-  const double candidates_before = static_cast<double>(hi_ - lo_ + 1);
+  const double progress_before = Progress();
   StepResult r;
   std::optional<int64_t> guess = ParseInt(Trim(action));
   if (!guess || *guess < 0 || *guess >= options_.range) {
@@ -93,13 +93,10 @@ absl::StatusOr<StepResult> GuessEnv::Step(std::string_view action) {
   r.done = done_;
   if (done_) r.end = EpisodeEnd::kDone;
   r.partial_score = Progress();
-  // The share of the still-possible numbers this guess ruled out (finding the number rules out
-  // all the others): the same scale at every turn, so a late guess in a narrow interval is
-  // credited like an early one. Divided by max_guesses so the episode's sum stays below
-  // progress_reward.
-  const double ruled_out = (candidates_before - static_cast<double>(hi_ - lo_ + 1)) /
-                           candidates_before;
-  r.reward += options_.progress_reward / static_cast<double>(options_.max_guesses) * ruled_out;
+  // The share of the range this guess's feedback ruled out: the episode's progress rewards sum
+  // to progress_reward x its final progress. Early guesses, where a good one rules out much, get
+  // most of this credit; late ones are credited mainly by finding the number.
+  r.reward += options_.progress_reward * (*r.partial_score - progress_before);
   return r;
 }
 

@@ -3,9 +3,8 @@
 // Multi-turn credit assignment on the smallest possible text: reset shows "go", an action is a
 // number ("7"), an observation is one word ("higher", "lower", "correct", "invalid"). Reward 1
 // for finding the number within max_guesses, else 0; with progress_reward > 0 each guess also
-// earns progress_reward / max_guesses times the share of the still-possible numbers its feedback
-// ruled out (dense credit: 0 for a guess the earlier feedback already excluded, most for the
-// middle of the interval). Binary search always succeeds when
+// earns progress_reward times the share of the range its feedback ruled out (dense credit: 0 for
+// a guess the earlier feedback already excluded, most for the middle of the interval). Binary search always succeeds when
 // max_guesses >= ceil(log2(range + 1)); a random guesser succeeds with probability about
 // 1 - (1 - 1/range)^max_guesses (0.32 at the defaults).
 #ifndef FLYWHEEL_ENV_TASKS_GUESS_H_

@@ -68,14 +68,12 @@ TEST(GuessTest, SameSeedSameNumberAndEpisodeEndsAfterMaxGuesses) {
   }
 }
 
-TEST(GuessTest, ProgressRewardPaysForTheShareOfPossibleNumbersRuledOut) {
+TEST(GuessTest, ProgressRewardPaysForTheShareOfTheRangeRuledOut) {
   GuessOptions options{.range = 16, .max_guesses = 6, .progress_reward = 0.5};
   GuessEnv env(options);
   auto expert = MakeGuessExpert(options);
-  // Found: 1, plus at most 0.5 in progress rewards.
-  const double expert_mean = testing::MeanReward(env, *expert, 50, 7);
-  EXPECT_GT(expert_mean, 1.0);
-  EXPECT_LT(expert_mean, 1.5);
+  // Found: 1, plus 0.5 x the whole range ruled out.
+  EXPECT_DOUBLE_EQ(testing::MeanReward(env, *expert, 50, 7), 1.5);
 
   int64_t hidden = -1;
   for (int64_t g = 0; g < 16 && hidden < 0; ++g) {
@@ -85,21 +83,21 @@ TEST(GuessTest, ProgressRewardPaysForTheShareOfPossibleNumbersRuledOut) {
   }
   ASSERT_GE(hidden, 0);
   ASSERT_TRUE(env.Reset(TaskInstance{"guess", 42}).ok());
-  // A wrong guess at an end of [0, 15] rules out one of the 16 possible numbers.
+  // A wrong guess at an end of [0, 15] narrows the interval's width of 15 by one.
   const int64_t edge = hidden > 0 ? 0 : 15;
   auto first = env.Step(std::to_string(edge));
   ASSERT_TRUE(first.ok());
-  EXPECT_NEAR(first->reward, 0.5 / 6.0 * (1.0 / 16.0), 1e-12);
+  EXPECT_NEAR(first->reward, 0.5 / 15.0, 1e-12);
   // The same guess again rules out nothing and earns nothing.
   auto again = env.Step(std::to_string(edge));
   ASSERT_TRUE(again.ok());
   EXPECT_DOUBLE_EQ(again->reward, 0.0);
-  // A guess in the middle rules out about half of the possible numbers.
+  // A guess in the middle narrows it by about half.
   GuessEnv middle(options);
   ASSERT_TRUE(middle.Reset(TaskInstance{"guess", 42}).ok());
   const int64_t mid = hidden == 7 ? 8 : 7;
-  const double expected_share = mid < hidden ? (mid + 1) / 16.0 : (16 - mid) / 16.0;
-  EXPECT_NEAR(middle.Step(std::to_string(mid))->reward, 0.5 / 6.0 * expected_share, 1e-12);
+  const double narrowed = mid < hidden ? mid + 1 : 15 - (mid - 1);
+  EXPECT_NEAR(middle.Step(std::to_string(mid))->reward, 0.5 * narrowed / 15.0, 1e-12);
   // An unsolved episode stays below 1, whatever it ruled out.
   double total = first->reward + again->reward;
   for (int i = 0; i < 4; ++i) {

@@ -1,0 +1,62 @@
+// The short version of the main job's learning check: from random initialisation, a few hundred
+// learner steps on examples/guess.toml must lift the success rate clearly above what the
+// untrained policy and a uniformly random guesser reach. Step-bounded (not time-bounded), so a
+// slow shared machine makes it slower, not flakier.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "flywheel/runtime/embedded_job.h"
+
+namespace flywheel {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A uniformly random guesser finds the number with probability 1 − (15/16)^6.
+constexpr double kRandomSuccess = 0.321;
+
+double MeanSuccess(const std::vector<nlohmann::json>& lines, size_t begin, size_t end) {
+  double sum = 0;
+  for (size_t i = begin; i < end; ++i) sum += lines[i]["success_rate"].get<double>();
+  return sum / static_cast<double>(end - begin);
+}
+
+TEST(GuessLearningTest, SuccessRisesClearlyAboveRandom) {
+  const char* source = std::getenv("FLYWHEEL_SOURCE_DIR");
+  const std::string config_path =
+      std::string(source != nullptr ? source : ".") + "/examples/guess.toml";
+  const fs::path runs = fs::temp_directory_path() / "flywheel_guess_learning_test";
+  fs::remove_all(runs);
+  absl::StatusOr<JobConfig> config =
+      LoadJobConfig(config_path, {"run.runs_dir=\"" + runs.string() + "\"", "run.name=\"curve\"",
+                                  "run.max_steps=" + std::to_string(kSteps),
+                                  "run.max_wall_seconds=0", "learner.checkpoint_every=0",
+                                  // Latency is not what this test is about.
+                                  "env.latency.model=\"constant\"", "env.latency.mean_ms=1"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EmbeddedJobOptions options;
+  options.progress = nullptr;
+  absl::StatusOr<EmbeddedJobResult> result = RunEmbeddedJob(*config, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(runs / "curve" / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), static_cast<size_t>(kSteps));
+  const size_t window = 50;
+  const double first = MeanSuccess(lines, 0, window);
+  const double last = MeanSuccess(lines, lines.size() - window, lines.size());
+  std::cout << "success over the first " << window << " steps " << first << ", over the last "
+            << window << " steps " << last << " (random guesser " << kRandomSuccess << ")\n";
+  EXPECT_GT(last, kRandomSuccess + kMargin);
+  EXPECT_GT(last, first + kMargin);
+  fs::remove_all(runs);
+}
+
+}  // namespace
+}  // namespace flywheel
