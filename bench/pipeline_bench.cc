@@ -31,6 +31,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 
 #include "bench/pipeline_curve.h"
 #include "bench/registry.h"
@@ -108,29 +109,45 @@ int64_t InFlightFor(const PipelineSettings& s, double median) {
   return it != s.in_flight.end() ? it->second : s.in_flight.rbegin()->second;
 }
 
+// BenchArgs' getters throw on a value that is not a number; this names the key instead.
+template <typename T, typename Get>
+absl::Status Param(const BenchArgs& args, const std::string& key, T fallback, Get get, T& out) {
+  try {
+    out = (args.*get)(key, fallback);
+    return absl::OkStatus();
+  } catch (const std::exception&) {
+    return absl::InvalidArgumentError(
+        StrCat("--param ", key, "=", args.GetString(key, ""), ": not a number"));
+  }
+}
+
 absl::StatusOr<PipelineSettings> ParseSettings(const BenchArgs& args) {
   PipelineSettings s;
+  const bool q = args.quick;
   s.config_file = args.GetString("config", args.source_dir + "/examples/guess.toml");
-  s.samples = args.GetInt("samples", args.quick ? 64 : 4800);
-  s.sweep_samples = args.GetInt("sweep_samples", args.quick ? 32 : 960);
-  s.target = args.GetDouble("target", 0.3);
-  s.median_ms = args.GetDouble("median_ms", 50);
-  s.sigma = args.GetDouble("sigma", 1.0);
-  ASSIGN_OR_RETURN(
-      s.medians,
-      ParseList("medians", args.GetString("medians", args.quick ? "0,10" : "0,10,50,200")));
-  ASSIGN_OR_RETURN(s.in_flight,
-                   ParseInFlight(args.GetString(
-                       "in_flight", args.quick ? "0:32" : "0:32,10:64,50:192,200:256")));
-  s.num_actors = args.GetInt("num_actors", 1);
-  s.max_staleness = args.GetInt("max_staleness", 8);
-  s.buffer_groups = args.GetInt("buffer_groups", 16);
-  s.seed = args.GetInt("seed", 1);
+  RETURN_IF_ERROR(Param(args, "samples", int64_t{q ? 64 : 4800}, &BenchArgs::GetInt, s.samples));
+  RETURN_IF_ERROR(
+      Param(args, "sweep_samples", int64_t{q ? 32 : 960}, &BenchArgs::GetInt, s.sweep_samples));
+  RETURN_IF_ERROR(Param(args, "target", 0.3, &BenchArgs::GetDouble, s.target));
+  RETURN_IF_ERROR(Param(args, "median_ms", 50.0, &BenchArgs::GetDouble, s.median_ms));
+  RETURN_IF_ERROR(Param(args, "sigma", 1.0, &BenchArgs::GetDouble, s.sigma));
+  ASSIGN_OR_RETURN(s.medians,
+                   ParseList("medians", args.GetString("medians", q ? "0,10" : "0,10,50,200")));
+  ASSIGN_OR_RETURN(s.in_flight, ParseInFlight(args.GetString(
+                                    "in_flight", q ? "0:32" : "0:32,10:64,50:192,200:256")));
+  RETURN_IF_ERROR(Param(args, "num_actors", int64_t{1}, &BenchArgs::GetInt, s.num_actors));
+  RETURN_IF_ERROR(Param(args, "max_staleness", int64_t{8}, &BenchArgs::GetInt, s.max_staleness));
+  RETURN_IF_ERROR(Param(args, "buffer_groups", int64_t{16}, &BenchArgs::GetInt, s.buffer_groups));
+  RETURN_IF_ERROR(Param(args, "seed", int64_t{1}, &BenchArgs::GetInt, s.seed));
+  RETURN_IF_ERROR(
+      Param(args, "smooth_steps", int64_t{q ? 1 : 20}, &BenchArgs::GetInt, s.curve.smooth_steps));
+  RETURN_IF_ERROR(
+      Param(args, "final_steps", int64_t{q ? 2 : 10}, &BenchArgs::GetInt, s.curve.final_steps));
+  RETURN_IF_ERROR(Param(args, "max_wall_s", 1800.0, &BenchArgs::GetDouble, s.max_wall_s));
+  int64_t keep_runs = 0;
+  RETURN_IF_ERROR(Param(args, "keep_runs", int64_t{0}, &BenchArgs::GetInt, keep_runs));
+  s.keep_runs = keep_runs != 0;
   s.curve.target_reward = s.target;
-  s.curve.smooth_steps = args.GetInt("smooth_steps", args.quick ? 1 : 20);
-  s.curve.final_steps = args.GetInt("final_steps", args.quick ? 2 : 10);
-  s.max_wall_s = args.GetDouble("max_wall_s", 1800);
-  s.keep_runs = args.GetInt("keep_runs", 0) != 0;
   if (s.samples < 1 || s.sweep_samples < 1) {
     return absl::InvalidArgumentError("--param samples and sweep_samples must be >= 1");
   }

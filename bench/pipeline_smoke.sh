@@ -5,6 +5,15 @@ set -euo pipefail
 flywheel=$1
 out=${2:-pipeline_quick.json}
 rm -f "$out"
+# A bad knob is refused before anything runs, naming the knob.
+if "$flywheel" bench pipeline --quick --param samples=many >"$out.err" 2>&1; then
+  echo "bench pipeline accepted --param samples=many"; exit 1
+fi
+grep -q "samples=many" "$out.err" || { echo "error does not name the knob:"; cat "$out.err"; exit 1; }
+if "$flywheel" bench pipeline --quick --param in_flight=50 >"$out.err" 2>&1; then
+  echo "bench pipeline accepted --param in_flight=50"; exit 1
+fi
+grep -q "MEDIAN_MS:EPISODES" "$out.err" || { echo "error does not say the form:"; cat "$out.err"; exit 1; }
 "$flywheel" bench pipeline --quick --out "$out"
 /usr/bin/python3 - "$out" <<'EOF'
 import json, math, sys
