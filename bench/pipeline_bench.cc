@@ -257,6 +257,12 @@ absl::StatusOr<ModeResult> RunMode(const PipelineSettings& s, const Setting& set
       {"learner_wait_s", audit.at("learner_wait_seconds")},
       {"episodes_in_flight", setting.episodes_in_flight},
       {"episodes_finished", job.summary.at("episodes_finished")},
+      // Generation spent per trained sample: async discards what went stale (and ends with some
+      // in the buffer); colocated trains everything it generates.
+      {"episodes_per_trained_sample",
+       curve.samples > 0
+           ? job.summary.at("episodes_finished").get<double>() / static_cast<double>(curve.samples)
+           : 0.0},
       {"latency_audit", audit},
   };
   return r;
@@ -312,10 +318,10 @@ void AddRows(const std::string& label, const Comparison& c,
     table.push_back({label, r->json["mode"].get<std::string>(),
                      std::to_string(c.setting.episodes_in_flight), Fixed(r->utilization, 3),
                      Fixed(r->samples_per_s, 1), Seconds(r->time_to_target_s),
-                     Fixed(r->final_reward, 3)});
+                     Fixed(r->final_reward, 3), Fixed(r->json["episodes_per_trained_sample"], 2)});
   }
-  table.push_back(
-      {"", "speedup", "", "", Fixed(c.speedup_samples, 2), Fixed(c.speedup_time_to_target, 2), ""});
+  table.push_back({"", "speedup", "", "", Fixed(c.speedup_samples, 2),
+                   Fixed(c.speedup_time_to_target, 2), "", ""});
 }
 
 }  // namespace
@@ -376,8 +382,8 @@ absl::StatusOr<BenchReport> RunPipelineBench(const BenchArgs& args) {
        main.speedup_time_to_target.is_number() && main.speedup_time_to_target.get<double>() >= 2.0},
       {"final_reward_within_0.02", main.async.final_reward >= main.colocated.final_reward - 0.02}};
 
-  report.table.push_back(
-      {"median_ms", "mode", "in_flight", "util", "samples/s", "to_target_s", "final_reward"});
+  report.table.push_back({"median_ms", "mode", "in_flight", "util", "samples/s", "to_target_s",
+                          "final_reward", "episodes/sample"});
   AddRows(Fixed(s.median_ms, 0) + "*", main, report.table);
 
   nlohmann::json sweep = nlohmann::json::array();
