@@ -12,6 +12,7 @@ const std::vector<BenchEntry>& Benchmarks() {
       {"learner", "trained tokens/s: learner step vs eager PyTorch; MFU; packer waste and shapes", RunLearnerBench},
       {"buffer", "trajectory buffer in-process and over gRPC (durable) vs Redis Streams", RunBufferBench},
       {"trajectory-tree", "learner tokens and seconds per branching execution: flat paths vs prefix trees (and per J_max)", RunTrajectoryTreeBench},
+      {"pipeline", "guess training under heavy-tailed env latency: async vs colocated learner utilization, samples/s, time to a reward (and per latency median)", RunPipelineBench},
   };
   return *entries;
 }

@@ -19,6 +19,7 @@ double MeasureMatmulGflops(int64_t n, int repeats);
 absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunTrajectoryTreeBench(const BenchArgs& args);
+absl::StatusOr<BenchReport> RunPipelineBench(const BenchArgs& args);
 
 }  // namespace flywheel::bench
 

@@ -1,0 +1,417 @@
+// Where decoupling pays: the same training job (the guess task of examples/guess.toml: its model,
+// environment, learner and seeds) run to the same budget of trained samples in
+//   (a) async:     actors generate continuously; the learner trains on whatever is ready
+//   (b) colocated: the synchronous baseline: generate one batch, train on it, repeat
+// with an environment whose per-step latency is lognormal (heavy tail: p99 = median ·
+// exp(2.326 · sigma), ≥ 10x the median for sigma ≥ 0.99). Per mode it reports
+//   learner_utilization = learner busy seconds / wall seconds
+//   samples_per_s       = trained samples / wall seconds
+//   time_to_target_s    = wall seconds until the smoothed reward first reaches `target`
+//                         (pipeline_curve.h says how it is smoothed); null when never
+//   final_reward        = mean reward over the last `final_steps` steps
+// and speedup_samples, speedup_time_to_target = async / colocated (time: colocated / async).
+// Then it sweeps the latency median over `medians` and reports the same speedups at each.
+//
+// Episodes in flight: async needs enough concurrent episodes that the actors produce samples
+// as fast as the learner consumes them (Little's law: in flight = consumption rate × episode
+// duration), but not so many that the data grows older than max_staleness before it is used.
+// The default `in_flight` table (with max_staleness = 8 and a buffer of 16 groups instead of
+// guess.toml's 4 and 8) was chosen from the latency audit's suggested_episodes_in_flight and
+// the stale drops on a 2-core machine (docs/pipeline-benchmark.md). Both modes of one comparison
+// get the same value; colocated can use at most one batch of it at a time, which is exactly the
+// limitation of the synchronous baseline (and on-policy, it never drops stale data).
+//
+// Numbers are read from what RunEmbeddedJob returns (summary: wall time, latency audit) and from
+// the run's metrics.jsonl in a temporary runs directory, removed at the end.
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+
+#include "bench/pipeline_curve.h"
+#include "bench/registry.h"
+#include "flywheel/core/status_macros.h"
+#include "flywheel/core/strings.h"
+#include "flywheel/runtime/embedded_job.h"
+#include "flywheel/runtime/job_config.h"
+
+namespace flywheel::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+// z of the 99th percentile of a standard normal: p99 / median of a lognormal = exp(z · sigma).
+constexpr double kZ99 = 2.3263478740408408;
+
+struct PipelineSettings {
+  std::string config_file;
+  int64_t samples = 0;        // trained-sample budget per mode (rounded up to whole steps)
+  int64_t sweep_samples = 0;  // the same for each sweep point
+  double target = 0;
+  double median_ms = 0;  // the heavy-tail comparison
+  double sigma = 0;
+  std::vector<double> medians;          // the sweep
+  std::map<double, int64_t> in_flight;  // median -> episodes in flight per actor
+  int64_t num_actors = 1;
+  int64_t max_staleness = 8;   // async's bound for every setting; -1 = none
+  int64_t buffer_groups = 16;  // buffer.max_size: the reservoir that absorbs a fast learner step
+  int64_t seed = 1;
+  CurveOptions curve;
+  double max_wall_s = 0;  // safety cap per run; 0 = none
+  bool keep_runs = false;
+};
+
+absl::StatusOr<std::vector<double>> ParseList(const std::string& key, const std::string& text) {
+  std::vector<double> values;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    try {
+      size_t used = 0;
+      values.push_back(std::stod(item, &used));
+      if (used != item.size()) throw std::invalid_argument(item);
+    } catch (const std::exception&) {
+      return absl::InvalidArgumentError(
+          StrCat("--param ", key, "=", text, ": '", item, "' is not a number"));
+    }
+  }
+  if (values.empty()) return absl::InvalidArgumentError(StrCat("--param ", key, " is empty"));
+  return values;
+}
+
+// "0:32,50:256": median -> episodes in flight; a median not listed takes the next larger one's
+// value (or the largest listed).
+absl::StatusOr<std::map<double, int64_t>> ParseInFlight(const std::string& text) {
+  std::map<double, int64_t> table;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    const size_t colon = item.find(':');
+    try {
+      if (colon == std::string::npos) throw std::invalid_argument(item);
+      const int64_t n = std::stoll(item.substr(colon + 1));
+      if (n < 1) throw std::invalid_argument(item);
+      table[std::stod(item.substr(0, colon))] = n;
+    } catch (const std::exception&) {
+      return absl::InvalidArgumentError(StrCat("--param in_flight=", text, ": '", item,
+                                               "' is not MEDIAN_MS:EPISODES (EPISODES >= 1)"));
+    }
+  }
+  if (table.empty()) return absl::InvalidArgumentError("--param in_flight is empty");
+  return table;
+}
+
+int64_t InFlightFor(const PipelineSettings& s, double median) {
+  auto it = s.in_flight.lower_bound(median);
+  return it != s.in_flight.end() ? it->second : s.in_flight.rbegin()->second;
+}
+
+// BenchArgs' getters throw on a value that is not a number; this names the key instead.
+template <typename T, typename Get>
+absl::Status Param(const BenchArgs& args, const std::string& key, T fallback, Get get, T& out) {
+  try {
+    out = (args.*get)(key, fallback);
+    return absl::OkStatus();
+  } catch (const std::exception&) {
+    return absl::InvalidArgumentError(
+        StrCat("--param ", key, "=", args.GetString(key, ""), ": not a number"));
+  }
+}
+
+absl::StatusOr<PipelineSettings> ParseSettings(const BenchArgs& args) {
+  PipelineSettings s;
+  const bool q = args.quick;
+  s.config_file = args.GetString("config", args.source_dir + "/examples/guess.toml");
+  RETURN_IF_ERROR(Param(args, "samples", int64_t{q ? 64 : 4800}, &BenchArgs::GetInt, s.samples));
+  RETURN_IF_ERROR(
+      Param(args, "sweep_samples", int64_t{q ? 32 : 960}, &BenchArgs::GetInt, s.sweep_samples));
+  RETURN_IF_ERROR(Param(args, "target", 0.3, &BenchArgs::GetDouble, s.target));
+  RETURN_IF_ERROR(Param(args, "median_ms", 50.0, &BenchArgs::GetDouble, s.median_ms));
+  RETURN_IF_ERROR(Param(args, "sigma", 1.0, &BenchArgs::GetDouble, s.sigma));
+  ASSIGN_OR_RETURN(s.medians,
+                   ParseList("medians", args.GetString("medians", q ? "0,10" : "0,10,50,200")));
+  ASSIGN_OR_RETURN(s.in_flight, ParseInFlight(args.GetString(
+                                    "in_flight", q ? "0:32" : "0:32,10:64,50:192,200:256")));
+  RETURN_IF_ERROR(Param(args, "num_actors", int64_t{1}, &BenchArgs::GetInt, s.num_actors));
+  RETURN_IF_ERROR(Param(args, "max_staleness", int64_t{8}, &BenchArgs::GetInt, s.max_staleness));
+  RETURN_IF_ERROR(Param(args, "buffer_groups", int64_t{16}, &BenchArgs::GetInt, s.buffer_groups));
+  RETURN_IF_ERROR(Param(args, "seed", int64_t{1}, &BenchArgs::GetInt, s.seed));
+  RETURN_IF_ERROR(
+      Param(args, "smooth_steps", int64_t{q ? 1 : 20}, &BenchArgs::GetInt, s.curve.smooth_steps));
+  RETURN_IF_ERROR(
+      Param(args, "final_steps", int64_t{q ? 2 : 10}, &BenchArgs::GetInt, s.curve.final_steps));
+  RETURN_IF_ERROR(Param(args, "max_wall_s", 1800.0, &BenchArgs::GetDouble, s.max_wall_s));
+  int64_t keep_runs = 0;
+  RETURN_IF_ERROR(Param(args, "keep_runs", int64_t{0}, &BenchArgs::GetInt, keep_runs));
+  s.keep_runs = keep_runs != 0;
+  s.curve.target_reward = s.target;
+  if (s.samples < 1 || s.sweep_samples < 1) {
+    return absl::InvalidArgumentError("--param samples and sweep_samples must be >= 1");
+  }
+  if (!(s.sigma >= 0) || s.median_ms < 0) {
+    return absl::InvalidArgumentError("--param sigma and median_ms must be >= 0");
+  }
+  for (double m : s.medians) {
+    if (m < 0) return absl::InvalidArgumentError("--param medians: every median must be >= 0");
+  }
+  if (s.max_staleness < -1) {
+    return absl::InvalidArgumentError("--param max_staleness must be >= 0, or -1 for no bound");
+  }
+  if (s.buffer_groups < 1) return absl::InvalidArgumentError("--param buffer_groups must be >= 1");
+  if (s.num_actors < 1 || s.curve.smooth_steps < 1 || s.curve.final_steps < 1) {
+    return absl::InvalidArgumentError(
+        "--param num_actors, smooth_steps and final_steps must be >= 1");
+  }
+  return s;
+}
+
+// The latency of one setting: lognormal with this median (mean = median · exp(sigma²/2), the
+// model's knob), or none at median 0.
+nlohmann::json LatencyJson(double median_ms, double sigma) {
+  if (median_ms <= 0) return {{"model", "none"}, {"median_ms", 0}};
+  return {{"model", "lognormal"},
+          {"median_ms", median_ms},
+          {"sigma", sigma},
+          {"mean_ms", median_ms * std::exp(sigma * sigma / 2)},
+          {"p99_ms", median_ms * std::exp(kZ99 * sigma)},
+          {"p99_over_median", std::exp(kZ99 * sigma)}};
+}
+
+struct Setting {
+  double median_ms = 0;
+  int64_t samples = 0;
+  int64_t episodes_in_flight = 0;
+};
+
+absl::StatusOr<JobConfig> MakeConfig(const PipelineSettings& s, const Setting& setting,
+                                     TrainMode mode, const fs::path& runs_dir) {
+  ASSIGN_OR_RETURN(JobConfig config, LoadJobConfig(s.config_file));
+  config.run.mode = mode;
+  config.run.runs_dir = runs_dir.string();
+  config.run.name = StrCat(mode == TrainMode::kAsync ? "async" : "colocated", "-",
+                           static_cast<int64_t>(std::lround(setting.median_ms)), "ms");
+  config.run.seed = s.seed;
+  const int64_t batch = config.run.batch_groups * config.actor.group_size;
+  config.run.max_steps = (setting.samples + batch - 1) / batch;
+  config.run.max_wall_seconds = s.max_wall_s;
+  config.learner.checkpoint_every = 0;  // checkpoint I/O is not what is compared
+  config.actor.num_actors = s.num_actors;
+  config.actor.episodes_in_flight = setting.episodes_in_flight;
+  config.learner.max_staleness = s.max_staleness;
+  config.buffer.max_size = s.buffer_groups;
+  if (setting.median_ms <= 0) {
+    config.env.latency = LatencyOptions{};
+  } else {
+    config.env.latency.model = LatencyKind::kLognormal;
+    config.env.latency.sigma = s.sigma;
+    config.env.latency.mean_ms = setting.median_ms * std::exp(s.sigma * s.sigma / 2);
+  }
+  RETURN_IF_ERROR(config.Validate());
+  return config;
+}
+
+struct ModeResult {
+  nlohmann::json json;
+  double samples_per_s = 0;
+  std::optional<double> time_to_target_s;
+  double utilization = 0;
+  double final_reward = 0;
+};
+
+absl::StatusOr<ModeResult> RunMode(const PipelineSettings& s, const Setting& setting,
+                                   TrainMode mode, const fs::path& runs_dir) {
+  ASSIGN_OR_RETURN(const JobConfig config, MakeConfig(s, setting, mode, runs_dir));
+  EmbeddedJobOptions options;
+  options.progress = nullptr;
+  ASSIGN_OR_RETURN(const EmbeddedJobResult job, RunEmbeddedJob(config, options));
+  const fs::path metrics = fs::path(config.run.runs_dir) / config.run.name / "metrics.jsonl";
+  ASSIGN_OR_RETURN(const std::vector<StepPoint> points, ReadStepPoints(metrics.string()));
+  const CurveSummary curve = SummariseCurve(points, s.curve);
+
+  const nlohmann::json& audit = job.summary.at("latency_audit");
+  const double wall = job.summary.at("wall_seconds").get<double>();
+  ModeResult r;
+  r.utilization = wall > 0 ? audit.at("learner_busy_seconds").get<double>() / wall : 0;
+  r.samples_per_s = wall > 0 ? static_cast<double>(curve.samples) / wall : 0;
+  r.time_to_target_s = curve.time_to_target_s;
+  r.final_reward = curve.final_reward;
+  r.json = {
+      {"mode", mode == TrainMode::kAsync ? "async" : "colocated"},
+      {"learner_utilization", r.utilization},
+      {"samples_per_s", r.samples_per_s},
+      {"time_to_target_s", r.time_to_target_s.has_value() ? nlohmann::json(*r.time_to_target_s)
+                                                          : nlohmann::json(nullptr)},
+      {"target_step", curve.target_step.has_value() ? nlohmann::json(*curve.target_step)
+                                                    : nlohmann::json(nullptr)},
+      {"final_reward", r.final_reward},
+      {"first_smoothed_reward", curve.first_smoothed_reward},
+      {"best_smoothed_reward", curve.best_smoothed_reward},
+      {"samples_trained", curve.samples},
+      {"budget_met", curve.samples >= setting.samples},
+      {"steps", curve.steps},
+      {"wall_s", wall},
+      {"learner_busy_s", audit.at("learner_busy_seconds")},
+      {"learner_wait_s", audit.at("learner_wait_seconds")},
+      {"episodes_in_flight", setting.episodes_in_flight},
+      {"episodes_finished", job.summary.at("episodes_finished")},
+      // Generation spent per trained sample: async discards what went stale (and ends with some
+      // in the buffer); colocated trains everything it generates.
+      {"episodes_per_trained_sample",
+       curve.samples > 0
+           ? job.summary.at("episodes_finished").get<double>() / static_cast<double>(curve.samples)
+           : 0.0},
+      {"latency_audit", audit},
+  };
+  return r;
+}
+
+nlohmann::json Ratio(double num, double den) {
+  return den > 0 ? nlohmann::json(num / den) : nlohmann::json(nullptr);
+}
+
+struct Comparison {
+  Setting setting;
+  ModeResult async, colocated;
+  nlohmann::json speedup_samples, speedup_time_to_target;
+
+  nlohmann::json ToJson(double sigma) const {
+    return {{"median_ms", setting.median_ms},
+            {"latency", LatencyJson(setting.median_ms, sigma)},
+            {"episodes_in_flight", setting.episodes_in_flight},
+            {"samples_budget", setting.samples},
+            {"async", async.json},
+            {"colocated", colocated.json},
+            {"speedup_samples", speedup_samples},
+            {"speedup_time_to_target", speedup_time_to_target}};
+  }
+};
+
+// Async first, then colocated, on the same configuration and seeds.
+absl::StatusOr<Comparison> Compare(const PipelineSettings& s, const Setting& setting,
+                                   const fs::path& runs_dir) {
+  Comparison c;
+  c.setting = setting;
+  const fs::path dir = runs_dir / StrCat("m", static_cast<int64_t>(std::lround(setting.median_ms)),
+                                         "-n", setting.samples);
+  ASSIGN_OR_RETURN(c.async, RunMode(s, setting, TrainMode::kAsync, dir));
+  ASSIGN_OR_RETURN(c.colocated, RunMode(s, setting, TrainMode::kColocated, dir));
+  c.speedup_samples = Ratio(c.async.samples_per_s, c.colocated.samples_per_s);
+  c.speedup_time_to_target =
+      c.async.time_to_target_s.has_value() && c.colocated.time_to_target_s.has_value()
+          ? Ratio(*c.colocated.time_to_target_s, *c.async.time_to_target_s)
+          : nlohmann::json(nullptr);
+  return c;
+}
+
+std::string Fixed(double v, int digits) { return fmt::format("{:.{}f}", v, digits); }
+std::string Fixed(const nlohmann::json& v, int digits) {
+  return v.is_number() ? Fixed(v.get<double>(), digits) : "-";
+}
+std::string Seconds(const std::optional<double>& v) { return v ? Fixed(*v, 1) : "never"; }
+
+void AddRows(const std::string& label, const Comparison& c,
+             std::vector<std::vector<std::string>>& table) {
+  for (const ModeResult* r : {&c.async, &c.colocated}) {
+    table.push_back({label, r->json["mode"].get<std::string>(),
+                     std::to_string(c.setting.episodes_in_flight), Fixed(r->utilization, 3),
+                     Fixed(r->samples_per_s, 1), Seconds(r->time_to_target_s),
+                     Fixed(r->final_reward, 3), Fixed(r->json["episodes_per_trained_sample"], 2)});
+  }
+  table.push_back({"", "speedup", "", "", Fixed(c.speedup_samples, 2),
+                   Fixed(c.speedup_time_to_target, 2), "", ""});
+}
+
+}  // namespace
+
+absl::StatusOr<BenchReport> RunPipelineBench(const BenchArgs& args) {
+  ASSIGN_OR_RETURN(const PipelineSettings s, ParseSettings(args));
+  ASSIGN_OR_RETURN(const JobConfig base, LoadJobConfig(s.config_file));
+  const fs::path runs_dir = fs::temp_directory_path() /
+                            StrCat("flywheel_pipeline_bench_", static_cast<int64_t>(getpid()));
+  fs::remove_all(runs_dir);
+
+  BenchReport report;
+  const int64_t batch = base.run.batch_groups * base.actor.group_size;
+  report.config = {
+      {"task", "guess"},
+      {"config_file", s.config_file},
+      {"model",
+       {{"hidden_size", base.model.hidden_size},
+        {"num_layers", base.model.num_layers},
+        {"num_heads", base.model.num_heads},
+        {"max_seq_len", base.model.max_seq_len}}},
+      {"env",
+       {{"kind", "guess"},
+        {"range", base.env.guess.range},
+        {"max_guesses", base.env.guess.max_guesses}}},
+      {"latency", LatencyJson(s.median_ms, s.sigma)},
+      {"num_actors", s.num_actors},
+      {"episodes_in_flight", InFlightFor(s, s.median_ms)},
+      {"in_flight_by_median", nlohmann::json::object()},
+      {"batch_trajectories", batch},
+      {"samples_budget", s.samples},
+      {"sweep_samples_budget", s.sweep_samples},
+      {"steps", (s.samples + batch - 1) / batch},
+      {"target_reward", s.target},
+      {"smoothing", StrCat("sample-weighted mean of reward_mean over the last ",
+                           s.curve.smooth_steps, " learner steps (full windows only)")},
+      {"final_steps", s.curve.final_steps},
+      {"seed", s.seed},
+      {"max_staleness", s.max_staleness},
+      {"buffer_max_size_groups", s.buffer_groups},
+      {"medians_ms", s.medians},
+      {"quick", args.quick},
+  };
+  for (double m : s.medians) {
+    report.config["in_flight_by_median"][Fixed(m, 0)] = InFlightFor(s, m);
+  }
+
+  ASSIGN_OR_RETURN(const Comparison main,
+                   Compare(s, {s.median_ms, s.samples, InFlightFor(s, s.median_ms)}, runs_dir));
+  report.results["async"] = main.async.json;
+  report.results["colocated"] = main.colocated.json;
+  report.ratios["speedup_samples"] = main.speedup_samples;
+  report.ratios["speedup_time_to_target"] = main.speedup_time_to_target;
+  report.ratios["final_reward_gap"] = main.async.final_reward - main.colocated.final_reward;
+  report.ratios["targets"] = {
+      {"async_learner_utilization_ge_0.95", main.async.utilization >= 0.95},
+      {"speedup_time_to_target_ge_2",
+       main.speedup_time_to_target.is_number() && main.speedup_time_to_target.get<double>() >= 2.0},
+      {"final_reward_within_0.02", main.async.final_reward >= main.colocated.final_reward - 0.02}};
+
+  report.table.push_back({"median_ms", "mode", "in_flight", "util", "samples/s", "to_target_s",
+                          "final_reward", "episodes/sample"});
+  AddRows(Fixed(s.median_ms, 0) + "*", main, report.table);
+
+  nlohmann::json sweep = nlohmann::json::array();
+  nlohmann::json by_median = nlohmann::json::object();
+  for (double m : s.medians) {
+    ASSIGN_OR_RETURN(const Comparison c,
+                     Compare(s, {m, s.sweep_samples, InFlightFor(s, m)}, runs_dir));
+    sweep.push_back(c.ToJson(s.sigma));
+    by_median[Fixed(m, 0)] = {{"speedup_samples", c.speedup_samples},
+                              {"speedup_time_to_target", c.speedup_time_to_target}};
+    AddRows(Fixed(m, 0), c, report.table);
+  }
+  report.results["sweep"] = sweep;
+  report.ratios["speedup_by_median"] = by_median;
+  if (!s.keep_runs) fs::remove_all(runs_dir);
+
+  std::vector<std::string> per_median;
+  for (double m : s.medians) {
+    per_median.push_back(
+        StrCat(Fixed(m, 0), " ms ", Fixed(by_median[Fixed(m, 0)]["speedup_samples"], 2), "x"));
+  }
+  report.summary =
+      StrCat("median ", s.median_ms, " ms, sigma ", s.sigma, ": async/colocated samples/s ",
+             Fixed(main.speedup_samples, 2), "x, time to reward ", s.target, " ",
+             Fixed(main.speedup_time_to_target, 2), "x, learner utilization ",
+             Fixed(main.async.utilization, 3), " vs ", Fixed(main.colocated.utilization, 3),
+             "; samples/s speedup by median: ", Join(per_median, ", "));
+  return report;
+}
+
+}  // namespace flywheel::bench

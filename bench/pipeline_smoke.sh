@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Smoke test of `flywheel bench pipeline --quick`: the report has every field the benchmark
+# promises, with sane values. No timing targets: those are the full benchmark's business.
+set -euo pipefail
+flywheel=$1
+out=${2:-pipeline_quick.json}
+rm -f "$out"
+# A bad knob is refused before anything runs, naming the knob.
+if "$flywheel" bench pipeline --quick --param samples=many >"$out.err" 2>&1; then
+  echo "bench pipeline accepted --param samples=many"; exit 1
+fi
+grep -q "samples=many" "$out.err" || { echo "error does not name the knob:"; cat "$out.err"; exit 1; }
+if "$flywheel" bench pipeline --quick --param in_flight=50 >"$out.err" 2>&1; then
+  echo "bench pipeline accepted --param in_flight=50"; exit 1
+fi
+grep -q "MEDIAN_MS:EPISODES" "$out.err" || { echo "error does not say the form:"; cat "$out.err"; exit 1; }
+"$flywheel" bench pipeline --quick --out "$out"
+/usr/bin/python3 - "$out" <<'EOF'
+import json, math, sys
+
+report = json.load(open(sys.argv[1]))
+errors = []
+
+def check(cond, what):
+    if not cond:
+        errors.append(what)
+
+def number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+def check_mode(where, r, samples_budget):
+    for key in ("learner_utilization", "samples_per_s", "time_to_target_s", "final_reward",
+                "samples_trained", "wall_s", "latency_audit"):
+        check(key in r, f"{where}: no {key}")
+    if errors:
+        return
+    check(number(r["learner_utilization"]) and 0 < r["learner_utilization"] <= 1.0 + 1e-6,
+          f"{where}: learner_utilization {r['learner_utilization']} not in (0, 1]")
+    check(number(r["samples_per_s"]) and r["samples_per_s"] > 0,
+          f"{where}: samples_per_s {r['samples_per_s']} not > 0")
+    t = r["time_to_target_s"]
+    check(t is None or (number(t) and 0 <= t <= r["wall_s"] + 1e-6),
+          f"{where}: time_to_target_s {t} neither null nor within the run")
+    check(number(r["final_reward"]) and 0 <= r["final_reward"] <= 1,
+          f"{where}: final_reward {r['final_reward']} not in [0, 1]")
+    check(r["samples_trained"] > 0 and r["budget_met"] is True,
+          f"{where}: trained {r['samples_trained']} of a budget of {samples_budget}")
+
+check(report.get("bench") == "pipeline", "bench is not pipeline")
+config = report.get("config", {})
+lat = config.get("latency", {})
+check(lat.get("model") == "lognormal" and lat.get("median_ms", 0) >= 50 and
+      lat.get("sigma", 0) >= 0.99 and lat.get("p99_over_median", 0) >= 10,
+      f"heavy-tail latency not stated or too light: {lat}")
+results = report.get("results", {})
+for mode in ("async", "colocated"):
+    check(mode in results, f"results has no {mode}")
+    if mode in results:
+        check_mode(mode, results[mode], config.get("samples_budget"))
+for key in ("speedup_samples", "speedup_time_to_target", "speedup_by_median"):
+    check(key in report, f"no top-level {key}")
+check(number(report.get("speedup_samples")) and report["speedup_samples"] > 0,
+      f"speedup_samples {report.get('speedup_samples')} not a positive number")
+t = report.get("speedup_time_to_target")
+check(t is None or (number(t) and t > 0), f"speedup_time_to_target {t} neither null nor > 0")
+sweep = results.get("sweep", [])
+check(len(sweep) == len(config.get("medians_ms", [])) and len(sweep) >= 2,
+      f"sweep has {len(sweep)} points for medians {config.get('medians_ms')}")
+for point in sweep:
+    where = f"sweep median {point.get('median_ms')}"
+    check(number(point.get("speedup_samples")), f"{where}: no speedup_samples")
+    check("speedup_time_to_target" in point, f"{where}: no speedup_time_to_target")
+    for mode in ("async", "colocated"):
+        check(mode in point, f"{where}: no {mode}")
+        if mode in point:
+            check_mode(f"{where} {mode}", point[mode], point.get("samples_budget"))
+    check(str(int(point.get("median_ms", -1))) in report.get("speedup_by_median", {}),
+          f"{where}: not in speedup_by_median")
+if errors:
+    print("pipeline_quick.json is not a sane report:\n  " + "\n  ".join(errors))
+    sys.exit(1)
+print("pipeline report ok")
+EOF
