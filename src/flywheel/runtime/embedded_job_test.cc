@@ -27,6 +27,10 @@ fs::path TempRuns(const std::string& name) {
 JobConfig Load(const std::string& name, std::vector<std::string> overrides) {
   overrides.push_back("run.runs_dir=\"" + TempRuns(name).string() + "\"");
   overrides.push_back("run.name=\"" + name + "\"");
+  // Smaller batches than the example's: these tests check the job's mechanics, not learning.
+  overrides.push_back("run.batch_groups=4");
+  overrides.push_back("buffer.max_size=8");
+  overrides.push_back("actor.episodes_in_flight=32");
   // Environment latency is not what these tests are about.
   overrides.push_back("env.latency.model=\"constant\"");
   overrides.push_back("env.latency.mean_ms=1");

@@ -172,7 +172,8 @@ absl::StatusOr<RemoteLearnerResult> RemoteLearner::Train() {
     }
     const absl::Time wait_start = absl::Now();
     ASSIGN_OR_RETURN(std::vector<Trajectory> batch, CollectBatch());
-    if (Stopping()) break;  // a partial batch is not trained on
+    // Stopping: the groups already taken from the buffer are trained on, not thrown away.
+    if (batch.empty()) break;
     std::map<std::string, ActorContribution> by_actor;
     for (const Trajectory& t : batch) {
       ActorContribution& c = by_actor[t.actor_id];
