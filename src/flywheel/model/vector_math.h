@@ -1,0 +1,99 @@
+// Small float loops of the CPU decode path (cpu_decoder.cc, sampling.cc), written so that the
+// compiler vectorises them: fixed-width lane accumulators instead of a serial reduction (float
+// addition is not associative, so a plain `s += a[i]` loop stays scalar), and an exp without a
+// library call.
+//
+// FLYWHEEL_VECTOR_CLONES on a function compiles it for AVX-512, AVX2+FMA and baseline x86-64 and
+// picks one at load time (GCC target_clones), so the binary runs on any x86-64 and uses the
+// widest vectors the machine has. Only functions that are called once per row or per head carry
+// it; the helpers below are force-inlined into them.
+#ifndef FLYWHEEL_MODEL_VECTOR_MATH_H_
+#define FLYWHEEL_MODEL_VECTOR_MATH_H_
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <limits>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define FLYWHEEL_VECTOR_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define FLYWHEEL_VECTOR_CLONES
+#endif
+#define FLYWHEEL_INLINE inline __attribute__((always_inline))
+
+namespace flywheel::vmath {
+
+inline constexpr int kLanes = 16;  // accumulators per reduction: one AVX-512 register of floats
+
+// exp(x) in float, within 2 ulp of std::exp over the range used here (Cephes expf: reduction by
+// ln 2 split in two constants, degree-6 polynomial, exponent built from bits). exp of x below
+// -87.3 returns ~1e-38 instead of 0 (flushed to 0 below -103), which no softmax can tell apart.
+FLYWHEEL_INLINE float Exp(float x) {
+  x = std::min(x, 88.3762626647949f);
+  const bool tiny = x < -103.0f;
+  x = std::max(x, -87.3365447505531f);
+  const float n = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  const float result = p * std::bit_cast<float>(bits);
+  return tiny ? 0.0f : result;
+}
+
+// sum_i a[i] * b[i]
+FLYWHEEL_INLINE float Dot(const float* __restrict a, const float* __restrict b, int64_t n) {
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) acc[l] += a[i + l] * b[i + l];
+  }
+  float s = 0;
+  for (int l = 0; l < kLanes; ++l) s += acc[l];
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+FLYWHEEL_INLINE float Sum(const float* __restrict a, int64_t n) {
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) acc[l] += a[i + l];
+  }
+  float s = 0;
+  for (int l = 0; l < kLanes; ++l) s += acc[l];
+  for (; i < n; ++i) s += a[i];
+  return s;
+}
+
+FLYWHEEL_INLINE float Max(const float* __restrict a, int64_t n) {
+  float acc[kLanes];
+  for (int l = 0; l < kLanes; ++l) acc[l] = -std::numeric_limits<float>::infinity();
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) acc[l] = std::max(acc[l], a[i + l]);
+  }
+  float m = acc[0];
+  for (int l = 1; l < kLanes; ++l) m = std::max(m, acc[l]);
+  for (; i < n; ++i) m = std::max(m, a[i]);
+  return m;
+}
+
+// out[i] = exp(a[i] - shift) (out may be a); returns the sum of out.
+FLYWHEEL_INLINE float ExpShifted(const float* a, float shift, float* out,
+                                 int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = Exp(a[i] - shift);
+  return Sum(out, n);
+}
+
+}  // namespace flywheel::vmath
+
+#endif  // FLYWHEEL_MODEL_VECTOR_MATH_H_
