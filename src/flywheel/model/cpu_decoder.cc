@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "flywheel/core/strings.h"
 #include "flywheel/model/vector_math.h"
@@ -65,7 +66,12 @@ void SiluMul(const float* __restrict gate_up, int64_t rows, int64_t width, float
     const float* g = gate_up + r * 2 * width;
     const float* u = g + width;
     float* o = out + r * width;
-    for (int64_t i = 0; i < width; ++i) o[i] = g[i] / (1.0f + vmath::Exp(-g[i])) * u[i];
+    int64_t i = 0;
+    for (; i + vmath::kLanes <= width; i += vmath::kLanes) {
+      const vmath::V16 x = vmath::Load(g + i);
+      vmath::Store(o + i, x / (1.0f + vmath::Exp(-x)) * vmath::Load(u + i));
+    }
+    for (; i < width; ++i) o[i] = g[i] / (1.0f + vmath::Exp(-g[i])) * u[i];
   }
 }
 
@@ -85,68 +91,168 @@ void Rope(float* __restrict x, int64_t heads, int64_t dim, const float* __restri
   }
 }
 
+// Keys are stored in tiles of 16 positions, [capacity / 16][D][16]: the scores of a tile are D
+// vector FMAs over 16·D contiguous floats, so q·kᵀ streams through memory in order.
+inline constexpr int64_t kTile = 16;
+
 // Attention of `groups` query heads (q [groups, D]) that share one kv head, over positions
-// [0, length) of keys kt [D, capacity] and values v [capacity, D]. out [groups, D].
-template <int kD>
-FLYWHEEL_INLINE void AttendHeadT(const float* __restrict q, int64_t groups, int64_t dim_rt,
-                                 const float* __restrict kt, const float* __restrict v,
-                                 int64_t capacity, int64_t length, float scale,
-                                 float* __restrict scores, float* __restrict out) {
-  const int64_t dim = kD > 0 ? kD : dim_rt;
+// [0, length) of the tiled keys and the values v [capacity, D]; out [groups, D]. `scores` holds
+// groups × capacity floats. Generic version: any D.
+FLYWHEEL_INLINE void AttendScalar(const float* __restrict q, int64_t groups, int64_t dim,
+                                  const float* __restrict keys, const float* __restrict v,
+                                  int64_t length, float scale, float* __restrict scores,
+                                  float* __restrict out) {
   for (int64_t g = 0; g < groups; ++g) {
     float* s = scores + g * length;
     const float* qg = q + g * dim;
-    // s = q·kᵀ, streaming over positions: one pass over the keys per dimension.
-    {
-      const float q0 = qg[0];
-      for (int64_t j = 0; j < length; ++j) s[j] = q0 * kt[j];
+    for (int64_t j = 0; j < length; ++j) {
+      const float* k = keys + (j / kTile) * kTile * dim + j % kTile;
+      float dot = 0;
+      for (int64_t d = 0; d < dim; ++d) dot += qg[d] * k[d * kTile];
+      s[j] = dot * scale;
     }
-    for (int64_t d = 1; d < dim; ++d) {
-      const float qd = qg[d];
-      const float* k = kt + d * capacity;
-      for (int64_t j = 0; j < length; ++j) s[j] += qd * k[j];
-    }
-    for (int64_t j = 0; j < length; ++j) s[j] *= scale;
     const float m = vmath::Max(s, length);
-    const float total = vmath::ExpShifted(s, m, s, length);
-    const float inv = 1.0f / total;
-    float acc[kD > 0 ? kD : 256] = {};
-    if (kD > 0 || dim <= 256) {
-      for (int64_t j = 0; j < length; ++j) {
-        const float p = s[j];
-        const float* vj = v + j * dim;
-        for (int64_t d = 0; d < dim; ++d) acc[d] += p * vj[d];
+    const float inv = 1.0f / vmath::ExpShifted(s, m, s, length);
+    float* o = out + g * dim;
+    for (int64_t d = 0; d < dim; ++d) o[d] = 0;
+    for (int64_t j = 0; j < length; ++j) {
+      const float p = s[j];
+      const float* vj = v + j * dim;
+      for (int64_t d = 0; d < dim; ++d) o[d] += p * vj[d];
+    }
+    for (int64_t d = 0; d < dim; ++d) o[d] *= inv;
+  }
+}
+
+// Scores of kG query heads (q [kG, D]) for kB consecutive key tiles: kG·kB independent FMA
+// chains over d, no stores in the inner loop. scores: head g's row starts at g·stride.
+template <int kVecs, int kG, int kB>
+FLYWHEEL_INLINE void ScoreTiles(const float* __restrict q, const float* __restrict keys,
+                                float scale, float* __restrict scores, int64_t stride) {
+  using vmath::V16;
+  constexpr int kDim = 16 * kVecs;
+  constexpr int64_t kTileSize = kTile * kDim;
+  V16 acc[kG][kB] = {};
+  // The cache is far larger than the L2: fetch the next kB tiles while these are multiplied
+  // (kB·D cache lines, spread over the D iterations).
+  const char* next = reinterpret_cast<const char*>(keys + kB * kTileSize);
+  for (int d = 0; d < kDim; ++d) {
+    for (int b = 0; b < kB; ++b) __builtin_prefetch(next + (d * kB + b) * 64);
+    V16 k[kB];
+    for (int b = 0; b < kB; ++b) k[b] = vmath::Load(keys + b * kTileSize + d * kTile);
+    for (int g = 0; g < kG; ++g) {
+      const V16 qd = vmath::Broadcast(q[g * kDim + d]);
+      for (int b = 0; b < kB; ++b) acc[g][b] += qd * k[b];
+    }
+  }
+  for (int g = 0; g < kG; ++g) {
+    for (int b = 0; b < kB; ++b) vmath::Store(scores + g * stride + b * kTile, acc[g][b] * scale);
+  }
+}
+
+// The same for D = 16·kVecs and kG query heads at once, register-blocked with 16-float vectors:
+// the kG heads share every key and value load; scores are computed kBlock tiles at a time.
+// Whole tiles are read;
+// scores past `length` are set to −inf, so those positions weigh 0.
+template <int kVecs, int kG>
+FLYWHEEL_INLINE void AttendVec(const float* __restrict q, const float* __restrict keys,
+                               const float* __restrict v, int64_t length, float scale,
+                               float* __restrict scores, float* __restrict out) {
+  using vmath::V16;
+  constexpr int kDim = 16 * kVecs;
+  constexpr int64_t kTileSize = kTile * kDim;
+  constexpr int kBlock = kG == 1 ? 8 : 4;
+  const int64_t tiles = (length + kTile - 1) / kTile;
+  const int64_t padded = tiles * kTile;
+  int64_t t = 0;
+  for (; t + kBlock <= tiles; t += kBlock) {
+    ScoreTiles<kVecs, kG, kBlock>(q, keys + t * kTileSize, scale, scores + t * kTile, padded);
+  }
+  for (; t < tiles; ++t) {
+    ScoreTiles<kVecs, kG, 1>(q, keys + t * kTileSize, scale, scores + t * kTile, padded);
+  }
+  float inv[kG];
+  for (int g = 0; g < kG; ++g) {
+    float* s = scores + g * padded;
+    for (int64_t i = length; i < padded; ++i) s[i] = -std::numeric_limits<float>::infinity();
+    V16 vmax = vmath::Broadcast(-std::numeric_limits<float>::infinity());
+    for (int64_t i = 0; i < padded; i += kTile) {
+      const V16 x = vmath::Load(s + i);
+      vmax = x > vmax ? x : vmax;
+    }
+    const V16 m = vmath::Broadcast(vmath::HorizontalMax(vmax));
+    V16 sum{};
+    for (int64_t i = 0; i < padded; i += kTile) {
+      const V16 e = vmath::Exp(vmath::Load(s + i) - m);
+      vmath::Store(s + i, e);
+      sum += e;
+    }
+    inv[g] = 1.0f / vmath::HorizontalSum(sum);
+  }
+  // out = probabilities · values, kUnroll positions per iteration into separate accumulators.
+  constexpr int kUnroll = kG * kVecs <= 8 ? 2 : 1;
+  V16 acc[kUnroll][kG][kVecs] = {};
+  int64_t i = 0;
+  for (; i + kUnroll <= length; i += kUnroll) {
+    // Values stream too: fetch 8 positions ahead.
+    for (int c = 0; c < kVecs * kUnroll; ++c) {
+      __builtin_prefetch(reinterpret_cast<const char*>(v + (i + 8) * kDim) + c * 64);
+    }
+    for (int u = 0; u < kUnroll; ++u) {
+      V16 vv[kVecs];
+      for (int c = 0; c < kVecs; ++c) vv[c] = vmath::Load(v + (i + u) * kDim + 16 * c);
+      for (int g = 0; g < kG; ++g) {
+        const float p = scores[g * padded + i + u];
+        for (int c = 0; c < kVecs; ++c) acc[u][g][c] += p * vv[c];
       }
-      for (int64_t d = 0; d < dim; ++d) out[g * dim + d] = acc[d] * inv;
-    } else {
-      float* o = out + g * dim;
-      for (int64_t d = 0; d < dim; ++d) o[d] = 0;
-      for (int64_t j = 0; j < length; ++j) {
-        const float p = s[j];
-        const float* vj = v + j * dim;
-        for (int64_t d = 0; d < dim; ++d) o[d] += p * vj[d];
-      }
-      for (int64_t d = 0; d < dim; ++d) o[d] *= inv;
+    }
+  }
+  for (; i < length; ++i) {
+    for (int g = 0; g < kG; ++g) {
+      const float p = scores[g * padded + i];
+      for (int c = 0; c < kVecs; ++c) acc[0][g][c] += p * vmath::Load(v + i * kDim + 16 * c);
+    }
+  }
+  for (int g = 0; g < kG; ++g) {
+    for (int c = 0; c < kVecs; ++c) {
+      V16 total = acc[0][g][c];
+      for (int u = 1; u < kUnroll; ++u) total += acc[u][g][c];
+      vmath::Store(out + g * kDim + 16 * c, total * inv[g]);
     }
   }
 }
 
+template <int kVecs>
+FLYWHEEL_INLINE void AttendGroups(const float* q, int64_t groups, const float* keys,
+                                  const float* v, int64_t length, float scale, float* scores,
+                                  float* out) {
+  constexpr int kDim = 16 * kVecs;
+  int64_t g = 0;
+  for (; g + 2 <= groups; g += 2) {
+    AttendVec<kVecs, 2>(q + g * kDim, keys, v, length, scale, scores, out + g * kDim);
+  }
+  if (g < groups) AttendVec<kVecs, 1>(q + g * kDim, keys, v, length, scale, scores, out + g * kDim);
+}
+
 FLYWHEEL_VECTOR_CLONES
-void AttendHead(const float* q, int64_t groups, int64_t dim, const float* kt, const float* v,
-                int64_t capacity, int64_t length, float scale, float* scores, float* out) {
+void AttendHead(const float* q, int64_t groups, int64_t dim, const float* keys, const float* v,
+                int64_t length, float scale, float* scores, float* out) {
   switch (dim) {
     case 32:
-      return AttendHeadT<32>(q, groups, dim, kt, v, capacity, length, scale, scores, out);
+      return AttendGroups<2>(q, groups, keys, v, length, scale, scores, out);
     case 64:
-      return AttendHeadT<64>(q, groups, dim, kt, v, capacity, length, scale, scores, out);
+      return AttendGroups<4>(q, groups, keys, v, length, scale, scores, out);
     case 128:
-      return AttendHeadT<128>(q, groups, dim, kt, v, capacity, length, scale, scores, out);
+      return AttendGroups<8>(q, groups, keys, v, length, scale, scores, out);
     default:
-      return AttendHeadT<0>(q, groups, dim, kt, v, capacity, length, scale, scores, out);
+      return AttendScalar(q, groups, dim, keys, v, length, scale, scores, out);
   }
 }
 
 torch::Tensor Contiguous(const torch::Tensor& t) { return t.detach().contiguous(); }
+
+// Capacities are whole vectors of positions: attention reads keys 16 positions at a time.
+int64_t RoundUp16(int64_t n) { return std::max<int64_t>(16, (n + 15) / 16 * 16); }
 
 }  // namespace
 
@@ -196,7 +302,7 @@ CpuDecoder::CpuDecoder(const ModelOptions& options, int64_t initial_slots,
     : options_(options),
       head_dim_(options.head_dim()),
       slots_(std::max<int64_t>(initial_slots, 1)),
-      capacity_(std::max<int64_t>(initial_capacity, 1)) {
+      capacity_(RoundUp16(initial_capacity)) {
   const size_t per_layer = static_cast<size_t>(slots_ * options_.num_kv_heads * head_dim_ *
                                                capacity_);
   keys_.assign(per_layer * options_.num_layers, 0.0f);
@@ -213,7 +319,7 @@ CpuDecoder::CpuDecoder(const ModelOptions& options, int64_t initial_slots,
 
 float* CpuDecoder::Keys(int64_t layer, int64_t slot, int64_t kv_head) {
   return keys_.data() +
-         (((layer * slots_ + slot) * options_.num_kv_heads + kv_head) * head_dim_) * capacity_;
+         (((layer * slots_ + slot) * options_.num_kv_heads + kv_head) * capacity_) * head_dim_;
 }
 
 float* CpuDecoder::Values(int64_t layer, int64_t slot, int64_t kv_head) {
@@ -236,10 +342,9 @@ void CpuDecoder::Reserve(int64_t slots, int64_t length) {
       for (int64_t h = 0; h < heads; ++h) {
         const int64_t old_head = (l * slots_ + s) * heads + h;
         const int64_t new_head = (l * new_slots + s) * heads + h;
-        for (int64_t i = 0; i < d; ++i) {  // keys: one row of `capacity` per dimension
-          std::memcpy(keys.data() + (new_head * d + i) * new_capacity,
-                      keys_.data() + (old_head * d + i) * capacity_, capacity_ * sizeof(float));
-        }
+        // Keys are whole tiles of positions, so both are a prefix of the new head's block.
+        std::memcpy(keys.data() + new_head * new_capacity * d,
+                    keys_.data() + old_head * capacity_ * d, capacity_ * d * sizeof(float));
         std::memcpy(values.data() + new_head * new_capacity * d,
                     values_.data() + old_head * capacity_ * d, capacity_ * d * sizeof(float));
       }
@@ -255,10 +360,8 @@ void CpuDecoder::MoveSlot(int64_t from, int64_t to, int64_t length) {
   if (from == to || length == 0) return;
   for (int64_t l = 0; l < options_.num_layers; ++l) {
     for (int64_t h = 0; h < options_.num_kv_heads; ++h) {
-      for (int64_t i = 0; i < head_dim_; ++i) {
-        std::memcpy(Keys(l, to, h) + i * capacity_, Keys(l, from, h) + i * capacity_,
-                    length * sizeof(float));
-      }
+      const int64_t tiles = (length + kTile - 1) / kTile;
+      std::memcpy(Keys(l, to, h), Keys(l, from, h), tiles * kTile * head_dim_ * sizeof(float));
       std::memcpy(Values(l, to, h), Values(l, from, h), length * head_dim_ * sizeof(float));
     }
   }
@@ -271,7 +374,7 @@ void CpuDecoder::Attend(int64_t layer, const DecodeRow& row, const float* q, flo
   for (int64_t h = 0; h < options_.num_kv_heads; ++h) {
     // Query head h * groups + g reads kv head h (the HF repeat_kv order).
     AttendHead(q + h * groups * head_dim_, groups, head_dim_, Keys(layer, row.slot, h),
-               Values(layer, row.slot, h), capacity_, length, scale, scores_.data(),
+               Values(layer, row.slot, h), length, scale, scores_.data(),
                out + h * groups * head_dim_);
   }
 }
@@ -329,8 +432,9 @@ void CpuDecoder::Forward(const CpuDecoderWeights& w, std::span<const DecodeRow> 
       Rope(q, options_.num_heads, d, cos, sin);
       Rope(k, options_.num_kv_heads, d, cos, sin);
       for (int64_t h = 0; h < options_.num_kv_heads; ++h) {
-        float* keys = Keys(l, row.slot, h) + row.position;
-        for (int64_t i = 0; i < d; ++i) keys[i * capacity_] = k[h * d + i];
+        float* keys = Keys(l, row.slot, h) + (row.position / kTile) * kTile * d +
+                      row.position % kTile;
+        for (int64_t i = 0; i < d; ++i) keys[i * kTile] = k[h * d + i];
         std::memcpy(Values(l, row.slot, h) + row.position * d, v + h * d, d * sizeof(float));
       }
     }

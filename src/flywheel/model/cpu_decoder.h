@@ -20,8 +20,9 @@
 // computed by MakeRotary itself); results differ from the LibTorch path only by summation order,
 // far below the 1e-5 the tests demand.
 //
-//   cache layer l: keys   [slots, kv_heads, head_dim, capacity]  (transposed: q·k streams over
-//                  values [slots, kv_heads, capacity, head_dim]   positions, as in KvCache)
+//   cache layer l: keys   [slots, kv_heads, capacity/16, head_dim, 16]  (tiles of 16 positions:
+//                  values [slots, kv_heads, capacity, head_dim]         q·kᵀ reads contiguous
+//                                                                       memory, 16 scores a FMA)
 //
 // Not thread-safe: one owner (an actor's rollout engine). The weights it reads belong to a
 // snapshot that is never modified, so engines on many threads may share one snapshot.
@@ -81,15 +82,15 @@ class CpuDecoder {
                std::span<const int64_t> logit_rows, float* logits);
 
  private:
-  float* Keys(int64_t layer, int64_t slot, int64_t kv_head);    // [head_dim, capacity]
+  float* Keys(int64_t layer, int64_t slot, int64_t kv_head);    // [capacity/16, head_dim, 16]
   float* Values(int64_t layer, int64_t slot, int64_t kv_head);  // [capacity, head_dim]
   void Attend(int64_t layer, const DecodeRow& row, const float* q, float* out);
 
   ModelOptions options_;
   int64_t head_dim_;
   int64_t slots_;
-  int64_t capacity_;
-  std::vector<float> keys_;    // [layers][slots][kv_heads][head_dim][capacity]
+  int64_t capacity_;  // a multiple of 16
+  std::vector<float> keys_;    // [layers][slots][kv_heads][capacity/16][head_dim][16]
   std::vector<float> values_;  // [layers][slots][kv_heads][capacity][head_dim]
   std::vector<float> rope_cos_, rope_sin_;  // [max_seq_len, head_dim], from MakeRotary
   // Scratch reused by every Forward (no allocation per step once grown).

@@ -82,7 +82,7 @@ void LogSoftmaxInPlace(float* __restrict z, int64_t n, float* __restrict scratch
 
 FLYWHEEL_VECTOR_CLONES
 void ExpRow(const float* __restrict a, int64_t n, float* __restrict out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = vmath::Exp(a[i]);
+  vmath::ExpInto(a, out, n);
 }
 
 }  // namespace
