@@ -1,7 +1,5 @@
 #include "flywheel/model/cpu_decoder.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -13,36 +11,56 @@
 namespace flywheel {
 namespace {
 
-// Fortran BLAS sgemm, as exported by OpenBLAS, MKL or the reference BLAS that LibTorch loads.
-using SgemmFn = void (*)(const char* transa, const char* transb, const int* m, const int* n,
-                         const int* k, const float* alpha, const float* a, const int* lda,
-                         const float* b, const int* ldb, const float* beta, float* c,
-                         const int* ldc);
-
-SgemmFn FindSgemm() {
-  static const SgemmFn fn = reinterpret_cast<SgemmFn>(dlsym(RTLD_DEFAULT, "sgemm_"));
-  return fn;
+// y [m, n] (+)= x [m, k] · wᵀ over weights packed in column blocks of kPackWidth (see
+// PackedLinear): kR rows × kPackWidth outputs per tile, kR·4 independent vector accumulators,
+// one pass over k with every weight vector loaded once per tile and every x value broadcast.
+// The block of weights (k × kPackWidth floats) stays in L1/L2 while all row tiles pass over it.
+template <int kR>
+FLYWHEEL_INLINE void LinearTile(const float* __restrict x, int64_t k,
+                                const float* __restrict block, float* __restrict y, int64_t ldy,
+                                int64_t width, bool accumulate) {
+  using vmath::V16;
+  constexpr int kVecs = PackedLinear::kPackWidth / 16;
+  V16 acc[kR][kVecs] = {};
+  for (int64_t i = 0; i < k; ++i) {
+    V16 w[kVecs];
+    for (int c = 0; c < kVecs; ++c) w[c] = vmath::Load(block + i * PackedLinear::kPackWidth + 16 * c);
+    for (int r = 0; r < kR; ++r) {
+      const V16 xr = vmath::Broadcast(x[r * k + i]);
+      for (int c = 0; c < kVecs; ++c) acc[r][c] += xr * w[c];
+    }
+  }
+  for (int r = 0; r < kR; ++r) {
+    float* yr = y + r * ldy;
+    if (width == PackedLinear::kPackWidth) {
+      for (int c = 0; c < kVecs; ++c) {
+        const V16 prior = accumulate ? vmath::Load(yr + 16 * c) : V16{};
+        vmath::Store(yr + 16 * c, prior + acc[r][c]);
+      }
+    } else {  // the last, partial block of columns
+      float tmp[PackedLinear::kPackWidth];
+      for (int c = 0; c < kVecs; ++c) vmath::Store(tmp + 16 * c, acc[r][c]);
+      for (int64_t j = 0; j < width; ++j) yr[j] = (accumulate ? yr[j] : 0.0f) + tmp[j];
+    }
+  }
 }
 
-// y [m, n] (+)= x [m, k] · wᵀ, w [n, k] row-major (a torch Linear weight). With `accumulate`
-// the product is added onto y (a residual connection without a separate add).
-void Linear(const float* x, int64_t m, int64_t k, const torch::Tensor& w, float* y,
-            bool accumulate) {
-  const int64_t n = w.size(0);
-  if (m == 0) return;
-  if (SgemmFn sgemm = FindSgemm()) {
-    // Row-major y = x·wᵀ is column-major yᵀ = w'ᵀ·x' with w' = w viewed column-major [k, n].
-    const int mi = static_cast<int>(n), ni = static_cast<int>(m), ki = static_cast<int>(k);
-    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    sgemm("T", "N", &mi, &ni, &ki, &alpha, w.data_ptr<float>(), &ki, x, &ki, &beta, y, &mi);
-    return;
-  }
-  const auto xt = torch::from_blob(const_cast<float*>(x), {m, k});
-  auto yt = torch::from_blob(y, {m, n});
-  if (accumulate) {
-    yt.addmm_(xt, w.t());
-  } else {
-    torch::mm_out(yt, xt, w.t());
+FLYWHEEL_VECTOR_CLONES
+void Linear(const float* x, int64_t m, const PackedLinear& w, float* y, bool accumulate) {
+  // Four rows per tile need 16 vector accumulators: one AVX-512 register file's worth; with
+  // narrower vectors two rows keep them in registers.
+  static const bool wide = __builtin_cpu_supports("avx512f");
+  const int64_t k = w.k, n = w.n;
+  for (int64_t b = 0; b * PackedLinear::kPackWidth < n; ++b) {
+    const float* block = w.data.data() + b * k * PackedLinear::kPackWidth;
+    const int64_t col = b * PackedLinear::kPackWidth;
+    const int64_t width = std::min<int64_t>(PackedLinear::kPackWidth, n - col);
+    int64_t r = 0;
+    if (wide) {
+      for (; r + 4 <= m; r += 4) LinearTile<4>(x + r * k, k, block, y + r * n + col, n, width, accumulate);
+    }
+    for (; r + 2 <= m; r += 2) LinearTile<2>(x + r * k, k, block, y + r * n + col, n, width, accumulate);
+    for (; r < m; ++r) LinearTile<1>(x + r * k, k, block, y + r * n + col, n, width, accumulate);
   }
 }
 
@@ -145,8 +163,9 @@ FLYWHEEL_INLINE void ScoreTiles(const float* __restrict q, const float* __restri
       for (int b = 0; b < kB; ++b) acc[g][b] += qd * k[b];
     }
   }
+  const V16 scale_v = vmath::Broadcast(scale);
   for (int g = 0; g < kG; ++g) {
-    for (int b = 0; b < kB; ++b) vmath::Store(scores + g * stride + b * kTile, acc[g][b] * scale);
+    for (int b = 0; b < kB; ++b) vmath::Store(scores + g * stride + b * kTile, acc[g][b] * scale_v);
   }
 }
 
@@ -202,14 +221,14 @@ FLYWHEEL_INLINE void AttendVec(const float* __restrict q, const float* __restric
       V16 vv[kVecs];
       for (int c = 0; c < kVecs; ++c) vv[c] = vmath::Load(v + (i + u) * kDim + 16 * c);
       for (int g = 0; g < kG; ++g) {
-        const float p = scores[g * padded + i + u];
+        const V16 p = vmath::Broadcast(scores[g * padded + i + u]);
         for (int c = 0; c < kVecs; ++c) acc[u][g][c] += p * vv[c];
       }
     }
   }
   for (; i < length; ++i) {
     for (int g = 0; g < kG; ++g) {
-      const float p = scores[g * padded + i];
+      const V16 p = vmath::Broadcast(scores[g * padded + i]);
       for (int c = 0; c < kVecs; ++c) acc[0][g][c] += p * vmath::Load(v + i * kDim + 16 * c);
     }
   }
@@ -217,7 +236,7 @@ FLYWHEEL_INLINE void AttendVec(const float* __restrict q, const float* __restric
     for (int c = 0; c < kVecs; ++c) {
       V16 total = acc[0][g][c];
       for (int u = 1; u < kUnroll; ++u) total += acc[u][g][c];
-      vmath::Store(out + g * kDim + 16 * c, total * inv[g]);
+      vmath::Store(out + g * kDim + 16 * c, total * vmath::Broadcast(inv[g]));
     }
   }
 }
@@ -256,6 +275,22 @@ int64_t RoundUp16(int64_t n) { return std::max<int64_t>(16, (n + 15) / 16 * 16);
 
 }  // namespace
 
+PackedLinear PackedLinear::Pack(const torch::Tensor& weight) {
+  const auto w = weight.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+  TORCH_CHECK(w.dim() == 2, "PackedLinear: weight must be [out, in], got ", w.sizes());
+  PackedLinear packed;
+  packed.n = w.size(0);
+  packed.k = w.size(1);
+  const int64_t blocks = (packed.n + kPackWidth - 1) / kPackWidth;
+  packed.data.assign(blocks * packed.k * kPackWidth, 0.0f);
+  const float* src = w.data_ptr<float>();
+  for (int64_t j = 0; j < packed.n; ++j) {
+    float* dst = packed.data.data() + (j / kPackWidth) * packed.k * kPackWidth + j % kPackWidth;
+    for (int64_t i = 0; i < packed.k; ++i) dst[i * kPackWidth] = src[j * packed.k + i];
+  }
+  return packed;
+}
+
 bool CpuDecoderWeights::Supports(const Transformer& model) {
   for (const auto& p : model->parameters()) {
     if (!p.device().is_cpu() || p.scalar_type() != torch::kFloat32) return false;
@@ -276,24 +311,26 @@ CpuDecoderWeights CpuDecoderWeights::From(const Transformer& model) {
     const std::string p = StrCat("model.layers.", l, ".");
     Layer layer;
     layer.input_norm = get(p + "input_layernorm.weight");
-    layer.qkv = torch::cat({get(p + "self_attn.q_proj.weight"), get(p + "self_attn.k_proj.weight"),
-                            get(p + "self_attn.v_proj.weight")},
-                           0);
+    layer.qkv = PackedLinear::Pack(torch::cat({get(p + "self_attn.q_proj.weight"),
+                                               get(p + "self_attn.k_proj.weight"),
+                                               get(p + "self_attn.v_proj.weight")},
+                                              0));
     if (o.attention_bias) {
       layer.qkv_bias = torch::cat({get(p + "self_attn.q_proj.bias"),
                                    get(p + "self_attn.k_proj.bias"),
                                    get(p + "self_attn.v_proj.bias")},
                                   0);
     }
-    layer.o_proj = get(p + "self_attn.o_proj.weight");
+    layer.o_proj = PackedLinear::Pack(get(p + "self_attn.o_proj.weight"));
     layer.post_norm = get(p + "post_attention_layernorm.weight");
-    layer.gate_up = torch::cat({get(p + "mlp.gate_proj.weight"), get(p + "mlp.up_proj.weight")}, 0);
-    layer.down = get(p + "mlp.down_proj.weight");
+    layer.gate_up = PackedLinear::Pack(
+        torch::cat({get(p + "mlp.gate_proj.weight"), get(p + "mlp.up_proj.weight")}, 0));
+    layer.down = PackedLinear::Pack(get(p + "mlp.down_proj.weight"));
     w.layers.push_back(std::move(layer));
   }
   w.embed = get("model.embed_tokens.weight");
   w.final_norm = get("model.norm.weight");
-  w.lm_head = o.tie_embeddings ? w.embed : get("lm_head.weight");
+  w.lm_head = PackedLinear::Pack(o.tie_embeddings ? w.embed : get("lm_head.weight"));
   return w;
 }
 
@@ -414,7 +451,7 @@ void CpuDecoder::Forward(const CpuDecoderWeights& w, std::span<const DecodeRow> 
     const auto& layer = w.layers[l];
     RmsNormRows(x_.data(), n, hidden, layer.input_norm.data_ptr<float>(), options_.rms_norm_eps,
                 h_.data());
-    Linear(h_.data(), n, hidden, layer.qkv, qkv_.data(), false);
+    Linear(h_.data(), n, layer.qkv, qkv_.data(), false);
     if (layer.qkv_bias.defined()) {
       const float* bias = layer.qkv_bias.data_ptr<float>();
       for (int64_t r = 0; r < n; ++r) {
@@ -441,12 +478,12 @@ void CpuDecoder::Forward(const CpuDecoderWeights& w, std::span<const DecodeRow> 
     for (int64_t r = 0; r < n; ++r) {
       Attend(l, rows[r], qkv_.data() + r * qkv_width, att_.data() + r * q_width);
     }
-    Linear(att_.data(), n, q_width, layer.o_proj, x_.data(), /*accumulate=*/true);
+    Linear(att_.data(), n, layer.o_proj, x_.data(), /*accumulate=*/true);
     RmsNormRows(x_.data(), n, hidden, layer.post_norm.data_ptr<float>(), options_.rms_norm_eps,
                 h_.data());
-    Linear(h_.data(), n, hidden, layer.gate_up, gate_up_.data(), false);
+    Linear(h_.data(), n, layer.gate_up, gate_up_.data(), false);
     SiluMul(gate_up_.data(), n, inter, act_.data());
-    Linear(act_.data(), n, inter, layer.down, x_.data(), /*accumulate=*/true);
+    Linear(act_.data(), n, layer.down, x_.data(), /*accumulate=*/true);
   }
   const int64_t m = static_cast<int64_t>(logit_rows.size());
   grow(final_, m * hidden);
@@ -456,7 +493,7 @@ void CpuDecoder::Forward(const CpuDecoderWeights& w, std::span<const DecodeRow> 
     RmsNormRows(x_.data() + r * hidden, 1, hidden, w.final_norm.data_ptr<float>(),
                 options_.rms_norm_eps, final_.data() + i * hidden);
   }
-  Linear(final_.data(), m, hidden, w.lm_head, logits, false);
+  Linear(final_.data(), m, w.lm_head, logits, false);
 }
 
 }  // namespace flywheel

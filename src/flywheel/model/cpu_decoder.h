@@ -11,8 +11,8 @@
 //              one fused gate|up GEMM ─▶ silu·up ─▶ down GEMM added onto x
 //   rows that want logits: final RMSNorm ─▶ LM head GEMM ─▶ logits [m, V]
 //
-// GEMMs call the process's BLAS (sgemm_, the library LibTorch itself uses) directly, or
-// torch::mm when none is found. Prefill and decode are the same call: a sequence with several
+// GEMMs run over weights packed once per snapshot (PackedLinear); o_proj and down_proj add
+// straight onto the residual stream. Prefill and decode are the same call: a sequence with several
 // pending tokens contributes one row per token; because every row's keys are stored before any
 // row attends, a row sees the earlier rows of its own sequence (causal) and nothing else.
 //
@@ -48,14 +48,29 @@ struct DecodeRow {
   int64_t token = 0;
 };
 
-// A snapshot's weights in the layout the CPU decoder reads (fused q|k|v and gate|up copies,
-// everything contiguous float32). Holds references to the tensors it reads.
+// The weight of a linear layer y = x·Wᵀ (W [n, k], as torch::nn::Linear) packed for the CPU
+// decoder's GEMM: column blocks of kPackWidth outputs, each [k][kPackWidth] contiguous (the
+// last zero-padded), so a tile of outputs reads one contiguous block row by row. Packed once
+// per snapshot; a BLAS call would repack W at every call, which at decode sizes costs as much as
+// the product.
+struct PackedLinear {
+  static constexpr int64_t kPackWidth = 64;
+  int64_t n = 0;  // outputs
+  int64_t k = 0;  // inputs
+  std::vector<float> data;  // [ceil(n / kPackWidth)][k][kPackWidth]
+  static PackedLinear Pack(const torch::Tensor& weight);
+};
+
+// A snapshot's weights in the layout the CPU decoder reads (fused, packed q|k|v and gate|up
+// copies; everything contiguous float32). Holds references to the tensors it reads.
 struct CpuDecoderWeights {
   struct Layer {
-    torch::Tensor input_norm, qkv, qkv_bias, o_proj, post_norm, gate_up, down;
+    torch::Tensor input_norm, qkv_bias, post_norm;
+    PackedLinear qkv, o_proj, gate_up, down;  // q|k|v and gate|up fused
   };
   std::vector<Layer> layers;
-  torch::Tensor embed, final_norm, lm_head;
+  torch::Tensor embed, final_norm;
+  PackedLinear lm_head;
 
   // Whether `model` can run on the CPU decoder (float32 parameters on the CPU).
   static bool Supports(const Transformer& model);

@@ -103,7 +103,13 @@ FLYWHEEL_INLINE V16 Load(const float* p) {
   return v;
 }
 FLYWHEEL_INLINE void Store(float* p, V16 v) { __builtin_memcpy(p, &v, sizeof(v)); }
-FLYWHEEL_INLINE V16 Broadcast(float x) { return V16{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
+// A broadcast written as a shuffle of lane 0: inside a function with a target attribute GCC 12
+// builds {x, x, …} or x − V16{} lane by lane with masked moves, but a shuffle is one vbroadcastss.
+FLYWHEEL_INLINE V16 Broadcast(float x) {
+  V16 v{};
+  v[0] = x;
+  return __builtin_shuffle(v, V16i{});
+}
 FLYWHEEL_INLINE float HorizontalSum(V16 v) {
   float s = 0;
   for (int l = 0; l < kLanes; ++l) s += v[l];
