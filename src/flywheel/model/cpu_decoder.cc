@@ -112,6 +112,9 @@ void Rope(float* __restrict x, int64_t heads, int64_t dim, const float* __restri
 // Keys are stored in tiles of 16 positions, [capacity / 16][D][16]: the scores of a tile are D
 // vector FMAs over 16·D contiguous floats, so q·kᵀ streams through memory in order.
 inline constexpr int64_t kTile = 16;
+// The cache is far larger than the L2, and every step reads all of it once. While one (row,
+// kv head) is attended, the loops fetch the next one's keys and values at the same offsets: a
+// whole head's work ahead, spread evenly over the loops.
 
 // Attention of `groups` query heads (q [groups, D]) that share one kv head, over positions
 // [0, length) of the tiled keys and the values v [capacity, D]; out [groups, D]. `scores` holds
@@ -146,14 +149,14 @@ FLYWHEEL_INLINE void AttendScalar(const float* __restrict q, int64_t groups, int
 // chains over d, no stores in the inner loop. scores: head g's row starts at g·stride.
 template <int kVecs, int kG, int kB>
 FLYWHEEL_INLINE void ScoreTiles(const float* __restrict q, const float* __restrict keys,
-                                float scale, float* __restrict scores, int64_t stride) {
+                                const float* next_keys, float scale, float* __restrict scores,
+                                int64_t stride) {
   using vmath::V16;
   constexpr int kDim = 16 * kVecs;
   constexpr int64_t kTileSize = kTile * kDim;
   V16 acc[kG][kB] = {};
-  // The cache is far larger than the L2: fetch the next kB tiles while these are multiplied
-  // (kB·D cache lines, spread over the D iterations).
-  const char* next = reinterpret_cast<const char*>(keys + kB * kTileSize);
+  // The next head's kB tiles at this offset: kB·D cache lines, spread over the D iterations.
+  const char* next = reinterpret_cast<const char*>(next_keys);
   for (int d = 0; d < kDim; ++d) {
     for (int b = 0; b < kB; ++b) __builtin_prefetch(next + (d * kB + b) * 64);
     V16 k[kB];
@@ -175,7 +178,8 @@ FLYWHEEL_INLINE void ScoreTiles(const float* __restrict q, const float* __restri
 // scores past `length` are set to −inf, so those positions weigh 0.
 template <int kVecs, int kG>
 FLYWHEEL_INLINE void AttendVec(const float* __restrict q, const float* __restrict keys,
-                               const float* __restrict v, int64_t length, float scale,
+                               const float* __restrict v, const float* next_keys,
+                               const float* next_values, int64_t length, float scale,
                                float* __restrict scores, float* __restrict out) {
   using vmath::V16;
   constexpr int kDim = 16 * kVecs;
@@ -185,10 +189,12 @@ FLYWHEEL_INLINE void AttendVec(const float* __restrict q, const float* __restric
   const int64_t padded = tiles * kTile;
   int64_t t = 0;
   for (; t + kBlock <= tiles; t += kBlock) {
-    ScoreTiles<kVecs, kG, kBlock>(q, keys + t * kTileSize, scale, scores + t * kTile, padded);
+    ScoreTiles<kVecs, kG, kBlock>(q, keys + t * kTileSize, next_keys + t * kTileSize, scale,
+                                  scores + t * kTile, padded);
   }
   for (; t < tiles; ++t) {
-    ScoreTiles<kVecs, kG, 1>(q, keys + t * kTileSize, scale, scores + t * kTile, padded);
+    ScoreTiles<kVecs, kG, 1>(q, keys + t * kTileSize, next_keys + t * kTileSize, scale,
+                             scores + t * kTile, padded);
   }
   float inv[kG];
   for (int g = 0; g < kG; ++g) {
@@ -213,9 +219,9 @@ FLYWHEEL_INLINE void AttendVec(const float* __restrict q, const float* __restric
   V16 acc[kUnroll][kG][kVecs] = {};
   int64_t i = 0;
   for (; i + kUnroll <= length; i += kUnroll) {
-    // Values stream too: fetch 8 positions ahead.
+    // The next head's values at these positions.
     for (int c = 0; c < kVecs * kUnroll; ++c) {
-      __builtin_prefetch(reinterpret_cast<const char*>(v + (i + 8) * kDim) + c * 64);
+      __builtin_prefetch(reinterpret_cast<const char*>(next_values + i * kDim) + c * 64);
     }
     for (int u = 0; u < kUnroll; ++u) {
       V16 vv[kVecs];
@@ -243,26 +249,34 @@ FLYWHEEL_INLINE void AttendVec(const float* __restrict q, const float* __restric
 
 template <int kVecs>
 FLYWHEEL_INLINE void AttendGroups(const float* q, int64_t groups, const float* keys,
-                                  const float* v, int64_t length, float scale, float* scores,
-                                  float* out) {
+                                  const float* v, const float* next_keys, const float* next_values,
+                                  int64_t length, float scale, float* scores, float* out) {
   constexpr int kDim = 16 * kVecs;
   int64_t g = 0;
   for (; g + 2 <= groups; g += 2) {
-    AttendVec<kVecs, 2>(q + g * kDim, keys, v, length, scale, scores, out + g * kDim);
+    AttendVec<kVecs, 2>(q + g * kDim, keys, v, next_keys, next_values, length, scale, scores,
+                        out + g * kDim);
   }
-  if (g < groups) AttendVec<kVecs, 1>(q + g * kDim, keys, v, length, scale, scores, out + g * kDim);
+  if (g < groups) {
+    AttendVec<kVecs, 1>(q + g * kDim, keys, v, next_keys, next_values, length, scale, scores,
+                        out + g * kDim);
+  }
 }
 
 FLYWHEEL_VECTOR_CLONES
 void AttendHead(const float* q, int64_t groups, int64_t dim, const float* keys, const float* v,
-                int64_t length, float scale, float* scores, float* out) {
+                const float* next_keys, const float* next_values, int64_t length, float scale,
+                float* scores, float* out) {
   switch (dim) {
     case 32:
-      return AttendGroups<2>(q, groups, keys, v, length, scale, scores, out);
+      return AttendGroups<2>(q, groups, keys, v, next_keys, next_values, length, scale, scores,
+                             out);
     case 64:
-      return AttendGroups<4>(q, groups, keys, v, length, scale, scores, out);
+      return AttendGroups<4>(q, groups, keys, v, next_keys, next_values, length, scale, scores,
+                             out);
     case 128:
-      return AttendGroups<8>(q, groups, keys, v, length, scale, scores, out);
+      return AttendGroups<8>(q, groups, keys, v, next_keys, next_values, length, scale, scores,
+                             out);
     default:
       return AttendScalar(q, groups, dim, keys, v, length, scale, scores, out);
   }
@@ -404,15 +418,26 @@ void CpuDecoder::MoveSlot(int64_t from, int64_t to, int64_t length) {
   }
 }
 
-void CpuDecoder::Attend(int64_t layer, const DecodeRow& row, const float* q, float* out) {
+void CpuDecoder::Attend(int64_t layer, const DecodeRow& row, const DecodeRow* next_row,
+                        const float* q, float* out) {
   const int64_t groups = options_.num_heads / options_.num_kv_heads;
   const int64_t length = row.position + 1;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim_)));
   for (int64_t h = 0; h < options_.num_kv_heads; ++h) {
+    // What to fetch meanwhile: the next kv head of this row, else the first of the next row.
+    const float* next_keys = Keys(layer, row.slot, h);
+    const float* next_values = Values(layer, row.slot, h);
+    if (h + 1 < options_.num_kv_heads) {
+      next_keys = Keys(layer, row.slot, h + 1);
+      next_values = Values(layer, row.slot, h + 1);
+    } else if (next_row != nullptr) {
+      next_keys = Keys(layer, next_row->slot, 0);
+      next_values = Values(layer, next_row->slot, 0);
+    }
     // Query head h * groups + g reads kv head h (the HF repeat_kv order).
     AttendHead(q + h * groups * head_dim_, groups, head_dim_, Keys(layer, row.slot, h),
-               Values(layer, row.slot, h), length, scale, scores_.data(),
-               out + h * groups * head_dim_);
+               Values(layer, row.slot, h), next_keys, next_values, length, scale,
+               scores_.data(), out + h * groups * head_dim_);
   }
 }
 
@@ -476,7 +501,8 @@ void CpuDecoder::Forward(const CpuDecoderWeights& w, std::span<const DecodeRow> 
       }
     }
     for (int64_t r = 0; r < n; ++r) {
-      Attend(l, rows[r], qkv_.data() + r * qkv_width, att_.data() + r * q_width);
+      Attend(l, rows[r], r + 1 < n ? &rows[r + 1] : nullptr, qkv_.data() + r * qkv_width,
+             att_.data() + r * q_width);
     }
     Linear(att_.data(), n, layer.o_proj, x_.data(), /*accumulate=*/true);
     RmsNormRows(x_.data(), n, hidden, layer.post_norm.data_ptr<float>(), options_.rms_norm_eps,

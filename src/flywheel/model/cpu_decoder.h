@@ -99,7 +99,9 @@ class CpuDecoder {
  private:
   float* Keys(int64_t layer, int64_t slot, int64_t kv_head);    // [capacity/16, head_dim, 16]
   float* Values(int64_t layer, int64_t slot, int64_t kv_head);  // [capacity, head_dim]
-  void Attend(int64_t layer, const DecodeRow& row, const float* q, float* out);
+  // Attention of one row (all heads); fetches next_row's keys/values meanwhile.
+  void Attend(int64_t layer, const DecodeRow& row, const DecodeRow* next_row, const float* q,
+              float* out);
 
   ModelOptions options_;
   int64_t head_dim_;
