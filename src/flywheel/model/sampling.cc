@@ -45,12 +45,19 @@ torch::Tensor TokenLogprobs(const torch::Tensor& logits, const torch::Tensor& ta
 int64_t DrawToken(const float* probs, int64_t vocab_size, std::mt19937_64& rng) {
   // Accumulating in double and scaling the uniform by the row's own total makes the draw
   // independent of float rounding in the row's sum.
-  double total = 0;
-  for (int64_t i = 0; i < vocab_size; ++i) total += probs[i];
+  // Four partial sums: independent add chains (a serial double sum is a latency chain as long
+  // as the vocabulary).
+  double partial[4] = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 4 <= vocab_size; i += 4) {
+    for (int l = 0; l < 4; ++l) partial[l] += probs[i + l];
+  }
+  for (; i < vocab_size; ++i) partial[0] += probs[i];
+  const double total = (partial[0] + partial[1]) + (partial[2] + partial[3]);
   const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng) * total;
   double cumulative = 0;
   int64_t last_possible = -1;
-  for (int64_t i = 0; i < vocab_size; ++i) {
+  for (i = 0; i < vocab_size; ++i) {
     if (!(probs[i] > 0)) continue;  // outside the truncation set: never drawn
     last_possible = i;
     cumulative += probs[i];
