@@ -49,7 +49,11 @@ FLYWHEEL_VECTOR_CLONES
 void Linear(const float* x, int64_t m, const PackedLinear& w, float* y, bool accumulate) {
   // Four rows per tile need 16 vector accumulators: one AVX-512 register file's worth; with
   // narrower vectors two rows keep them in registers.
+#if defined(__x86_64__)
   static const bool wide = __builtin_cpu_supports("avx512f");
+#else
+  static const bool wide = false;
+#endif
   const int64_t k = w.k, n = w.n;
   for (int64_t b = 0; b * PackedLinear::kPackWidth < n; ++b) {
     const float* block = w.data.data() + b * k * PackedLinear::kPackWidth;
