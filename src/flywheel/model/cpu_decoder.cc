@@ -16,15 +16,15 @@ namespace {
 // one pass over k with every weight vector loaded once per tile and every x value broadcast.
 // The block of weights (k × kPackWidth floats) stays in L1/L2 while all row tiles pass over it.
 template <int kR>
-FLYWHEEL_INLINE void LinearTile(const float* __restrict x, int64_t k,
-                                const float* __restrict block, float* __restrict y, int64_t ldy,
-                                int64_t width, bool accumulate) {
+FLYWHEEL_INLINE void LinearTile(const float* __restrict x, int64_t k, const float* __restrict block,
+                                float* __restrict y, int64_t ldy, int64_t width, bool accumulate) {
   using vmath::V16;
   constexpr int kVecs = PackedLinear::kPackWidth / 16;
   V16 acc[kR][kVecs] = {};
   for (int64_t i = 0; i < k; ++i) {
     V16 w[kVecs];
-    for (int c = 0; c < kVecs; ++c) w[c] = vmath::Load(block + i * PackedLinear::kPackWidth + 16 * c);
+    for (int c = 0; c < kVecs; ++c)
+      w[c] = vmath::Load(block + i * PackedLinear::kPackWidth + 16 * c);
     for (int r = 0; r < kR; ++r) {
       const V16 xr = vmath::Broadcast(x[r * k + i]);
       for (int c = 0; c < kVecs; ++c) acc[r][c] += xr * w[c];
@@ -61,9 +61,11 @@ void Linear(const float* x, int64_t m, const PackedLinear& w, float* y, bool acc
     const int64_t width = std::min<int64_t>(PackedLinear::kPackWidth, n - col);
     int64_t r = 0;
     if (wide) {
-      for (; r + 4 <= m; r += 4) LinearTile<4>(x + r * k, k, block, y + r * n + col, n, width, accumulate);
+      for (; r + 4 <= m; r += 4)
+        LinearTile<4>(x + r * k, k, block, y + r * n + col, n, width, accumulate);
     }
-    for (; r + 2 <= m; r += 2) LinearTile<2>(x + r * k, k, block, y + r * n + col, n, width, accumulate);
+    for (; r + 2 <= m; r += 2)
+      LinearTile<2>(x + r * k, k, block, y + r * n + col, n, width, accumulate);
     for (; r < m; ++r) LinearTile<1>(x + r * k, k, block, y + r * n + col, n, width, accumulate);
   }
 }
@@ -253,9 +255,9 @@ FLYWHEEL_INLINE void AttendVec(const float* __restrict q, const float* __restric
 }
 
 template <int kVecs>
-FLYWHEEL_INLINE void AttendGroups(const float* q, int64_t groups, const float* keys,
-                                  const float* v, const float* next_keys, const float* next_values,
-                                  int64_t length, float scale, float* scores, float* out) {
+FLYWHEEL_INLINE void AttendGroups(const float* q, int64_t groups, const float* keys, const float* v,
+                                  const float* next_keys, const float* next_values, int64_t length,
+                                  float scale, float* scores, float* out) {
   constexpr int kDim = 16 * kVecs;
   int64_t g = 0;
   for (; g + 2 <= groups; g += 2) {
@@ -330,15 +332,15 @@ CpuDecoderWeights CpuDecoderWeights::From(const Transformer& model) {
     const std::string p = StrCat("model.layers.", l, ".");
     Layer layer;
     layer.input_norm = get(p + "input_layernorm.weight");
-    layer.qkv = PackedLinear::Pack(torch::cat({get(p + "self_attn.q_proj.weight"),
-                                               get(p + "self_attn.k_proj.weight"),
-                                               get(p + "self_attn.v_proj.weight")},
-                                              0));
+    layer.qkv = PackedLinear::Pack(
+        torch::cat({get(p + "self_attn.q_proj.weight"), get(p + "self_attn.k_proj.weight"),
+                    get(p + "self_attn.v_proj.weight")},
+                   0));
     if (o.attention_bias) {
-      layer.qkv_bias = torch::cat({get(p + "self_attn.q_proj.bias"),
-                                   get(p + "self_attn.k_proj.bias"),
-                                   get(p + "self_attn.v_proj.bias")},
-                                  0);
+      layer.qkv_bias =
+          torch::cat({get(p + "self_attn.q_proj.bias"), get(p + "self_attn.k_proj.bias"),
+                      get(p + "self_attn.v_proj.bias")},
+                     0);
     }
     layer.o_proj = PackedLinear::Pack(get(p + "self_attn.o_proj.weight"));
     layer.post_norm = get(p + "post_attention_layernorm.weight");
@@ -353,21 +355,19 @@ CpuDecoderWeights CpuDecoderWeights::From(const Transformer& model) {
   return w;
 }
 
-CpuDecoder::CpuDecoder(const ModelOptions& options, int64_t initial_slots,
-                       int64_t initial_capacity)
+CpuDecoder::CpuDecoder(const ModelOptions& options, int64_t initial_slots, int64_t initial_capacity)
     : options_(options),
       head_dim_(options.head_dim()),
       slots_(std::max<int64_t>(initial_slots, 1)),
       capacity_(RoundUp16(initial_capacity)) {
-  const size_t per_layer = static_cast<size_t>(slots_ * options_.num_kv_heads * head_dim_ *
-                                               capacity_);
+  const size_t per_layer =
+      static_cast<size_t>(slots_ * options_.num_kv_heads * head_dim_ * capacity_);
   keys_.assign(per_layer * options_.num_layers, 0.0f);
   values_.assign(per_layer * options_.num_layers, 0.0f);
   // The very cos/sin of the LibTorch path, so that positions rotate identically.
   c10::InferenceMode guard;
-  const auto rotary =
-      MakeRotary(torch::arange(options_.max_seq_len, torch::kInt64).unsqueeze(0), head_dim_,
-                 options_.rope_theta);
+  const auto rotary = MakeRotary(torch::arange(options_.max_seq_len, torch::kInt64).unsqueeze(0),
+                                 head_dim_, options_.rope_theta);
   const auto cos = rotary.cos.contiguous(), sin = rotary.sin.contiguous();  // [1, 1, L, D]
   rope_cos_.assign(cos.data_ptr<float>(), cos.data_ptr<float>() + cos.numel());
   rope_sin_.assign(sin.data_ptr<float>(), sin.data_ptr<float>() + sin.numel());
@@ -441,8 +441,8 @@ void CpuDecoder::Attend(int64_t layer, const DecodeRow& row, const DecodeRow* ne
     }
     // Query head h * groups + g reads kv head h (the HF repeat_kv order).
     AttendHead(q + h * groups * head_dim_, groups, head_dim_, Keys(layer, row.slot, h),
-               Values(layer, row.slot, h), next_keys, next_values, length, scale,
-               scores_.data(), out + h * groups * head_dim_);
+               Values(layer, row.slot, h), next_keys, next_values, length, scale, scores_.data(),
+               out + h * groups * head_dim_);
   }
 }
 
@@ -499,8 +499,8 @@ void CpuDecoder::Forward(const CpuDecoderWeights& w, std::span<const DecodeRow> 
       Rope(q, options_.num_heads, d, cos, sin);
       Rope(k, options_.num_kv_heads, d, cos, sin);
       for (int64_t h = 0; h < options_.num_kv_heads; ++h) {
-        float* keys = Keys(l, row.slot, h) + (row.position / kTile) * kTile * d +
-                      row.position % kTile;
+        float* keys =
+            Keys(l, row.slot, h) + (row.position / kTile) * kTile * d + row.position % kTile;
         for (int64_t i = 0; i < d; ++i) keys[i * kTile] = k[h * d + i];
         std::memcpy(Values(l, row.slot, h) + row.position * d, v + h * d, d * sizeof(float));
       }

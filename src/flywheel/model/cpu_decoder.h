@@ -55,8 +55,8 @@ struct DecodeRow {
 // the product.
 struct PackedLinear {
   static constexpr int64_t kPackWidth = 64;
-  int64_t n = 0;  // outputs
-  int64_t k = 0;  // inputs
+  int64_t n = 0;            // outputs
+  int64_t k = 0;            // inputs
   std::vector<float> data;  // [ceil(n / kPackWidth)][k][kPackWidth]
   static PackedLinear Pack(const torch::Tensor& weight);
 };
@@ -106,9 +106,9 @@ class CpuDecoder {
   ModelOptions options_;
   int64_t head_dim_;
   int64_t slots_;
-  int64_t capacity_;  // a multiple of 16
-  std::vector<float> keys_;    // [layers][slots][kv_heads][capacity/16][head_dim][16]
-  std::vector<float> values_;  // [layers][slots][kv_heads][capacity][head_dim]
+  int64_t capacity_;                        // a multiple of 16
+  std::vector<float> keys_;                 // [layers][slots][kv_heads][capacity/16][head_dim][16]
+  std::vector<float> values_;               // [layers][slots][kv_heads][capacity][head_dim]
   std::vector<float> rope_cos_, rope_sin_;  // [max_seq_len, head_dim], from MakeRotary
   // Scratch reused by every Forward (no allocation per step once grown).
   std::vector<float> x_, h_, qkv_, att_, gate_up_, act_, scores_, final_;

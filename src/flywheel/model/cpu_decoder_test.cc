@@ -77,8 +77,7 @@ TEST(CpuDecoderTest, RaggedDecodeAndPrefillEqualFullRecomputation) {
       for (auto& x : t) x = static_cast<int64_t>(rng() % o.vocab_size);
       return t;
     };
-    std::vector<std::vector<int64_t>> seqs = {random_tokens(5), random_tokens(1),
-                                              random_tokens(9)};
+    std::vector<std::vector<int64_t>> seqs = {random_tokens(5), random_tokens(1), random_tokens(9)};
     const std::vector<int64_t> slots = {2, 0, 1};
     std::vector<float> logits(3 * o.vocab_size);
     auto check = [&](const std::vector<int64_t>& which, const std::string& what) {
@@ -150,8 +149,8 @@ TEST(CpuDecoderTest, MoveSlotCarriesTheKeys) {
   const std::vector<int64_t> last = {0};
   decoder.Forward(weights, next, last, logits.data());
   const auto expected = FullLogits(model, {3, 1, 4, 1, 5, 9});
-  EXPECT_TRUE(torch::allclose(torch::from_blob(logits.data(), {o.vocab_size}), expected, 1e-5,
-                              1e-5));
+  EXPECT_TRUE(
+      torch::allclose(torch::from_blob(logits.data(), {o.vocab_size}), expected, 1e-5, 1e-5));
 }
 
 TEST(CpuDecoderTest, OnlyFloat32CpuWeightsAreSupported) {

@@ -87,7 +87,6 @@ FLYWHEEL_INLINE float Max(const float* __restrict a, int64_t n) {
   return m;
 }
 
-
 // The vector helpers are always inlined, so the ABI of passing a 64-byte vector (which GCC warns
 // about when a clone has no AVX-512) never applies.
 #pragma GCC diagnostic ignored "-Wpsabi"
