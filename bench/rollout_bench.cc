@@ -1,5 +1,8 @@
 // Generated tokens/s of the policy on the same model, prompts and thread count for
 //   (a) engine:    the rollout engine (KV cache, one batched decode per step, continuous batching)
+//                  with its default backend (the CPU decoder for these float32 CPU weights)
+//   (a') engine on LibTorch ops (actor.backend = "torch"), once, for comparison
+//                  (--param torch_backend=off skips it)
 //   (b) recompute: the same model recomputing the whole sequence at every step (no cache)
 //   (c) python:    plain eager PyTorch (bench/rollout_python.py) with its own KV cache
 // and the ratios speedup_vs_recompute = a/b, speedup_vs_python = a/c.
@@ -13,11 +16,14 @@
 // Fairness: the engine and the Python peer run alternately, `rounds` times each, and the median
 // is reported (other work on a shared machine shifts single runs). Both use `threads` LibTorch
 // threads and the same number of BLAS threads (OpenBLAS keeps its own pool, which otherwise
-// spins on every core).
+// spins on every core). Besides wall time, (a) and (c) report process CPU time and the ratio
+// speedup_vs_python_cpu_time: on a machine shared with other work, the wall time of either side
+// also counts the time other processes held the cores.
 
 #include <algorithm>
 #include <limits>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -48,30 +54,48 @@ struct Setup {
   int64_t threads = 1;
 };
 
-// Generates new_tokens for every prompt with the engine; returns seconds (after a warm-up).
-absl::StatusOr<double> RunEngine(const Setup& s, const SamplingParams& sampling, int64_t n,
-                                 std::vector<std::vector<int64_t>>* out) {
+// Process CPU time: on a shared machine the wall time of a run also counts the time other
+// processes held the cores; the CPU time does not.
+double CpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+struct Timing {
+  double seconds = 0;      // wall
+  double cpu_seconds = 0;  // process CPU time
+};
+
+// Generates n tokens for every prompt with the engine (decode backend `backend`).
+absl::StatusOr<Timing> RunEngine(const Setup& s, const SamplingParams& sampling, int64_t n,
+                                 std::vector<std::vector<int64_t>>* out,
+                                 DecodeBackend backend = DecodeBackend::kAuto) {
   RolloutEngineOptions options;
+  options.backend = backend;
   options.intra_op_threads = s.threads;
   options.initial_slots = static_cast<int64_t>(s.prompts.size());
   options.initial_capacity = static_cast<int64_t>(s.prompts[0].size()) + n;
+  // Timed from the engine's creation (its cache allocation), as the Python peer's timing
+  // includes allocating its cache.
+  const auto start = Clock::now();
+  const double cpu_start = CpuSeconds();
   ASSIGN_OR_RETURN(auto engine, RolloutEngine::Create(options, s.snapshot));
   std::vector<SequenceId> ids;
-  const auto start = Clock::now();
   for (size_t i = 0; i < s.prompts.size(); ++i) {
     ASSIGN_OR_RETURN(SequenceId id, engine->AddSequence(s.prompts[i], {sampling, 1000 + i}));
     RETURN_IF_ERROR(engine->StartTurn(id, {n, {}}));
     ids.push_back(id);
   }
   while (engine->num_generating() > 0) RETURN_IF_ERROR(engine->Step().status());
-  const double seconds = SecondsSince(start);
+  const Timing timing{SecondsSince(start), CpuSeconds() - cpu_start};
   if (out != nullptr) {
     for (SequenceId id : ids) {
       ASSIGN_OR_RETURN(auto tokens, engine->Tokens(id));
       out->emplace_back(tokens.end() - n, tokens.end());
     }
   }
-  return seconds;
+  return timing;
 }
 
 // One recompute step: the whole [B, L] sequence through the model, sample the next tokens.
@@ -215,21 +239,36 @@ absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args) {
     RETURN_IF_ERROR(RunEngine(two, greedy_params, check, &greedy).status());
   }
   RETURN_IF_ERROR(RunEngine(s, {}, 4, nullptr).status());
+  RETURN_IF_ERROR(RunEngine(s, {}, 4, nullptr, DecodeBackend::kTorch).status());
 
   // (a) and (c) alternate, `rounds` times each.
-  std::vector<double> engine_runs, python_runs;
+  std::vector<double> engine_runs, python_runs, engine_cpu, python_cpu;
   PythonResult py;
   if (!run_python) py.skipped = "python variant off (--param python=off)";
   for (int64_t r = 0; r < rounds; ++r) {
-    ASSIGN_OR_RETURN(const double seconds, RunEngine(s, {}, s.new_tokens, nullptr));
-    engine_runs.push_back(seconds);
+    ASSIGN_OR_RETURN(const Timing t, RunEngine(s, {}, s.new_tokens, nullptr));
+    engine_runs.push_back(t.seconds);
+    engine_cpu.push_back(t.cpu_seconds);
     if (run_python && py.skipped.empty()) {
       ASSIGN_OR_RETURN(py, RunPython(s, args, check));
-      if (py.ran) python_runs.push_back(py.json["seconds"].get<double>());
+      if (py.ran) {
+        python_runs.push_back(py.json["seconds"].get<double>());
+        python_cpu.push_back(py.json["cpu_seconds"].get<double>());
+      }
     }
   }
   const double engine_s = Median(engine_runs);
   const double engine_tps = generated / engine_s;
+  const double engine_cpu_tps = generated / Median(engine_cpu);
+
+  // (a') the engine on LibTorch ops (actor.backend = "torch"), once: what the CPU decoder gains.
+  double torch_tps = 0;
+  const bool run_torch = args.GetString("torch_backend", "on") != "off";
+  if (run_torch) {
+    ASSIGN_OR_RETURN(const Timing t,
+                     RunEngine(s, {}, s.new_tokens, nullptr, DecodeBackend::kTorch));
+    torch_tps = generated / t.seconds;
+  }
 
   // (b) recompute.
   double recompute_s = std::numeric_limits<double>::infinity();
@@ -256,8 +295,11 @@ absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args) {
                      {"num_kv_heads", s.model.num_kv_heads},
                      {"intermediate_size", s.model.intermediate_size},
                      {"parameters", model->NumParameters()}}}};
-  report.results["engine"] = {
-      {"tokens_per_s", engine_tps}, {"seconds", engine_s}, {"seconds_per_round", engine_runs}};
+  report.results["engine"] = {{"tokens_per_s", engine_tps},
+                              {"seconds", engine_s},
+                              {"seconds_per_round", engine_runs},
+                              {"cpu_tokens_per_s", engine_cpu_tps},
+                              {"cpu_seconds_per_round", engine_cpu}};
   report.results["recompute"] = {{"tokens_per_s", recompute_tps}, {"seconds", recompute_s}};
   nlohmann::json tps = {{"engine", engine_tps}, {"recompute", recompute_tps}};
   report.table = {{"variant", "tokens/s", "seconds"},
@@ -265,6 +307,13 @@ absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args) {
                    fmt::format("{:.2f}", engine_s)},
                   {full_recompute ? "recompute (full)" : "recompute (sampled steps)",
                    fmt::format("{:.0f}", recompute_tps), fmt::format("{:.2f}", recompute_s)}};
+  if (run_torch) {
+    report.results["engine_torch_ops"] = {{"tokens_per_s", torch_tps},
+                                          {"seconds", generated / torch_tps}};
+    tps["engine_torch_ops"] = torch_tps;
+    report.table.push_back({"engine on LibTorch ops", fmt::format("{:.0f}", torch_tps),
+                            fmt::format("{:.2f}", generated / torch_tps)});
+  }
   report.ratios["speedup_vs_recompute"] = engine_tps / recompute_tps;
   std::string summary = fmt::format("engine {:.0f} tok/s; {:.1f}x vs recompute", engine_tps,
                                     engine_tps / recompute_tps);
@@ -277,15 +326,21 @@ absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args) {
     report.results["python"]["seconds"] = py_s;
     report.results["python"]["seconds_per_round"] = python_runs;
     report.results["python"]["greedy_matches_engine"] = same;
+    report.results["python"]["cpu_tokens_per_s"] = generated / Median(python_cpu);
+    report.results["python"]["cpu_seconds_per_round"] = python_cpu;
     tps["python"] = py_tps;
     report.ratios["speedup_vs_python"] = engine_tps / py_tps;
+    // The same ratio in CPU time: robust to other processes on a shared machine.
+    report.ratios["speedup_vs_python_cpu_time"] = engine_cpu_tps / (generated / Median(python_cpu));
     report.table.push_back(
         {"python eager (KV cache)", fmt::format("{:.0f}", py_tps), fmt::format("{:.2f}", py_s)});
-    summary += fmt::format(", {:.1f}x vs python eager{}", engine_tps / py_tps,
+    summary += fmt::format(", {:.1f}x vs python eager ({:.1f}x in CPU time){}", engine_tps / py_tps,
+                           report.ratios["speedup_vs_python_cpu_time"].get<double>(),
                            same ? "" : " (WARNING: python greedy tokens differ from the engine's)");
   } else {
     report.results["python"] = {{"skipped", py.skipped}};
     report.ratios["speedup_vs_python"] = nullptr;
+    report.ratios["speedup_vs_python_cpu_time"] = nullptr;
     std::printf("%s\n", py.skipped.c_str());
     summary += "; python skipped";
   }

@@ -147,12 +147,14 @@ def main():
         check = spec.get("greedy_check_tokens", 0)
         greedy = model.generate(prompts[:2], check, greedy=True)[0].tolist() if check else []
         model.generate(prompts, 4)  # warm-up
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         tokens, _ = model.generate(prompts, spec["new_tokens"], seed=1)
         seconds = time.perf_counter() - start
+        cpu_seconds = time.process_time() - cpu_start
     print(json.dumps({
         "tokens_per_s": tokens.numel() / seconds,
         "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
         "generated_tokens": tokens.numel(),
         "greedy_tokens": greedy,
         "torch_version": torch.__version__,

@@ -1,6 +1,7 @@
 #include "flywheel/actor/rollout_engine.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
@@ -22,11 +23,27 @@ const char* TurnEndName(TurnEnd end) {
   return "?";
 }
 
+namespace {
+
+// The snapshot's weights in the CPU decoder's layout: its shared copy, or one built here for a
+// snapshot made without it.
+std::shared_ptr<const CpuDecoderWeights> CpuWeightsOf(const WeightSnapshot& snapshot) {
+  if (snapshot.cpu_weights != nullptr) return snapshot.cpu_weights;
+  return std::make_shared<const CpuDecoderWeights>(CpuDecoderWeights::From(snapshot.model));
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<RolloutEngine>> RolloutEngine::Create(
     const RolloutEngineOptions& options, std::shared_ptr<const WeightSnapshot> snapshot) {
   RETURN_IF_ERROR(options.Validate());
   if (snapshot == nullptr || snapshot->model.is_empty()) {
     return absl::InvalidArgumentError("rollout engine: no weight snapshot to start from");
+  }
+  if (options.backend == DecodeBackend::kCpu && !CpuDecoderWeights::Supports(snapshot->model)) {
+    return absl::InvalidArgumentError(
+        "rollout engine: actor.backend = \"cpu\" needs float32 weights on the CPU; use \"auto\" "
+        "or \"torch\" for other weights");
   }
   std::unique_ptr<RolloutEngine> engine;
   RETURN_IF_ERROR(TorchCall("creating the rollout engine", [&] {
@@ -38,11 +55,21 @@ absl::StatusOr<std::unique_ptr<RolloutEngine>> RolloutEngine::Create(
 
 RolloutEngine::RolloutEngine(const RolloutEngineOptions& options,
                              std::shared_ptr<const WeightSnapshot> snapshot)
-    : options_(options),
-      snapshot_(std::move(snapshot)),
-      cache_(snapshot_->model->options(),
-             snapshot_->model->parameters().front().options().requires_grad(false),
-             options.initial_slots, options.initial_capacity) {}
+    : options_(options), snapshot_(std::move(snapshot)) {
+  const bool cpu = options.backend == DecodeBackend::kCpu ||
+                   (options.backend == DecodeBackend::kAuto &&
+                    CpuDecoderWeights::Supports(snapshot_->model));
+  if (cpu) {
+    cpu_ = std::make_unique<CpuDecoder>(snapshot_->model->options(), options.initial_slots,
+                                        options.initial_capacity);
+    cpu_weights_ = CpuWeightsOf(*snapshot_);
+  } else {
+    cache_ = std::make_unique<KvCache>(
+        snapshot_->model->options(),
+        snapshot_->model->parameters().front().options().requires_grad(false),
+        options.initial_slots, options.initial_capacity);
+  }
+}
 
 void RolloutEngine::PublishSnapshot(std::shared_ptr<const WeightSnapshot> snapshot) {
   if (snapshot == nullptr || snapshot->model.is_empty()) return;  // nothing to swap to
@@ -59,6 +86,12 @@ void RolloutEngine::MaybeSwap() {
     if (published_ != nullptr && published_->version > snapshot_->version) newer = published_;
   }
   if (newer == nullptr) return;
+  if (cpu_ != nullptr) {
+    TORCH_CHECK(CpuDecoderWeights::Supports(newer->model), "weights version ", newer->version,
+                " are not float32 on the CPU, but this engine decodes with the CPU decoder "
+                "(set actor.backend = \"torch\" for such weights)");
+    cpu_weights_ = CpuWeightsOf(*newer);
+  }
   // The old snapshot is released here, outside the lock (it may be the last reference).
   snapshot_ = std::move(newer);
   if (options_.kv_on_swap == KvOnSwap::kRecompute) {
@@ -105,10 +138,7 @@ absl::StatusOr<SequenceId> RolloutEngine::AddSequence(const std::vector<int64_t>
   seq.tokens.assign(prompt.begin(), prompt.end());
   seq.sampling = options.sampling;
   seq.rng.seed(options.seed);
-  RETURN_IF_ERROR(TorchCall("rollout engine: growing the KV cache", [&] {
-    c10::InferenceMode guard;
-    cache_.Reserve(seq.slot + 1, 1);
-  }));
+  RETURN_IF_ERROR(ReserveSlot(seq.slot));
   slot_owner_.push_back(id);
   sequences_.emplace(id, std::move(seq));
   return id;
@@ -161,7 +191,7 @@ absl::Status RolloutEngine::RemoveSequence(SequenceId id) {
     Sequence& moved = sequences_.at(slot_owner_[last]);
     RETURN_IF_ERROR(TorchCall("rollout engine: compacting the KV cache", [&] {
       c10::InferenceMode guard;
-      cache_.MoveSlot(last, hole, moved.cached);
+      MoveSlot(last, hole, moved.cached);
     }));
     moved.slot = hole;
     slot_owner_[hole] = slot_owner_[last];
@@ -183,10 +213,30 @@ absl::StatusOr<std::vector<int64_t>> RolloutEngine::Tokens(SequenceId id) const 
   return seq->tokens;
 }
 
+absl::Status RolloutEngine::ReserveSlot(int64_t slot) {
+  return TorchCall("rollout engine: growing the KV cache", [&] {
+    c10::InferenceMode guard;
+    if (cpu_ != nullptr) {
+      cpu_->Reserve(slot + 1, 1);
+    } else {
+      cache_->Reserve(slot + 1, 1);
+    }
+  });
+}
+
+void RolloutEngine::MoveSlot(int64_t from, int64_t to, int64_t length) {
+  if (cpu_ != nullptr) {
+    cpu_->MoveSlot(from, to, length);
+  } else {
+    cache_->MoveSlot(from, to, length);
+  }
+}
+
 std::string RolloutEngine::DebugString() const {
   return StrCat("RolloutEngine{version=", version(), " sequences=", num_sequences(),
-                " generating=", num_generating(), " kv_slots=", cache_.num_slots(),
-                " kv_capacity=", cache_.capacity(),
+                " generating=", num_generating(), " backend=", cpu_ != nullptr ? "cpu" : "torch",
+                " kv_slots=", cpu_ != nullptr ? cpu_->num_slots() : cache_->num_slots(),
+                " kv_capacity=", cpu_ != nullptr ? cpu_->capacity() : cache_->capacity(),
                 " kv_on_swap=", options_.kv_on_swap == KvOnSwap::kKeep ? "keep" : "recompute", "}");
 }
 
@@ -200,15 +250,15 @@ torch::Tensor RolloutEngine::DecodeBatch(const std::vector<Sequence*>& rows) {
     tokens[b] = rows[b]->tokens[rows[b]->cached];
     attend = std::max(attend, rows[b]->cached + 1);
   }
-  cache_.Reserve(cache_.num_slots(), attend);
-  const auto device = cache_.device();
+  cache_->Reserve(cache_->num_slots(), attend);
+  const auto device = cache_->device();
   const auto positions = torch::tensor(starts, torch::kInt64).to(device).unsqueeze(1);  // [n, 1]
   // Row b sees keys [0, cached_b]; the rest of the padded key range is another length's tail.
   const auto allowed =
       (torch::arange(attend, torch::TensorOptions().dtype(torch::kInt64).device(device))
            .unsqueeze(0) <= positions)
           .unsqueeze(1);  // [n, 1, attend]
-  auto binding = cache_.Bind(slots, starts, attend);
+  auto binding = cache_->Bind(slots, starts, attend);
   const auto& model = snapshot_->model;
   const auto hidden = model->Hidden(torch::tensor(tokens, torch::kInt64).to(device).unsqueeze(1),
                                     positions, allowed, &binding);
@@ -220,8 +270,8 @@ torch::Tensor RolloutEngine::Prefill(Sequence& seq) {
   const int64_t start = seq.cached;
   const int64_t m = static_cast<int64_t>(seq.tokens.size()) - start;
   const int64_t total = start + m;
-  cache_.Reserve(cache_.num_slots(), total);
-  const auto device = cache_.device();
+  cache_->Reserve(cache_->num_slots(), total);
+  const auto device = cache_->device();
   const auto int_options = torch::TensorOptions().dtype(torch::kInt64).device(device);
   const auto positions = torch::arange(start, total, int_options).unsqueeze(0);  // [1, m]
   // New token i (at position start+i) sees the cached prefix and new tokens up to itself.
@@ -229,7 +279,7 @@ torch::Tensor RolloutEngine::Prefill(Sequence& seq) {
       (torch::arange(total, int_options).unsqueeze(0) <= positions.squeeze(0).unsqueeze(1))
           .unsqueeze(0);  // [1, m, total]
   std::vector<int64_t> fresh(seq.tokens.begin() + start, seq.tokens.end());
-  auto binding = cache_.Bind({seq.slot}, {start}, total);
+  auto binding = cache_->Bind({seq.slot}, {start}, total);
   const auto& model = snapshot_->model;
   const auto hidden = model->Hidden(torch::tensor(fresh, torch::kInt64).to(device).unsqueeze(0),
                                     positions, allowed, &binding);
@@ -237,41 +287,64 @@ torch::Tensor RolloutEngine::Prefill(Sequence& seq) {
   return model->Logits(hidden.select(1, m - 1));  // [1, V]
 }
 
-void RolloutEngine::Sample(const std::vector<Sequence*>& rows, const std::vector<SequenceId>& ids,
-                           const torch::Tensor& logits, std::vector<GeneratedToken>& out) {
-  const int64_t n = static_cast<int64_t>(rows.size());
-  bool shared_params = true;
-  for (const Sequence* seq : rows) {
-    const auto& a = seq->sampling;
-    const auto& b = rows.front()->sampling;
-    shared_params =
-        shared_params && a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p;
+void RolloutEngine::ForwardCpu(const std::vector<Sequence*>& batch) {
+  rows_.clear();
+  logit_rows_.clear();
+  int64_t longest = 0;
+  for (Sequence* seq : batch) {
+    const int64_t total = static_cast<int64_t>(seq->tokens.size());
+    for (int64_t p = seq->cached; p < total; ++p) rows_.push_back({seq->slot, p, seq->tokens[p]});
+    logit_rows_.push_back(static_cast<int64_t>(rows_.size()) - 1);
+    longest = std::max(longest, total);
   }
-  torch::Tensor logprobs;
-  if (shared_params) {
-    logprobs = SamplingLogProbs(logits, rows.front()->sampling);
-  } else {
-    std::vector<torch::Tensor> parts;
-    for (int64_t b = 0; b < n; ++b) {
-      parts.push_back(SamplingLogProbs(logits.narrow(0, b, 1), rows[b]->sampling));
+  cpu_->Reserve(cpu_->num_slots(), longest);
+  logits_.resize(batch.size() * snapshot_->model->options().vocab_size);
+  cpu_->Forward(*cpu_weights_, rows_, logit_rows_, logits_.data());
+  for (Sequence* seq : batch) seq->cached = static_cast<int64_t>(seq->tokens.size());
+}
+
+void RolloutEngine::ForwardTorch(const std::vector<Sequence*>& batch) {
+  // Single-token rows in one batched decode, the others prefilled one by one; logits in batch
+  // order.
+  std::vector<Sequence*> decode;
+  std::vector<int64_t> decode_at, prefill_at;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const int64_t pending = static_cast<int64_t>(batch[i]->tokens.size()) - batch[i]->cached;
+    if (pending == 1) {
+      decode.push_back(batch[i]);
+      decode_at.push_back(static_cast<int64_t>(i));
+    } else {
+      prefill_at.push_back(static_cast<int64_t>(i));
     }
-    logprobs = torch::cat(parts, 0);
   }
-  logprobs = logprobs.to(torch::kCPU, torch::kFloat32).contiguous();
-  const auto probs = logprobs.exp();  // one vectorised exp for the whole batch
-  const int64_t vocab = logprobs.size(1);
-  const float* data = logprobs.data_ptr<float>();
-  const float* prob_data = probs.data_ptr<float>();
+  const int64_t vocab = snapshot_->model->options().vocab_size;
+  logits_.resize(batch.size() * vocab);
+  auto put = [&](const torch::Tensor& rows, const std::vector<int64_t>& at) {
+    const auto cpu = rows.to(torch::kCPU, torch::kFloat32).contiguous();
+    for (size_t r = 0; r < at.size(); ++r) {
+      std::memcpy(logits_.data() + at[r] * vocab, cpu.data_ptr<float>() + r * vocab,
+                  vocab * sizeof(float));
+    }
+  };
+  if (!decode.empty()) put(DecodeBatch(decode), decode_at);
+  for (int64_t i : prefill_at) put(Prefill(*batch[i]), {i});
+}
+
+void RolloutEngine::Sample(const std::vector<Sequence*>& batch, const std::vector<SequenceId>& ids,
+                           std::vector<GeneratedToken>& out) {
+  const int64_t vocab = snapshot_->model->options().vocab_size;
+  logprobs_.resize(vocab);
+  probs_.resize(vocab);
   const int64_t max_len = snapshot_->model->options().max_seq_len;
-  for (int64_t b = 0; b < n; ++b) {
-    Sequence& seq = *rows[b];
-    const float* row = data + b * vocab;
-    const int64_t token = DrawToken(prob_data + b * vocab, vocab, seq.rng);
+  for (size_t b = 0; b < batch.size(); ++b) {
+    Sequence& seq = *batch[b];
+    const int64_t token = SampleRow(logits_.data() + b * vocab, vocab, seq.sampling, seq.rng,
+                                    logprobs_.data(), probs_.data());
     GeneratedToken g;
     g.sequence = ids[b];
     g.token = token;
     g.position = static_cast<int64_t>(seq.tokens.size());
-    g.logprob = row[token];
+    g.logprob = logprobs_[token];
     g.version = snapshot_->version;
     seq.tokens.push_back(token);
     seq.generated_in_turn += 1;
@@ -296,25 +369,24 @@ absl::StatusOr<std::vector<GeneratedToken>> RolloutEngine::Step() {
       at::set_num_threads(static_cast<int>(options_.intra_op_threads));
     }
     MaybeSwap();
-    // Slot order, so that "every sequence decodes" binds slots 0..n-1 and reads without a copy.
-    std::vector<Sequence*> decode, prefill;
-    std::vector<SequenceId> decode_ids, prefill_ids;
+    // Slot order: with every sequence decoding, the LibTorch backend binds slots 0..n-1 and
+    // reads its cache without a copy.
+    std::vector<Sequence*> batch;
+    std::vector<SequenceId> ids;
     for (SequenceId id : slot_owner_) {
       Sequence& seq = sequences_.at(id);
       if (!seq.generating) continue;
-      const int64_t pending = static_cast<int64_t>(seq.tokens.size()) - seq.cached;
-      if (pending == 1) {
-        decode.push_back(&seq);
-        decode_ids.push_back(id);
-      } else {
-        prefill.push_back(&seq);
-        prefill_ids.push_back(id);
-      }
+      batch.push_back(&seq);
+      ids.push_back(id);
     }
-    if (!decode.empty()) Sample(decode, decode_ids, DecodeBatch(decode), out);
-    for (size_t i = 0; i < prefill.size(); ++i) {
-      Sample({prefill[i]}, {prefill_ids[i]}, Prefill(*prefill[i]), out);
+    if (batch.empty()) return;
+    out.reserve(batch.size());
+    if (cpu_ != nullptr) {
+      ForwardCpu(batch);
+    } else {
+      ForwardTorch(batch);
     }
+    Sample(batch, ids, out);
   });
   if (!status.ok()) return Annotate(status, DebugString());
   return out;

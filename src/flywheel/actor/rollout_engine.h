@@ -6,12 +6,14 @@
 //   AddSequence(prompt, seed) ─────────▶ sequence: tokens [cached | pending], KV slot
 //   StartTurn(id, max_new, stop) ──────▶ marks it generating
 //   loop: Step() ──────────────────────▶ 1. swap to the newest published snapshot (if any)
-//          ◀── GeneratedToken{id, token,  2. sequences with 1 pending token: ONE batched decode
-//               logprob, version, end}       (rows at different lengths, mask per row);
-//                                           sequences with several pending tokens (a new
-//                                           observation, or all after a recompute swap): prefill
-//                                           appending to their cache
-//                                        3. sample each row with its own seeded generator
+//          ◀── GeneratedToken{id, token,  2. ONE forward over every pending token of every
+//               logprob, version, end}       generating sequence: one row per token, each at its
+//                                           own position, attending to its own slot only (a
+//                                           decode is 1 row, a new observation or a recompute
+//                                           after a swap is a prefill of several rows)
+//                                        3. sample every sequence from its last row's logits in
+//                                           one pass over a float buffer, each with its own
+//                                           seeded generator
 //   AppendTokens(id, observation) ─────▶ pending; prefilled by the next Step that needs it
 //   RemoveSequence(id) ────────────────▶ frees the slot (the last slot moves into the hole)
 //
@@ -26,6 +28,11 @@
 // the swap attend to keys computed with the old weights) or recomputed with the new weights
 // (`kv_on_swap = "recompute"`: each sequence re-prefills its whole history at its next step, so
 // every token is exactly what the new weights would produce from scratch).
+//
+// Backends (`backend` option): the CPU decoder (model/cpu_decoder.h: hand-written float32
+// forward over its own cache, no LibTorch ops per step) when the weights are float32 on the CPU,
+// else LibTorch ops over a KvCache (one batched decode for single-token rows, a prefill per
+// sequence with several pending tokens). Both compute the same function; the tests run both.
 //
 // Threading: one engine per actor, used by one thread (all methods except PublishSnapshot are
 // called from the owner thread). PublishSnapshot may be called from any thread. Inference runs
@@ -47,6 +54,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "flywheel/actor/rollout_options.h"
+#include "flywheel/model/cpu_decoder.h"
 #include "flywheel/model/kv_cache.h"
 #include "flywheel/model/sampling.h"
 #include "flywheel/model/weight_snapshot.h"
@@ -120,15 +128,30 @@ class RolloutEngine {
   absl::StatusOr<Sequence*> Find(SequenceId id, std::string_view action);
   const Sequence* FindConst(SequenceId id) const;
   void MaybeSwap() ABSL_LOCKS_EXCLUDED(mu_);
-  // Logits [rows, V] of the last pending token of each sequence; moves them to cached.
+  absl::Status ReserveSlot(int64_t slot);
+  void MoveSlot(int64_t from, int64_t to, int64_t length);
+  // Logits of the last pending token of each of `batch` into logits_ [batch, V]; moves every
+  // pending token to cached.
+  void ForwardCpu(const std::vector<Sequence*>& batch);
+  void ForwardTorch(const std::vector<Sequence*>& batch);
+  // Logits [rows, V] of the last pending token of each sequence (LibTorch backend).
   torch::Tensor DecodeBatch(const std::vector<Sequence*>& rows);
   torch::Tensor Prefill(Sequence& seq);
-  void Sample(const std::vector<Sequence*>& rows, const std::vector<SequenceId>& ids,
-              const torch::Tensor& logits, std::vector<GeneratedToken>& out);
+  // Samples one token per sequence of `batch` from logits_.
+  void Sample(const std::vector<Sequence*>& batch, const std::vector<SequenceId>& ids,
+              std::vector<GeneratedToken>& out);
 
   const RolloutEngineOptions options_;
   std::shared_ptr<const WeightSnapshot> snapshot_;  // weights in use (owner thread only)
-  KvCache cache_;
+  // Exactly one backend is set: the CPU decoder with the snapshot's weights in its layout, or
+  // the LibTorch KV cache.
+  std::unique_ptr<CpuDecoder> cpu_;
+  std::shared_ptr<const CpuDecoderWeights> cpu_weights_;
+  std::unique_ptr<KvCache> cache_;
+  // Per-step buffers, reused (no allocation per step once grown).
+  std::vector<DecodeRow> rows_;
+  std::vector<int64_t> logit_rows_;
+  std::vector<float> logits_, logprobs_, probs_;
   std::unordered_map<SequenceId, Sequence> sequences_;
   std::vector<SequenceId> slot_owner_;  // slot -> sequence; slots are dense 0..n-1
   SequenceId next_id_ = 1;

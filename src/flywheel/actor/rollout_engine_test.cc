@@ -39,9 +39,22 @@ std::shared_ptr<const WeightSnapshot> Snapshot(int64_t seed, int64_t version) {
   return *snapshot;
 }
 
+// Every test runs on both decode backends (the CPU decoder and LibTorch ops).
+class RolloutEngineTest : public ::testing::TestWithParam<DecodeBackend> {
+ public:
+  static DecodeBackend backend() { return backend_; }
+
+ protected:
+  void SetUp() override { backend_ = GetParam(); }
+
+ private:
+  static inline DecodeBackend backend_ = DecodeBackend::kAuto;
+};
+
 std::unique_ptr<RolloutEngine> Engine(std::shared_ptr<const WeightSnapshot> s, KvOnSwap mode,
                                       int64_t initial_capacity = 256) {
   RolloutEngineOptions options;
+  options.backend = RolloutEngineTest::backend();
   options.kv_on_swap = mode;
   options.initial_slots = 2;  // grows while sequences join
   options.initial_capacity = initial_capacity;
@@ -71,7 +84,7 @@ torch::Tensor LearnerLogprobs(const Transformer& model, const std::vector<int64_
 // observation"; sequences join and leave between steps; the weights change in the middle.
 // Every recorded log-prob must equal the learner-side forward under the version that produced
 // it: on-policy the importance ratio is 1.
-TEST(RolloutEngineTest, RecordedLogprobsEqualLearnerForwardAcrossASwap) {
+TEST_P(RolloutEngineTest, RecordedLogprobsEqualLearnerForwardAcrossASwap) {
   auto v1 = Snapshot(1, 1);
   auto v2 = Snapshot(2, 2);
   std::map<int64_t, Transformer> versions = {{1, LearnerModel(1)}, {2, LearnerModel(2)}};
@@ -140,7 +153,7 @@ TEST(RolloutEngineTest, RecordedLogprobsEqualLearnerForwardAcrossASwap) {
   EXPECT_GT(checked, 50);
 }
 
-TEST(RolloutEngineTest, KeepModeTagsVersionsAndKeepsEarlierTokensExact) {
+TEST_P(RolloutEngineTest, KeepModeTagsVersionsAndKeepsEarlierTokensExact) {
   auto v1 = Snapshot(1, 1);
   auto v2 = Snapshot(2, 2);
   auto engine = Engine(v1, KvOnSwap::kKeep);
@@ -181,12 +194,12 @@ std::vector<int64_t> Generate(uint64_t seed, int64_t n) {
   return *engine->Tokens(id);
 }
 
-TEST(RolloutEngineTest, SameSeedSameTokens) {
+TEST_P(RolloutEngineTest, SameSeedSameTokens) {
   EXPECT_EQ(Generate(7, 20), Generate(7, 20));
   EXPECT_NE(Generate(7, 20), Generate(8, 20));
 }
 
-TEST(RolloutEngineTest, StopTokenEndsTheTurn) {
+TEST_P(RolloutEngineTest, StopTokenEndsTheTurn) {
   auto engine = Engine(Snapshot(1, 1), KvOnSwap::kKeep);
   auto id = *engine->AddSequence({1, 2}, {});
   std::vector<int64_t> every_token(64);
@@ -198,7 +211,7 @@ TEST(RolloutEngineTest, StopTokenEndsTheTurn) {
   EXPECT_TRUE(engine->Step()->empty());  // nothing generating
 }
 
-TEST(RolloutEngineTest, BadRequestsAreClearErrors) {
+TEST_P(RolloutEngineTest, BadRequestsAreClearErrors) {
   auto engine = Engine(Snapshot(1, 1), KvOnSwap::kKeep);
   EXPECT_THAT(engine->AddSequence({}, {}).status().message(), HasSubstr("at least one prompt"));
   EXPECT_THAT(engine->AddSequence({64}, {}).status().message(),
@@ -214,7 +227,7 @@ TEST(RolloutEngineTest, BadRequestsAreClearErrors) {
   EXPECT_THAT(engine->AddSequence({1}, bad).status().message(), HasSubstr("sampling.top_p"));
 }
 
-TEST(RolloutEngineTest, GenerationStopsAtMaxSeqLen) {
+TEST_P(RolloutEngineTest, GenerationStopsAtMaxSeqLen) {
   auto engine = Engine(Snapshot(1, 1), KvOnSwap::kKeep);
   auto id = *engine->AddSequence(RandomTokens(120, 1), {});
   ASSERT_TRUE(engine->StartTurn(id, {100, {}}).ok());
@@ -230,7 +243,7 @@ TEST(RolloutEngineTest, GenerationStopsAtMaxSeqLen) {
 
 // The learner publishes from its own thread while the actor keeps stepping: the swap lands
 // between two steps and later tokens carry the new version.
-TEST(RolloutEngineTest, SnapshotPublishedFromAnotherThreadIsTakenBetweenSteps) {
+TEST_P(RolloutEngineTest, SnapshotPublishedFromAnotherThreadIsTakenBetweenSteps) {
   auto engine = Engine(Snapshot(1, 1), KvOnSwap::kKeep);
   auto v2 = Snapshot(2, 2);
   auto id = *engine->AddSequence({1, 2, 3}, {});
@@ -246,13 +259,14 @@ TEST(RolloutEngineTest, SnapshotPublishedFromAnotherThreadIsTakenBetweenSteps) {
   EXPECT_EQ(engine->version(), 2);
 }
 
-TEST(RolloutEngineTest, ActorsOnThreadsShareOnlyTheSnapshot) {
+TEST_P(RolloutEngineTest, ActorsOnThreadsShareOnlyTheSnapshot) {
   auto v1 = Snapshot(1, 1);
   std::vector<std::vector<int64_t>> results(3);
   std::vector<std::thread> threads;
   for (int a = 0; a < 3; ++a) {
     threads.emplace_back([&, a] {
       RolloutEngineOptions options;
+      options.backend = RolloutEngineTest::backend();
       options.intra_op_threads = 1;
       auto engine = std::move(*RolloutEngine::Create(options, v1));
       auto id = *engine->AddSequence(RandomTokens(4, 9), SequenceOptions{{}, 77});
@@ -264,6 +278,49 @@ TEST(RolloutEngineTest, ActorsOnThreadsShareOnlyTheSnapshot) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(results[0], results[1]);
   EXPECT_EQ(results[0], results[2]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, RolloutEngineTest,
+                         ::testing::Values(DecodeBackend::kCpu, DecodeBackend::kTorch),
+                         [](const auto& info) {
+                           return std::string(info.param == DecodeBackend::kCpu ? "Cpu" : "Torch");
+                         });
+
+// A snapshot of float64 weights (MakeSnapshot keeps float32).
+std::shared_ptr<const WeightSnapshot> Float64Snapshot(int64_t seed, int64_t version) {
+  auto snapshot = std::make_shared<WeightSnapshot>();
+  snapshot->version = version;
+  snapshot->model = LearnerModel(seed);
+  snapshot->model->to(torch::kFloat64);
+  return snapshot;
+}
+
+// The CPU decoder only takes float32 CPU weights: asking for it with others is a clear error,
+// and `auto` falls back to LibTorch ops.
+TEST(RolloutEngineBackendTest, CpuBackendNeedsFloat32CpuWeights) {
+  auto snapshot = Float64Snapshot(1, 1);
+  RolloutEngineOptions options;
+  options.backend = DecodeBackend::kCpu;
+  EXPECT_THAT(RolloutEngine::Create(options, snapshot).status().message(),
+              HasSubstr("actor.backend = \"cpu\" needs float32 weights"));
+  options.backend = DecodeBackend::kAuto;
+  auto engine = RolloutEngine::Create(options, snapshot);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EXPECT_THAT((*engine)->DebugString(), HasSubstr("backend=torch"));
+  auto id = *(*engine)->AddSequence({1, 2}, {});
+  ASSERT_TRUE((*engine)->StartTurn(id, {3, {}}).ok());
+  while ((*engine)->num_generating() > 0) ASSERT_TRUE((*engine)->Step().ok());
+}
+
+// A CPU engine refuses, with a message, to swap to weights it cannot run.
+TEST(RolloutEngineBackendTest, CpuEngineRejectsASwapToOtherWeights) {
+  RolloutEngineOptions options;
+  auto engine = *RolloutEngine::Create(options, Snapshot(1, 1));
+  EXPECT_THAT(engine->DebugString(), HasSubstr("backend=cpu"));
+  engine->PublishSnapshot(Float64Snapshot(2, 2));
+  auto id = *engine->AddSequence({1, 2}, {});
+  ASSERT_TRUE(engine->StartTurn(id, {3, {}}).ok());
+  EXPECT_THAT(std::string(engine->Step().status().message()), HasSubstr("actor.backend"));
 }
 
 }  // namespace

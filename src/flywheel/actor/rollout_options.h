@@ -11,6 +11,12 @@
 namespace flywheel {
 
 enum class KvOnSwap { kKeep, kRecompute };
+// auto: the hand-written CPU decoder (model/cpu_decoder.h) when the weights are float32 on the
+// CPU, LibTorch ops otherwise; cpu: always the CPU decoder (an error for other weights); torch:
+// always LibTorch ops (GPU weights, or to compare).
+enum class DecodeBackend { kAuto, kCpu, kTorch };
+inline constexpr config::ChoiceName<DecodeBackend> kDecodeBackendNames[] = {
+    {"auto", DecodeBackend::kAuto}, {"cpu", DecodeBackend::kCpu}, {"torch", DecodeBackend::kTorch}};
 inline constexpr config::ChoiceName<KvOnSwap> kKvOnSwapNames[] = {
     {"keep", KvOnSwap::kKeep}, {"recompute", KvOnSwap::kRecompute}};
 
@@ -19,6 +25,7 @@ struct RolloutEngineOptions {
   KvOnSwap kv_on_swap = KvOnSwap::kKeep;
   int64_t initial_slots = 8;       // KV cache sequences before the first growth
   int64_t initial_capacity = 256;  // KV cache positions before the first growth
+  DecodeBackend backend = DecodeBackend::kAuto;
 
   template <typename V>
   void VisitFields(V& v) {
@@ -27,6 +34,8 @@ struct RolloutEngineOptions {
              "cached keys/values at a weight swap: keep, or recompute with the new weights");
     v.Field("initial_slots", initial_slots, "KV cache sequences allocated up front");
     v.Field("initial_capacity", initial_capacity, "KV cache positions allocated up front");
+    v.Choice("backend", backend, kDecodeBackendNames,
+             "decode with the CPU kernel (cpu), LibTorch ops (torch), or cpu when possible (auto)");
   }
   absl::Status Validate() const {
     if (intra_op_threads < 0) {

@@ -1,7 +1,13 @@
 #include "flywheel/model/sampling.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <limits>
+#include <numeric>
+
+#include "flywheel/model/vector_math.h"
 
 namespace flywheel {
 
@@ -39,18 +45,100 @@ torch::Tensor TokenLogprobs(const torch::Tensor& logits, const torch::Tensor& ta
 int64_t DrawToken(const float* probs, int64_t vocab_size, std::mt19937_64& rng) {
   // Accumulating in double and scaling the uniform by the row's own total makes the draw
   // independent of float rounding in the row's sum.
-  double total = 0;
-  for (int64_t i = 0; i < vocab_size; ++i) total += probs[i];
+  // Four partial sums: independent add chains (a serial double sum is a latency chain as long
+  // as the vocabulary).
+  double partial[4] = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 4 <= vocab_size; i += 4) {
+    for (int l = 0; l < 4; ++l) partial[l] += probs[i + l];
+  }
+  for (; i < vocab_size; ++i) partial[0] += probs[i];
+  const double total = (partial[0] + partial[1]) + (partial[2] + partial[3]);
   const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng) * total;
   double cumulative = 0;
   int64_t last_possible = -1;
-  for (int64_t i = 0; i < vocab_size; ++i) {
+  for (i = 0; i < vocab_size; ++i) {
     if (!(probs[i] > 0)) continue;  // outside the truncation set: never drawn
     last_possible = i;
     cumulative += probs[i];
     if (u < cumulative) return i;
   }
   return last_possible;
+}
+
+
+namespace {
+
+// z = logits / temperature, as the LibTorch version divides a float32 tensor by the scalar.
+FLYWHEEL_VECTOR_CLONES
+void Scale(const float* logits, int64_t n, float temperature, float* z) {  // may alias
+  if (temperature == 1.0f) {
+    if (z != logits) std::memcpy(z, logits, n * sizeof(float));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) z[i] = logits[i] / temperature;
+}
+
+// In place: z → log_softmax(z) (x − max − log Σ exp(x − max)); `scratch` holds n floats.
+FLYWHEEL_VECTOR_CLONES
+void LogSoftmaxInPlace(float* __restrict z, int64_t n, float* __restrict scratch) {
+  const float m = vmath::Max(z, n);
+  const float shift = m + std::log(vmath::ExpShifted(z, m, scratch, n));
+  for (int64_t i = 0; i < n; ++i) z[i] -= shift;
+}
+
+FLYWHEEL_VECTOR_CLONES
+void ExpRow(const float* __restrict a, int64_t n, float* __restrict out) {
+  vmath::ExpInto(a, out, n);
+}
+
+}  // namespace
+
+void SamplingLogProbsRow(const float* logits, int64_t vocab, const SamplingParams& params,
+                         float* z) {
+  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+  thread_local std::vector<float> scratch;
+  thread_local std::vector<int32_t> order;
+  if (static_cast<int64_t>(scratch.size()) < vocab) scratch.resize(vocab);
+  Scale(logits, vocab, static_cast<float>(params.temperature), z);
+  if (params.top_k > 0 && params.top_k < vocab) {
+    // Keep z >= the k-th largest (ties at the k-th kept), as masked_fill(z < kth).
+    std::copy(z, z + vocab, scratch.begin());
+    std::nth_element(scratch.begin(), scratch.begin() + (params.top_k - 1),
+                     scratch.begin() + vocab, std::greater<float>());
+    const float kth = scratch[params.top_k - 1];
+    for (int64_t i = 0; i < vocab; ++i) z[i] = z[i] < kth ? kMinusInf : z[i];
+  }
+  if (params.top_p < 1.0) {
+    order.resize(vocab);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return z[a] > z[b]; });
+    // softmax of the sorted logits, then the mass strictly before each sorted position (cumsum
+    // accumulated in double and stored as float, minus the position's own probability).
+    const float m = z[order[0]];
+    double total = 0;
+    for (int64_t r = 0; r < vocab; ++r) {
+      scratch[r] = vmath::Exp(z[order[r]] - m);
+      total += scratch[r];
+    }
+    const float sum = static_cast<float>(total);
+    const float top_p = static_cast<float>(params.top_p);
+    double cumulative = 0;
+    for (int64_t r = 0; r < vocab; ++r) {
+      const float p = scratch[r] / sum;
+      cumulative += p;
+      const float before = static_cast<float>(cumulative) - p;
+      if (before >= top_p) z[order[r]] = kMinusInf;
+    }
+  }
+  LogSoftmaxInPlace(z, vocab, scratch.data());
+}
+
+int64_t SampleRow(const float* logits, int64_t vocab, const SamplingParams& params,
+                  std::mt19937_64& rng, float* logprobs, float* probs) {
+  SamplingLogProbsRow(logits, vocab, params, logprobs);
+  ExpRow(logprobs, vocab, probs);
+  return DrawToken(probs, vocab, rng);
 }
 
 }  // namespace flywheel

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <random>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -39,6 +40,19 @@ torch::Tensor TokenLogprobs(const torch::Tensor& logits, const torch::Tensor& ta
 // `rng`: the episode's own generator, so the same seed and logits give the same token whatever
 // else runs in the process. A token of probability 0 is never drawn.
 int64_t DrawToken(const float* probs, int64_t vocab_size, std::mt19937_64& rng);
+
+// SamplingLogProbs of one row in plain C++, for a sampler that holds its logits in a contiguous
+// float buffer (the rollout engine): `logits` and `logprobs` point at `vocab_size` floats each
+// (they may be the same buffer). The same definition and the same float32 arithmetic as the
+// LibTorch version; results agree to float rounding (a top-p boundary that falls within rounding
+// of top_p may be decided differently, as between any two float implementations).
+void SamplingLogProbsRow(const float* logits, int64_t vocab_size, const SamplingParams& params,
+                         float* logprobs);
+
+// One draw from a row of logits: fills `logprobs` (SamplingLogProbsRow) and `probs` (their exp),
+// draws with DrawToken and returns the token; its log-prob is logprobs[token].
+int64_t SampleRow(const float* logits, int64_t vocab_size, const SamplingParams& params,
+                  std::mt19937_64& rng, float* logprobs, float* probs);
 
 }  // namespace flywheel
 

@@ -21,6 +21,10 @@ absl::StatusOr<std::shared_ptr<const WeightSnapshot>> MakeSnapshot(const Transfo
       item.value().set_requires_grad(false);
     }
     snapshot->model->FuseProjectionsForInference();
+    if (CpuDecoderWeights::Supports(snapshot->model)) {
+      snapshot->cpu_weights =
+          std::make_shared<const CpuDecoderWeights>(CpuDecoderWeights::From(snapshot->model));
+    }
     return std::shared_ptr<const WeightSnapshot>(std::move(snapshot));
   });
 }

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "flywheel/model/cpu_decoder.h"
 #include "flywheel/model/transformer.h"
 
 namespace flywheel {
@@ -19,10 +20,14 @@ namespace flywheel {
 struct WeightSnapshot {
   int64_t version = 0;
   Transformer model{nullptr};  // parameters do not require grad; never modified
+  // The same weights in the CPU decoder's layout, built once and shared by every engine that
+  // decodes this snapshot; null unless the weights are float32 on the CPU.
+  std::shared_ptr<const CpuDecoderWeights> cpu_weights;
 };
 
 // Deep-copies `model`'s parameters (on `model`'s device) into a new snapshot tagged `version`,
-// with projections fused for decoding (FuseProjectionsForInference).
+// with projections fused for decoding (FuseProjectionsForInference) and, for float32 weights on
+// the CPU, the CPU decoder's copy (cpu_weights).
 absl::StatusOr<std::shared_ptr<const WeightSnapshot>> MakeSnapshot(const Transformer& model,
                                                                    int64_t version);
 
