@@ -56,7 +56,9 @@ TEST(SnapshotStreamTest, ChunksAreBoundedAndReassembleBitExact) {
   for (size_t i = 0; i < chunks.size(); ++i) {
     EXPECT_LE(chunks[i].data().size(), 256u);
     EXPECT_EQ(chunks[i].last(), i + 1 == chunks.size());
-    if (i > 0) EXPECT_EQ(chunks[i].manifest_size(), 0);
+    if (i > 0) {
+      EXPECT_EQ(chunks[i].manifest_size(), 0);
+    }
   }
   WeightsAssembler assembler;
   for (const v1::WeightsChunk& c : chunks) ASSERT_TRUE(assembler.Add(c).ok());
