@@ -18,6 +18,59 @@ std::vector<int64_t> TurnEnds(const Trajectory& t) {
   return ends;
 }
 
+// One advantage per (member, turn) of one group; every token of a turn gets its turn's value.
+std::vector<std::vector<double>> GroupTurnAdvantages(std::span<const Trajectory> batch,
+                                                     const std::vector<size_t>& members,
+                                                     const AdvantageOptions& options) {
+  std::vector<std::vector<double>> returns;
+  for (size_t i : members) {
+    returns.push_back(TurnReturns(batch[i], options.gamma, options.timeout_reward_scale));
+  }
+  switch (options.kind) {
+    case AdvantageKind::kTurnReturn: {
+      // Baseline: the group mean of the return from the start, G_0 (state-independent, so the
+      // estimator stays unbiased).
+      double baseline = 0;
+      for (const std::vector<double>& g : returns) baseline += g.front();
+      baseline /= static_cast<double>(returns.size());
+      for (std::vector<double>& g : returns) {
+        for (double& v : g) v -= baseline;
+      }
+      return returns;
+    }
+    case AdvantageKind::kTurnGrpo: {
+      // Turn j of every member that has one is compared with the same turn of the others.
+      size_t turns = 0;
+      for (const std::vector<double>& g : returns) turns = std::max(turns, g.size());
+      std::vector<std::vector<double>> adv(returns.size());
+      for (size_t j = 0; j < turns; ++j) {
+        std::vector<double> at_j;
+        for (const std::vector<double>& g : returns) {
+          if (j < g.size()) at_j.push_back(g[j]);
+        }
+        const std::vector<double> normalized =
+            GroupNormalizedAdvantages(at_j, /*divide_by_std=*/true, options.grpo_eps);
+        size_t next = 0;
+        for (size_t m = 0; m < returns.size(); ++m) {
+          if (j < returns[m].size()) adv[m].push_back(normalized[next++]);
+        }
+      }
+      return adv;
+    }
+    default: {
+      // GRPO: one value per trajectory, from its episode reward.
+      std::vector<double> rewards;
+      for (size_t i : members) {
+        rewards.push_back(EpisodeReward(batch[i], options.timeout_reward_scale));
+      }
+      const std::vector<double> adv = GroupNormalizedAdvantages(
+          rewards, options.kind == AdvantageKind::kGrpo, options.grpo_eps);
+      for (size_t m = 0; m < returns.size(); ++m) returns[m].assign(returns[m].size(), adv[m]);
+      return returns;
+    }
+  }
+}
+
 }  // namespace
 
 double EpisodeReward(const Trajectory& t, double timeout_reward_scale) {
@@ -93,70 +146,14 @@ absl::StatusOr<std::vector<std::vector<float>>> ComputeAdvantages(std::span<cons
 
   std::vector<std::vector<float>> out(batch.size());
   for (const auto& [key, members] : groups) {
-    if (options.kind == AdvantageKind::kTurnGrpo) {
-      // Turn j of every member that has one is compared with the same turn of the others.
-      std::vector<std::vector<double>> returns;
-      size_t turns = 0;
-      for (size_t i : members) {
-        returns.push_back(TurnReturns(batch[i], options.gamma, options.timeout_reward_scale));
-        turns = std::max(turns, returns.back().size());
-      }
-      std::vector<std::vector<double>> turn_adv(members.size());
-      for (size_t j = 0; j < turns; ++j) {
-        std::vector<double> at_j;
-        for (const std::vector<double>& g : returns) {
-          if (j < g.size()) at_j.push_back(g[j]);
-        }
-        const std::vector<double> adv =
-            GroupNormalizedAdvantages(at_j, /*divide_by_std=*/true, options.grpo_eps);
-        size_t next = 0;
-        for (size_t m = 0; m < members.size(); ++m) {
-          if (j < returns[m].size()) turn_adv[m].push_back(adv[next++]);
-        }
-      }
-      for (size_t m = 0; m < members.size(); ++m) {
-        const Trajectory& t = batch[members[m]];
-        const std::vector<int32_t> turn = TokenTurns(t);
-        std::vector<float>& a = out[members[m]];
-        a.assign(t.tokens.size(), 0.0f);
-        for (int64_t k = 0; k < t.size(); ++k) {
-          if (t.trainable[k]) a[k] = static_cast<float>(turn_adv[m][turn[k]]);
-        }
-      }
-      continue;
-    }
-    if (options.kind == AdvantageKind::kTurnReturn) {
-      // Baseline: the group mean of the return from the start, G_0 (state-independent, so the
-      // estimator stays unbiased).
-      std::vector<std::vector<double>> returns;
-      double baseline = 0;
-      for (size_t i : members) {
-        returns.push_back(TurnReturns(batch[i], options.gamma, options.timeout_reward_scale));
-        baseline += returns.back().front();
-      }
-      baseline /= static_cast<double>(members.size());
-      for (size_t m = 0; m < members.size(); ++m) {
-        const Trajectory& t = batch[members[m]];
-        const std::vector<int32_t> turn = TokenTurns(t);
-        std::vector<float>& a = out[members[m]];
-        a.assign(t.tokens.size(), 0.0f);
-        for (int64_t k = 0; k < t.size(); ++k) {
-          if (t.trainable[k]) a[k] = static_cast<float>(returns[m][turn[k]] - baseline);
-        }
-      }
-      continue;
-    }
-    std::vector<double> rewards;
-    for (size_t i : members)
-      rewards.push_back(EpisodeReward(batch[i], options.timeout_reward_scale));
-    const std::vector<double> adv =
-        GroupNormalizedAdvantages(rewards, options.kind == AdvantageKind::kGrpo, options.grpo_eps);
+    const std::vector<std::vector<double>> adv = GroupTurnAdvantages(batch, members, options);
     for (size_t m = 0; m < members.size(); ++m) {
       const Trajectory& t = batch[members[m]];
+      const std::vector<int32_t> turn = TokenTurns(t);
       std::vector<float>& a = out[members[m]];
       a.assign(t.tokens.size(), 0.0f);
       for (int64_t k = 0; k < t.size(); ++k) {
-        if (t.trainable[k]) a[k] = static_cast<float>(adv[m]);
+        if (t.trainable[k]) a[k] = static_cast<float>(adv[m][turn[k]]);
       }
     }
   }

@@ -5,22 +5,12 @@
 #include <gtest/gtest.h>
 
 #include "flywheel/model/attention_layout.h"
+#include "flywheel/model/test_util.h"
 
 namespace flywheel {
 namespace {
 
-ModelOptions Tiny() {
-  ModelOptions o;
-  o.vocab_size = 40;
-  o.hidden_size = 32;
-  o.num_layers = 2;
-  o.num_heads = 4;
-  o.num_kv_heads = 2;
-  o.intermediate_size = 48;
-  o.max_seq_len = 64;
-  o.seed = 3;
-  return o;
-}
+ModelOptions Tiny() { return testing::TinyModelOptions(); }
 
 // Shapes that take the other code paths: head_dim 64 without GQA, untied head with q/k/v bias
 // (Qwen2), and an odd head_dim (the generic attention loop).

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "flywheel/model/attention_layout.h"
+#include "flywheel/model/test_util.h"
 #include "flywheel/model/torch_status.h"
 #include "flywheel/model/transformer.h"
 
@@ -86,15 +87,8 @@ TEST(DocumentAttentionTest, BadDocumentsAreErrors) {
 // general path over the dense mask of the same layout: logits and every parameter's gradient.
 TEST(DocumentAttentionTest, TransformerPackedForwardEqualsTheDenseMaskPath) {
   for (bool attention_bias : {false, true}) {
-    ModelOptions o;
-    o.vocab_size = 40;
-    o.hidden_size = 32;
-    o.num_layers = 2;
-    o.num_heads = 4;
-    o.num_kv_heads = 2;
-    o.intermediate_size = 48;
+    ModelOptions o = testing::TinyModelOptions(/*seed=*/11);
     o.attention_bias = attention_bias;
-    o.seed = 11;
     auto packed = MakeTransformer(o);
     auto dense = MakeTransformer(o);
     ASSERT_TRUE(packed.ok() && dense.ok());

@@ -2,20 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include "flywheel/model/test_util.h"
 #include "flywheel/model/transformer.h"
 
 namespace flywheel {
 namespace {
 
 ModelOptions Tiny() {
-  ModelOptions o;
-  o.vocab_size = 40;
-  o.hidden_size = 32;
-  o.num_layers = 2;
-  o.num_heads = 4;
-  o.num_kv_heads = 2;
-  o.intermediate_size = 48;
-  o.seed = 3;
+  ModelOptions o = testing::TinyModelOptions();
+  o.max_seq_len = 1024;
   return o;
 }
 

@@ -1,23 +1,13 @@
 #include <gtest/gtest.h>
 
+#include "flywheel/model/test_util.h"
 #include "flywheel/weights/client.h"
 #include "flywheel/weights/service.h"
 
 namespace flywheel {
 namespace {
 
-ModelOptions TinyModel() {
-  ModelOptions options;
-  options.vocab_size = 50;
-  options.hidden_size = 32;
-  options.num_layers = 2;
-  options.num_heads = 4;
-  options.num_kv_heads = 2;
-  options.intermediate_size = 48;
-  options.max_seq_len = 64;
-  options.seed = 11;
-  return options;
-}
+ModelOptions TinyModel() { return testing::TinyModelOptions(/*seed=*/11); }
 
 std::shared_ptr<const WeightSnapshot> Snapshot(int64_t version, uint64_t seed = 11) {
   ModelOptions options = TinyModel();
