@@ -35,7 +35,7 @@ AttentionLayout CausalLayout(int64_t batch, int64_t length) {
                      .tril()
                      .unsqueeze(0)
                      .expand({batch, length, length});
-  return {positions.contiguous(), allowed.contiguous()};
+  return {positions.contiguous(), allowed.contiguous(), /*doc_lengths=*/{}};
 }
 
 AttentionLayout PackedLayout(const std::vector<std::vector<int64_t>>& doc_lengths, int64_t length) {
@@ -81,7 +81,7 @@ AttentionLayout TreeLayout(const std::vector<std::vector<int64_t>>& parents, int
     }
     builder.Pad(b, n);
   }
-  return {builder.positions, builder.allowed};
+  return {builder.positions, builder.allowed, /*doc_lengths=*/{}};
 }
 
 absl::StatusOr<AttentionLayout> MakePackedLayout(
