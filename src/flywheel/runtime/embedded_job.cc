@@ -89,7 +89,8 @@ absl::Status Job::Init(const EmbeddedJobOptions& options) {
   buffer_options.group_size = config_.actor.group_size;
   buffer_options.min_group_size = std::min(buffer_options.min_group_size, config_.actor.group_size);
   buffer_options.durable = false;  // the embedded job keeps its buffer in memory
-  if (buffer_options.max_staleness < 0) buffer_options.max_staleness = config_.learner.max_staleness;
+  if (buffer_options.max_staleness < 0)
+    buffer_options.max_staleness = config_.learner.max_staleness;
   // colocated: one whole batch must fit while the learner has not sampled yet.
   buffer_options.max_size = std::max(buffer_options.max_size, config_.run.batch_groups);
   ASSIGN_OR_RETURN(buffer_, Buffer::Create(buffer_options));
@@ -100,8 +101,8 @@ absl::Status Job::Init(const EmbeddedJobOptions& options) {
     // Distinct task streams per actor; a resumed run sees new tasks.
     const uint64_t seed = static_cast<uint64_t>(config_.run.seed) * 1000003u + i * 7919u +
                           static_cast<uint64_t>(learner_->version()) * 104729u;
-    tasks_.push_back(std::make_unique<TaskSource>(factory_->task_name(), seed,
-                                                  config_.actor.group_size));
+    tasks_.push_back(
+        std::make_unique<TaskSource>(factory_->task_name(), seed, config_.actor.group_size));
     ASSIGN_OR_RETURN(std::unique_ptr<RolloutEngine> engine,
                      RolloutEngine::Create(config_.actor.engine, snapshot));
     actors_.push_back(std::make_unique<Actor>(
@@ -209,14 +210,16 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
   absl::Time last_time = start;
   int64_t step = learner_->step();
   while (step < run.max_steps) {
-    if (run.max_wall_seconds > 0 && absl::ToDoubleSeconds(absl::Now() - start) >= run.max_wall_seconds) {
+    if (run.max_wall_seconds > 0 &&
+        absl::ToDoubleSeconds(absl::Now() - start) >= run.max_wall_seconds) {
       break;
     }
     const absl::Time wait_start = absl::Now();
     if (!async) RETURN_IF_ERROR(GenerateOneBatch());
     ASSIGN_OR_RETURN(std::vector<Trajectory> batch, CollectBatch());
     const int64_t batch_size = static_cast<int64_t>(batch.size());
-    absl::StatusOr<TrainedStep> trained = learner_->Step(std::move(batch), absl::Now() - wait_start);
+    absl::StatusOr<TrainedStep> trained =
+        learner_->Step(std::move(batch), absl::Now() - wait_start);
     if (absl::IsUnavailable(trained.status())) continue;  // all of it too stale: fetch more
     if (!trained.ok()) return trained.status();
     step = trained->result.optimizer.step;

@@ -39,15 +39,14 @@ TEST(GuessLearningTest, SuccessRisesClearlyAboveRandom) {
       std::string(source != nullptr ? source : ".") + "/examples/guess.toml";
   const fs::path runs = fs::temp_directory_path() / "flywheel_guess_learning_test";
   fs::remove_all(runs);
-  absl::StatusOr<JobConfig> config =
-      LoadJobConfig(config_path, {StrCat("run.runs_dir=\"", runs.string(), "\""),
-                                  "run.name=\"curve\"", StrCat("run.max_steps=", kSteps),
-                                  "run.max_wall_seconds=0", "learner.checkpoint_every=0",
-                                  // Half the example's batch: the same curve in fewer seconds.
-                                  "run.batch_groups=8", "buffer.max_size=16",
-                                  "actor.episodes_in_flight=32",
-                                  // Latency is not what this test is about.
-                                  "env.latency.model=\"constant\"", "env.latency.mean_ms=1"});
+  absl::StatusOr<JobConfig> config = LoadJobConfig(
+      config_path,
+      {StrCat("run.runs_dir=\"", runs.string(), "\""), "run.name=\"curve\"",
+       StrCat("run.max_steps=", kSteps), "run.max_wall_seconds=0", "learner.checkpoint_every=0",
+       // Half the example's batch: the same curve in fewer seconds.
+       "run.batch_groups=8", "buffer.max_size=16", "actor.episodes_in_flight=32",
+       // Latency is not what this test is about.
+       "env.latency.model=\"constant\"", "env.latency.mean_ms=1"});
   ASSERT_TRUE(config.ok()) << config.status();
   EmbeddedJobOptions options;
   options.progress = nullptr;

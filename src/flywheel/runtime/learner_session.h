@@ -6,9 +6,8 @@
 #define FLYWHEEL_RUNTIME_LEARNER_SESSION_H_
 
 #include <memory>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"

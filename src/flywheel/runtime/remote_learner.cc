@@ -181,7 +181,8 @@ absl::StatusOr<RemoteLearnerResult> RemoteLearner::Train() {
       c.max_version = std::max(c.max_version, t.MaxVersion());
       ++actor_trajectories[t.actor_id];
     }
-    absl::StatusOr<TrainedStep> trained = learner_->Step(std::move(batch), absl::Now() - wait_start);
+    absl::StatusOr<TrainedStep> trained =
+        learner_->Step(std::move(batch), absl::Now() - wait_start);
     if (absl::IsUnavailable(trained.status())) continue;  // all of it too stale: fetch more
     if (!trained.ok()) return trained.status();
     step = trained->result.optimizer.step;
