@@ -11,65 +11,50 @@
 #include <string>
 #include <vector>
 
-#include "flywheel/buffer/service.h"
 #include "flywheel/cli/command.h"
+#include "flywheel/cli/remote_job_flags.h"
 #include "flywheel/cli/stop_signals.h"
-#include "flywheel/runtime/job_config.h"
 #include "flywheel/runtime/remote_learner.h"
 
 namespace flywheel::cli {
 
 void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
   struct Args {
-    std::string file;
-    std::string buffer;
+    RemoteJobFlags job;
     std::string weights_listen = "127.0.0.1:7400";
-    std::string auth_token_file;
-    std::vector<std::string> overrides;
     bool resume = false;
-    double connect_timeout_s = 30;
   };
   auto args = std::make_shared<Args>();
   CLI::App* learner = app.add_subcommand(
       "learner", "Train on groups from a remote buffer and serve the weights to actors");
-  learner->add_option("file", args->file, "job config (TOML)")->required();
-  learner->add_option("--buffer", args->buffer, "buffer address (flywheel serve buffer)")
-      ->required();
+  args->job.Add(learner, "job config (TOML)",
+                "token for the buffer, also required from actors fetching weights",
+                "learner.lr=3e-4", "seconds to keep retrying an unreachable buffer");
   learner
       ->add_option("--weights-listen", args->weights_listen,
                    "serve weights on HOST:PORT (port 0 = any free port)")
       ->capture_default_str();
-  learner->add_option("--auth-token-file", args->auth_token_file,
-                      "token for the buffer, also required from actors fetching weights");
-  learner->add_option("--set", args->overrides, "override a key, e.g. --set learner.lr=3e-4")
-      ->take_all();
   learner->add_flag("--resume", args->resume,
                     "continue runs/<name> from its latest complete checkpoint");
-  learner
-      ->add_option("--connect-timeout", args->connect_timeout_s,
-                   "seconds to keep retrying an unreachable buffer")
-      ->capture_default_str();
   learner->callback([args, &invocation] {
     invocation.run = [args] {
-      auto job = LoadJobConfig(args->file, args->overrides);
+      auto job = args->job.LoadJob();
       if (!job.ok()) return ReportError(job.status());
       RemoteLearnerOptions options;
-      options.buffer_address = args->buffer;
+      options.buffer_address = args->job.buffer;
       options.weights_listen = args->weights_listen;
       options.resume = args->resume;
-      options.connect_timeout = absl::Seconds(args->connect_timeout_s);
-      if (!args->auth_token_file.empty()) {
-        auto token = ReadAuthTokenFile(args->auth_token_file);
-        if (!token.ok()) return ReportError(token.status());
-        options.auth_token = *token;
-      }
+      options.connect_timeout = args->job.connect_timeout();
+      auto token = args->job.AuthToken();
+      if (!token.ok()) return ReportError(token.status());
+      options.auth_token = *token;
       StopSignals signals;  // SIGINT/SIGTERM: stop cleanly, exit 0
       options.stop = &signals.stop();
       options.progress = stdout;
       options.progress_is_terminal = isatty(fileno(stdout)) != 0;
       options.on_serving = [&](const std::string& address) {
         std::cout << "flywheel: learner serving weights on " << address << " (buffer "
-                  << args->buffer << ", auth=" << (options.auth_token.empty() ? "off" : "on") << ")"
+                  << args->job.buffer << ", auth=" << (options.auth_token.empty() ? "off" : "on") << ")"
                   << std::endl;
       };
       auto result = RunRemoteLearner(*job, options);
