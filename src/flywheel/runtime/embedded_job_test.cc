@@ -2,48 +2,27 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
+
+#include "flywheel/runtime/job_test_util.h"
 
 namespace flywheel {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string GuessConfigPath() {
-  const char* source = std::getenv("FLYWHEEL_SOURCE_DIR");
-  return std::string(source != nullptr ? source : ".") + "/examples/guess.toml";
-}
-
-fs::path TempRuns(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("flywheel_job_test_" + name);
-  fs::remove_all(dir);
-  return dir;
-}
+using testing::GuessConfigPath;
+using testing::ReadMetrics;
 
 JobConfig Load(const std::string& name, std::vector<std::string> overrides) {
-  overrides.push_back("run.runs_dir=\"" + TempRuns(name).string() + "\"");
-  overrides.push_back("run.name=\"" + name + "\"");
   // Smaller batches than the example's: these tests check the job's mechanics, not learning.
-  overrides.push_back("run.batch_groups=4");
-  overrides.push_back("buffer.max_size=8");
-  overrides.push_back("actor.episodes_in_flight=32");
-  // Environment latency is not what these tests are about.
-  overrides.push_back("env.latency.model=\"constant\"");
-  overrides.push_back("env.latency.mean_ms=1");
-  absl::StatusOr<JobConfig> config = LoadJobConfig(GuessConfigPath(), overrides);
+  overrides.insert(overrides.begin(),
+                   {"run.batch_groups=4", "buffer.max_size=8", "actor.episodes_in_flight=32"});
+  absl::StatusOr<JobConfig> config = testing::LoadGuessJob(name, overrides);
   EXPECT_TRUE(config.ok()) << config.status();
   return *config;
-}
-
-std::vector<nlohmann::json> ReadMetrics(const JobConfig& config) {
-  std::ifstream in(fs::path(config.run.runs_dir) / config.run.name / "metrics.jsonl");
-  std::vector<nlohmann::json> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
-  return lines;
 }
 
 EmbeddedJobOptions Quiet(bool resume = false) {

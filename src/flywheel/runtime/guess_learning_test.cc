@@ -4,20 +4,17 @@
 // slow shared machine makes it slower, not flakier.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "flywheel/core/strings.h"
 #include "flywheel/runtime/embedded_job.h"
+#include "flywheel/runtime/job_test_util.h"
 
 namespace flywheel {
 namespace {
-
-namespace fs = std::filesystem;
 
 // A uniformly random guesser finds the number with probability 1 − (15/16)^6.
 constexpr double kRandomSuccess = 0.321;
@@ -34,28 +31,18 @@ double MeanSuccess(const std::vector<nlohmann::json>& lines, size_t begin, size_
 }
 
 TEST(GuessLearningTest, SuccessRisesClearlyAboveRandom) {
-  const char* source = std::getenv("FLYWHEEL_SOURCE_DIR");
-  const std::string config_path =
-      std::string(source != nullptr ? source : ".") + "/examples/guess.toml";
-  const fs::path runs = fs::temp_directory_path() / "flywheel_guess_learning_test";
-  fs::remove_all(runs);
-  absl::StatusOr<JobConfig> config = LoadJobConfig(
-      config_path,
-      {StrCat("run.runs_dir=\"", runs.string(), "\""), "run.name=\"curve\"",
-       StrCat("run.max_steps=", kSteps), "run.max_wall_seconds=0", "learner.checkpoint_every=0",
-       // Half the example's batch: the same curve in fewer seconds.
-       "run.batch_groups=8", "buffer.max_size=16", "actor.episodes_in_flight=32",
-       // Latency is not what this test is about.
-       "env.latency.model=\"constant\"", "env.latency.mean_ms=1"});
+  absl::StatusOr<JobConfig> config = testing::LoadGuessJob(
+      "curve", {StrCat("run.max_steps=", kSteps), "run.max_wall_seconds=0",
+                "learner.checkpoint_every=0",
+                // Half the example's batch: the same curve in fewer seconds.
+                "run.batch_groups=8", "buffer.max_size=16", "actor.episodes_in_flight=32"});
   ASSERT_TRUE(config.ok()) << config.status();
   EmbeddedJobOptions options;
   options.progress = nullptr;
   absl::StatusOr<EmbeddedJobResult> result = RunEmbeddedJob(*config, options);
   ASSERT_TRUE(result.ok()) << result.status();
 
-  std::vector<nlohmann::json> lines;
-  std::ifstream in(runs / "curve" / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  const std::vector<nlohmann::json> lines = testing::ReadMetrics(*config);
   ASSERT_EQ(lines.size(), static_cast<size_t>(kSteps));
   const double first = MeanSuccess(lines, 0, kWindow);
   const double last = MeanSuccess(lines, lines.size() - kWindow, lines.size());
@@ -63,7 +50,7 @@ TEST(GuessLearningTest, SuccessRisesClearlyAboveRandom) {
             << kWindow << " steps " << last << " (random guesser " << kRandomSuccess << ")\n";
   EXPECT_GT(last, kRandomSuccess + kMargin);
   EXPECT_GT(last, first + kMargin);
-  fs::remove_all(runs);
+  std::filesystem::remove_all(config->run.runs_dir);
 }
 
 }  // namespace
