@@ -37,10 +37,16 @@ void AddTrainCommand(CLI::App& app, Invocation& invocation) {
       options.progress_is_terminal = isatty(fileno(stdout)) != 0;
       auto result = RunEmbeddedJob(*job, options);
       if (!result.ok()) return ReportError(result.status());
-      std::cout << "run " << job->run.runs_dir << "/" << job->run.name << ": "
-                << result->final_step << " steps, last reward " << result->last_reward
-                << ", last success " << result->last_success << "\n"
-                << result->summary.value("verdict", "") << "\n";
+      std::cout << "run " << job->run.runs_dir << "/" << job->run.name << ": " << result->final_step
+                << " steps, last reward " << result->last_reward << ", last success "
+                << result->last_success << "\n";
+      if (result->eval.has_value()) {
+        std::cout << "evaluation of the final policy (" << result->eval->episodes
+                  << " episodes): reward " << result->eval->reward_mean << " ± "
+                  << result->eval->reward_stderr << ", success " << result->eval->success_rate
+                  << "\n";
+      }
+      std::cout << result->summary.value("verdict", "") << "\n";
       return 0;
     };
   });

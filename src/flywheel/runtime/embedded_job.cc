@@ -20,6 +20,7 @@
 #include "flywheel/model/weight_snapshot.h"
 #include "flywheel/runtime/latency_audit.h"
 #include "flywheel/runtime/learner_session.h"
+#include "flywheel/runtime/policy_eval.h"
 #include "flywheel/runtime/policy_setup.h"
 #include "flywheel/runtime/progress.h"
 
@@ -292,6 +293,16 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
       {"latency_audit", audit.ToJson()},
       {"verdict", audit.Verdict()},
   };
+  if (run.eval_episodes > 0) {
+    // The final policy on tasks of their own (derived from run.seed alone), so two runs of the
+    // same seed are evaluated on the same episodes.
+    ASSIGN_OR_RETURN(std::shared_ptr<const WeightSnapshot> weights, learner_->Snapshot());
+    ASSIGN_OR_RETURN(PolicyEvalResult eval,
+                     EvaluatePolicy(config_, *factory_, *tokenizer_, std::move(weights),
+                                    run.eval_episodes, static_cast<uint64_t>(run.seed)));
+    result.eval = eval;
+    result.summary["eval"] = eval.ToJson();
+  }
   RETURN_IF_ERROR(learner_->run_dir().WriteSummary(result.summary));
   return result;
 }

@@ -9,15 +9,18 @@
 //               the current weights (Actor::Run(n)), the learner trains on it, publishes, repeat.
 //
 // Every learner step appends one line to runs/<name>/metrics.jsonl; summary.json (with the
-// latency audit) is written at the end; checkpoints every learner.checkpoint_every steps.
+// latency audit) is written at the end; checkpoints every learner.checkpoint_every steps. With
+// run.eval_episodes > 0 the final policy is then evaluated (policy_eval.h) into summary "eval".
 #ifndef FLYWHEEL_RUNTIME_EMBEDDED_JOB_H_
 #define FLYWHEEL_RUNTIME_EMBEDDED_JOB_H_
 
 #include <cstdio>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
 #include "flywheel/runtime/job_config.h"
+#include "flywheel/runtime/policy_eval.h"
 
 namespace flywheel {
 
@@ -33,6 +36,7 @@ struct EmbeddedJobResult {
   double last_reward = 0;      // mean final reward of the last step's batch
   double last_success = 0;
   double best_success = 0;
+  std::optional<PolicyEvalResult> eval;  // run.eval_episodes > 0: the final policy's evaluation
   nlohmann::json summary;      // what summary.json holds
 };
 

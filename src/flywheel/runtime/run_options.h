@@ -25,6 +25,7 @@ struct RunOptions {
   double max_wall_seconds = 0;     // 0 = no wall-clock limit
   int64_t batch_groups = 4;        // task groups (of actor.group_size rollouts) per learner step
   double success_reward = 1.0;     // an episode succeeds when its final reward reaches this
+  int64_t eval_episodes = 0;       // after training, play this many with the final weights
 
   template <typename V>
   void VisitFields(V& v) {
@@ -36,6 +37,8 @@ struct RunOptions {
     v.Field("max_wall_seconds", max_wall_seconds, "stop after this long; 0 = no limit");
     v.Field("batch_groups", batch_groups, "task groups (of actor.group_size) per learner step");
     v.Field("success_reward", success_reward, "final reward at which an episode counts as solved");
+    v.Field("eval_episodes", eval_episodes,
+            "after training, evaluate the final policy on this many episodes; 0 = off");
   }
 
   absl::Status Validate() const {
@@ -44,6 +47,7 @@ struct RunOptions {
     }
     if (batch_groups < 1) return absl::InvalidArgumentError("run.batch_groups must be >= 1");
     if (max_steps <= 0) return absl::InvalidArgumentError("run.max_steps must be > 0");
+    if (eval_episodes < 0) return absl::InvalidArgumentError("run.eval_episodes must be >= 0");
     if (max_wall_seconds < 0) {
       return absl::InvalidArgumentError("run.max_wall_seconds must be >= 0");
     }

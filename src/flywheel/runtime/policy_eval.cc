@@ -1,0 +1,79 @@
+#include "flywheel/runtime/policy_eval.h"
+
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "flywheel/actor/actor.h"
+#include "flywheel/core/status_macros.h"
+#include "flywheel/core/strings.h"
+#include "flywheel/env/env_executor.h"
+#include "flywheel/env/task_source.h"
+
+namespace flywheel {
+
+nlohmann::json PolicyEvalResult::ToJson() const {
+  return {{"episodes", episodes},         {"version", version},
+          {"reward_mean", reward_mean},   {"reward_stderr", reward_stderr},
+          {"success_rate", success_rate}, {"seconds", seconds}};
+}
+
+absl::StatusOr<PolicyEvalResult> EvaluatePolicy(const JobConfig& config, const EnvFactory& factory,
+                                                const Tokenizer& tokenizer,
+                                                std::shared_ptr<const WeightSnapshot> weights,
+                                                int64_t episodes, uint64_t seed) {
+  if (episodes < 1) {
+    return absl::InvalidArgumentError(StrCat("evaluation needs >= 1 episode, got ", episodes));
+  }
+  if (weights == nullptr) return absl::InvalidArgumentError("evaluation needs weights");
+  const absl::Time start = absl::Now();
+  PolicyEvalResult result;
+  result.version = weights->version;
+
+  absl::Mutex mu;
+  std::vector<float> rewards;
+  rewards.reserve(static_cast<size_t>(episodes));
+  EnvExecutor executor(EnvExecutor::OptionsFor(config.env));
+  // One rollout per task: an evaluation wants many distinct tasks, not groups.
+  TaskSource tasks(factory.task_name(), MixSeed(seed), /*group_size=*/1);
+  ASSIGN_OR_RETURN(std::unique_ptr<RolloutEngine> engine,
+                   RolloutEngine::Create(config.actor.engine, std::move(weights)));
+  {
+    Actor actor(
+        "eval", config.actor, config.sampling, std::move(engine), &factory, &executor, &tokenizer,
+        &tasks,
+        [&](Trajectory t) {
+          absl::MutexLock lock(&mu);
+          rewards.push_back(t.final_reward);
+          return absl::OkStatus();
+        },
+        MixSeed(seed + 1));
+    const absl::Status run = actor.Run(episodes);
+    executor.Close();
+    RETURN_IF_ERROR(run);
+  }
+
+  absl::MutexLock lock(&mu);
+  result.episodes = static_cast<int64_t>(rewards.size());
+  double sum = 0, sum_sq = 0;
+  int64_t successes = 0;
+  for (const float r : rewards) {
+    sum += r;
+    sum_sq += static_cast<double>(r) * r;
+    successes += r >= config.run.success_reward;
+  }
+  const double n = static_cast<double>(result.episodes);
+  result.reward_mean = sum / n;
+  result.success_rate = static_cast<double>(successes) / n;
+  if (result.episodes > 1) {
+    const double variance =
+        std::max(0.0, (sum_sq - n * result.reward_mean * result.reward_mean) / (n - 1));
+    result.reward_stderr = std::sqrt(variance / n);
+  }
+  result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  return result;
+}
+
+}  // namespace flywheel
