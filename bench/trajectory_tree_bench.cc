@@ -6,9 +6,10 @@
 //
 // Where the executions come from (`--param source=`):
 //   scripted  the harness with its scripted agent (expert plan + noise), seeds 1..N (default)
-//   training  a short tree-job training run (runtime/tree_job.h): the harness driven by a
-//             transformer sampled by the rollout engine, trained on its trees between steps;
-//             the last N executions of the run (newest policy versions)
+//   training  a short tree-job training run (runtime/tree_job.h): imitation of the scripted
+//             agent, then the harness driven by a transformer sampled by the rollout engine,
+//             trained on its trees between steps; the last N executions of the run (newest
+//             policy versions)
 //   --param calls=PATH  the executions of a call log, e.g. runs/<name>/calls.jsonl of a run
 #include <chrono>
 #include <filesystem>
@@ -80,9 +81,11 @@ absl::StatusOr<std::vector<Execution>> TrainingExecutions(const BenchArgs& args,
   job.env.kind = EnvKind::kRepair;
   job.env.repair = harness.repair;
   job.learner.loss = PolicyLossKind::kPpoClip;
-  job.learner.lr = args.GetDouble("train_lr", 1e-3);
+  job.learner.lr = args.GetDouble("train_lr", 3e-3);
   job.learner.checkpoint_every = 0;
   job.tree.enabled = true;
+  // Cloning the scripted agent first, so the policy writes actions the environment accepts.
+  job.tree.imitation_steps = args.GetInt("train_imitation", args.quick ? 10 : 150);
   job.tree.instances_per_step = args.GetInt("train_instances", args.quick ? 2 : 4);
   job.tree.executions_per_instance = args.GetInt("train_group", args.quick ? 2 : 4);
   job.tree.max_new_tokens = args.GetInt("max_new_tokens", 12);
@@ -106,6 +109,8 @@ absl::StatusOr<std::vector<Execution>> TrainingExecutions(const BenchArgs& args,
     }
   }
   about = {{"steps", run->steps},
+           {"imitation_steps", job.tree.imitation_steps},
+           {"lr", job.learner.lr},
            {"executions_per_step", job.tree.instances_per_step * job.tree.executions_per_instance},
            {"model", {{"hidden", job.model.hidden_size}, {"layers", job.model.num_layers}}},
            {"reward_first_step", run->first_reward},

@@ -92,6 +92,16 @@ TreeLearner::TreeLearner(Transformer model, const TreeLearnerOptions& options,
       optimizer_(model_->parameters(), optimizer, initial_version) {}
 
 absl::StatusOr<TreeStepResult> TreeLearner::Step(const std::vector<Execution>& executions) {
+  return Train(executions, /*imitation=*/false);
+}
+
+absl::StatusOr<TreeStepResult> TreeLearner::ImitationStep(
+    const std::vector<Execution>& executions) {
+  return Train(executions, /*imitation=*/true);
+}
+
+absl::StatusOr<TreeStepResult> TreeLearner::Train(const std::vector<Execution>& executions,
+                                                  bool imitation) {
   if (absl::Status s = options_.Validate(); !s.ok()) return s;
   absl::StatusOr<TreeBatch> batch = PrepareTreeBatch(executions, options_);
   if (!batch.ok()) return batch.status();
@@ -103,8 +113,9 @@ absl::StatusOr<TreeStepResult> TreeLearner::Step(const std::vector<Execution>& e
     optimizer_.ZeroGrad();
     const torch::Tensor logits = model_->forward(tensors->tokens, tensors->layout);
     const torch::Tensor logp = ContributionLogprobs(logits, *tensors, options_.sampling);
-    const TokenLoss term = [&lo](const torch::Tensor& lp, const torch::Tensor& mu,
-                                 const torch::Tensor& adv) {
+    const TokenLoss term = [&lo, imitation](const torch::Tensor& lp, const torch::Tensor& mu,
+                                            const torch::Tensor& adv) {
+      if (imitation) return -lp;
       switch (lo.kind) {
         case PolicyLossKind::kTruncatedIs:
           return TruncatedIsTerm(lp, mu, adv, lo.is_cap);

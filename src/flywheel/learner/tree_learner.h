@@ -75,11 +75,17 @@ class TreeLearner {
               const OptimizerOptions& optimizer, int64_t initial_version = 0);
 
   absl::StatusOr<TreeStepResult> Step(const std::vector<Execution>& executions);
+  // Behaviour cloning on the same trees: loss Σ weight · (−log π) over the generated tokens
+  // (rewards and recorded log-probs are ignored). Warms a policy up on a scripted agent's
+  // executions so that reinforcement learning starts from actions the environment accepts.
+  absl::StatusOr<TreeStepResult> ImitationStep(const std::vector<Execution>& executions);
 
   int64_t version() const { return optimizer_.version(); }
   const Transformer& model() const { return model_; }
 
  private:
+  absl::StatusOr<TreeStepResult> Train(const std::vector<Execution>& executions, bool imitation);
+
   Transformer model_;
   const TreeLearnerOptions options_;
   Optimizer optimizer_;

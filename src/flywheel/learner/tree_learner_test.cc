@@ -11,10 +11,10 @@
 namespace flywheel {
 namespace {
 
-std::vector<Execution> ScriptedExecutions(int n) {
+std::vector<Execution> ScriptedExecutions(int n, RepairHarnessOptions options = {}) {
   std::vector<Execution> out;
   for (int seed = 1; seed <= n; ++seed) {
-    absl::StatusOr<Execution> e = RunRepairHarness(RepairHarnessOptions{}, seed);
+    absl::StatusOr<Execution> e = RunRepairHarness(options, seed);
     EXPECT_TRUE(e.ok()) << e.status();
     out.push_back(*e);
   }
@@ -94,14 +94,17 @@ TEST(TreeLearnerTest, ExecutionsOfOneInstanceFormAGroup) {
 }
 
 TEST(TreeLearnerTest, AStepTrainsAndAdvancesTheVersion) {
-  std::vector<Execution> executions = ScriptedExecutions(2);
+  RepairHarnessOptions small;  // small trees: the test is about the step, not the workload
+  small.max_retries = 1;
+  small.max_subagents = 1;
+  std::vector<Execution> executions = ScriptedExecutions(2, small);
   Execution twin = executions[0];
   twin.execution_id += "-b";
   twin.final_reward = 0.0f;
   executions.push_back(twin);
   ModelOptions mo = testing::TinyModelOptions();
   mo.vocab_size = (*MakeRepairHarnessTokenizer(RepairHarnessOptions{}.repair))->vocab_size();
-  mo.max_seq_len = 1024;
+  mo.max_seq_len = 512;
   Transformer model = *MakeTransformer(mo);
   const torch::Tensor before = model->parameters()[0].clone();
   OptimizerOptions oo;
@@ -120,6 +123,14 @@ TEST(TreeLearnerTest, AStepTrainsAndAdvancesTheVersion) {
     EXPECT_GT(r->tokens_flat, r->tokens_tree);
   }
   EXPECT_FALSE(torch::equal(before, model->parameters()[0]));
+  // Imitation raises the likelihood of the generated tokens.
+  TreeLearner imitate(model, TreeLearnerOptions{}, oo);
+  absl::StatusOr<TreeStepResult> first = imitate.ImitationStep(executions);
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<TreeStepResult> later;
+  for (int i = 0; i < 3; ++i) later = imitate.ImitationStep(executions);
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_LT(later->loss, first->loss);
   TreeLearnerOptions bad;
   bad.loss.kind = PolicyLossKind::kVtrace;
   TreeLearner learner(model, bad, oo);

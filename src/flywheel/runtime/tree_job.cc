@@ -21,9 +21,11 @@ double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
+// Negative steps are imitation steps.
 absl::Status AtStep(int64_t step, const absl::Status& s) {
   if (s.ok()) return s;
-  return absl::Status(s.code(), StrCat("tree job step ", step, ": ", ToStd(s.message())));
+  return absl::Status(s.code(), StrCat("tree job ", step < 0 ? "imitation step " : "step ",
+                                       step < 0 ? -step : step, ": ", ToStd(s.message())));
 }
 
 }  // namespace
@@ -67,7 +69,8 @@ absl::StatusOr<TreeJobResult> RunTreeJob(const JobConfig& config, const TreeJobR
   lo.sampling = config.sampling;
   if (absl::Status s = lo.Validate(); !s.ok()) return s;
   TreeLearner learner(*model, lo,
-                      OptimizerOptions::FromLearnerOptions(config.learner, config.run.max_steps));
+                      OptimizerOptions::FromLearnerOptions(
+                          config.learner, config.run.max_steps + tree.imitation_steps));
 
   absl::StatusOr<std::unique_ptr<RunDirectory>> run_dir = RunDirectory::Open(
       config.run.runs_dir, config.run.name, FormatJobConfig(config), /*resume=*/false);
@@ -76,6 +79,36 @@ absl::StatusOr<TreeJobResult> RunTreeJob(const JobConfig& config, const TreeJobR
   std::ofstream calls_out(calls_path, std::ios::app);
   if (!calls_out) {
     return absl::UnavailableError(StrCat("tree job: cannot open ", calls_path.string()));
+  }
+
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t step = 1; step <= tree.imitation_steps; ++step) {
+    RepairHarnessOptions scripted = harness;
+    scripted.noise = tree.imitation_noise;
+    std::vector<Execution> executions;
+    const int64_t n = tree.instances_per_step * tree.executions_per_instance;
+    for (int64_t i = 0; i < n; ++i) {
+      // Instances of their own seed range, apart from the ones reinforcement learning sees.
+      const uint64_t seed = static_cast<uint64_t>(config.run.seed) * 1000003ull + (1ull << 40) +
+                            static_cast<uint64_t>((step - 1) * n + i);
+      absl::StatusOr<Execution> e = RunRepairHarness(scripted, seed);
+      if (!e.ok()) return AtStep(-step, e.status());
+      executions.push_back(std::move(*e));
+    }
+    absl::StatusOr<TreeStepResult> trained = learner.ImitationStep(executions);
+    if (!trained.ok()) return AtStep(-step, trained.status());
+    nlohmann::json line = trained->ToJson();
+    line["phase"] = "imitation";
+    line["imitation_step"] = step;
+    line["version"] = learner.version();
+    line["elapsed_seconds"] = Seconds(start);
+    if (absl::Status s = (*run_dir)->AppendMetrics(line); !s.ok()) return s;
+    if (run.progress != nullptr && (step % 10 == 0 || step == tree.imitation_steps)) {
+      std::fprintf(run.progress, "imitation step %lld  version %lld  loss (−log π) %.4f\n",
+                   static_cast<long long>(step), static_cast<long long>(learner.version()),
+                   trained->loss);
+      std::fflush(run.progress);
+    }
   }
 
   absl::StatusOr<std::shared_ptr<const WeightSnapshot>> snapshot =
@@ -92,7 +125,6 @@ absl::StatusOr<TreeJobResult> RunTreeJob(const JobConfig& config, const TreeJobR
 
   TreeJobResult result;
   result.run_dir = (*run_dir)->path();
-  const auto start = std::chrono::steady_clock::now();
   for (int64_t step = 1; step <= config.run.max_steps; ++step) {
     if (config.run.max_wall_seconds > 0 && Seconds(start) > config.run.max_wall_seconds) break;
     const auto rollout_start = std::chrono::steady_clock::now();
@@ -134,6 +166,7 @@ absl::StatusOr<TreeJobResult> RunTreeJob(const JobConfig& config, const TreeJobR
     }
 
     nlohmann::json line = trained->ToJson();
+    line["phase"] = "reinforce";
     line["step"] = step;
     line["version"] = learner.version();
     line["reward_mean"] = trained->reward_mean;

@@ -2,6 +2,7 @@
 // (retries, summaries, sub-agents), driven by the policy being trained, with the learner
 // training on each execution as one prefix-sharing tree.
 //
+//   tree.imitation_steps steps of behaviour cloning on the scripted harness agent's executions
 //   for step = 1 … run.max_steps:
 //     for each of tree.instances_per_step repair instances, tree.executions_per_instance times:
 //       RunRepairHarness(instance, EngineHarnessPolicy(engine))   ─▶ Execution (LLM calls with
@@ -35,7 +36,7 @@ struct TreeJobRunOptions {
 
 struct TreeJobResult {
   std::filesystem::path run_dir;
-  int64_t steps = 0;
+  int64_t steps = 0;  // reinforcement-learning steps (imitation steps not counted)
   int64_t version = 0;
   double first_reward = 0;  // mean reward of the first and the last step's executions
   double last_reward = 0;

@@ -30,6 +30,12 @@ struct TreeJobOptions {
   int64_t max_subagents = 3;
   int64_t summarize_after_tokens = 160;
   int64_t max_attempt_turns = 0;
+  // Behaviour cloning of the scripted harness agent before reinforcement learning, so that the
+  // policy starts from actions the environment accepts (an untrained model's actions are
+  // almost all "invalid", every execution of an instance scores the same, and GRPO's
+  // advantages are all zero).
+  int64_t imitation_steps = 0;
+  double imitation_noise = 0.2;  // the scripted agent's probability of a random patch
 
   template <typename V>
   void VisitFields(V& v) {
@@ -49,6 +55,10 @@ struct TreeJobOptions {
             "main context length that triggers a summary call");
     v.Field("max_attempt_turns", max_attempt_turns,
             "main calls per attempt before the harness tests; 0 = 2 * num_bugs + 2");
+    v.Field("imitation_steps", imitation_steps,
+            "learner steps imitating the scripted harness agent before reinforcement learning");
+    v.Field("imitation_noise", imitation_noise,
+            "probability that the imitated agent's patch is a random one");
   }
   absl::Status Validate() const {
     if (!enabled) return absl::OkStatus();
@@ -61,6 +71,10 @@ struct TreeJobOptions {
     if (max_retries < 0 || max_subagents < 0 || max_attempt_turns < 0) {
       return absl::InvalidArgumentError(
           "tree.max_retries, tree.max_subagents and tree.max_attempt_turns must be >= 0");
+    }
+    if (imitation_steps < 0 || !(imitation_noise >= 0 && imitation_noise <= 1)) {
+      return absl::InvalidArgumentError(
+          "tree.imitation_steps must be >= 0 and tree.imitation_noise in [0, 1]");
     }
     if (summarize_after_tokens < 16) {
       return absl::InvalidArgumentError("tree.summarize_after_tokens must be >= 16");
