@@ -11,11 +11,12 @@
 //             trained on its trees between steps; the last N executions of the run (newest
 //             policy versions)
 //   --param calls=PATH  the executions of a call log, e.g. runs/<name>/calls.jsonl of a run
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <unistd.h>
 
 #include "bench/registry.h"
 #include "flywheel/core/strings.h"
@@ -65,8 +66,8 @@ absl::StatusOr<std::vector<Execution>> TrainingExecutions(const BenchArgs& args,
                                                           int64_t executions,
                                                           nlohmann::json& about) {
   JobConfig job;
-  const std::filesystem::path runs = std::filesystem::temp_directory_path() /
-                                     StrCat("flywheel_bench_trajectory_tree_", getpid());
+  const std::filesystem::path runs =
+      std::filesystem::temp_directory_path() / StrCat("flywheel_bench_trajectory_tree_", getpid());
   std::filesystem::remove_all(runs);
   job.run.runs_dir = runs.string();
   job.run.name = "tree";
@@ -178,7 +179,8 @@ absl::StatusOr<BenchReport> RunTrajectoryTreeBench(const BenchArgs& args) {
     absl::StatusOr<TrajectoryTree> tree = TrajectoryTree::FromExecution(e);
     if (!tree.ok()) return tree.status();
     largest_tree = std::max(largest_tree, tree->NumNodes());
-    for (const TreePath& p : tree->Paths()) longest_path = std::max<int64_t>(longest_path, p.length);
+    for (const TreePath& p : tree->Paths())
+      longest_path = std::max<int64_t>(longest_path, p.length);
     trees.push_back(std::move(*tree));
   }
   const int64_t length = (std::max(largest_tree, longest_path) + 127) / 128 * 128;
@@ -238,21 +240,21 @@ absl::StatusOr<BenchReport> RunTrajectoryTreeBench(const BenchArgs& args) {
   }
 
   BenchReport report;
-  report.config = {{"executions", static_cast<int64_t>(runs.size())},
-                   {"rounds", rounds},
-                   {"llm_calls", calls},
-                   {"row_length", length},
-                   {"source", source},
-                   {"workload", about},
-                   {"num_lines", harness.repair.num_lines},
-                   {"num_bugs", harness.repair.num_bugs},
-                   {"max_retries", harness.max_retries},
-                   {"max_subagents", harness.max_subagents},
-                   {"summarize_after_tokens", harness.summarize_after_tokens},
-                   {"noise", harness.noise},
-                   {"model", {{"vocab", mo.vocab_size}, {"hidden", mo.hidden_size},
-                              {"layers", mo.num_layers}}},
-                   {"loss", "PPO-clip (0.8, 1.2), exact weighting, token mean"}};
+  report.config = {
+      {"executions", static_cast<int64_t>(runs.size())},
+      {"rounds", rounds},
+      {"llm_calls", calls},
+      {"row_length", length},
+      {"source", source},
+      {"workload", about},
+      {"num_lines", harness.repair.num_lines},
+      {"num_bugs", harness.repair.num_bugs},
+      {"max_retries", harness.max_retries},
+      {"max_subagents", harness.max_subagents},
+      {"summarize_after_tokens", harness.summarize_after_tokens},
+      {"noise", harness.noise},
+      {"model", {{"vocab", mo.vocab_size}, {"hidden", mo.hidden_size}, {"layers", mo.num_layers}}},
+      {"loss", "PPO-clip (0.8, 1.2), exact weighting, token mean"}};
   const double n = static_cast<double>(static_cast<int64_t>(runs.size()) * rounds);
   report.table = {{"J_max", "tokens flat", "tokens tree", "rows flat/tree", "flat s/exec",
                    "tree s/exec", "time ratio"}};
@@ -274,8 +276,8 @@ absl::StatusOr<BenchReport> RunTrajectoryTreeBench(const BenchArgs& args) {
         {"flat_time_relative_to_uncapped", c.flat_s / uncapped_flat_s}};
     report.table.push_back({name, StrCat(c.flat.real_tokens), StrCat(c.tree.real_tokens),
                             StrCat(c.flat.rows, "/", c.tree.rows),
-                            fmt::format("{:.4f}", c.flat_s / n), fmt::format("{:.4f}", c.tree_s / n),
-                            fmt::format("{:.2f}", ratio)});
+                            fmt::format("{:.4f}", c.flat_s / n),
+                            fmt::format("{:.4f}", c.tree_s / n), fmt::format("{:.2f}", ratio)});
   }
   const Comparison& u = by_j[0];
   report.ratios["tokens_flat"] = u.flat.real_tokens;
@@ -285,11 +287,11 @@ absl::StatusOr<BenchReport> RunTrajectoryTreeBench(const BenchArgs& args) {
   report.ratios["grad_max_abs_diff"] = grad_diff;
   report.ratios["grads_match"] = grad_diff < 1e-4;
   report.summary = fmt::format(
-      "{} executions: uncapped: {} tokens flat vs {} tree ({:.2f}x), learner time flat/tree {:.2f}x; exact "
+      "{} executions: uncapped: {} tokens flat vs {} tree ({:.2f}x), learner time flat/tree "
+      "{:.2f}x; exact "
       "gradients max |diff| {:.2e}",
       source, u.flat.real_tokens, u.tree.real_tokens,
-      static_cast<double>(u.flat.real_tokens) / u.tree.real_tokens, u.flat_s / u.tree_s,
-      grad_diff);
+      static_cast<double>(u.flat.real_tokens) / u.tree.real_tokens, u.flat_s / u.tree_s, grad_diff);
   return report;
 }
 

@@ -82,7 +82,8 @@ TEST(EngineHarnessPolicyTest, LaterCallsUseAPublishedSnapshot) {
   RepairHarnessOptions harness;
   harness.max_retries = 0;
   const ModelOptions mo = HarnessModel(harness);
-  auto engine = RolloutEngine::Create(RolloutEngineOptions{}, *MakeSnapshot(*MakeTransformer(mo), 0));
+  auto engine =
+      RolloutEngine::Create(RolloutEngineOptions{}, *MakeSnapshot(*MakeTransformer(mo), 0));
   ASSERT_TRUE(engine.ok());
   EngineHarnessPolicy policy(engine->get(), EngineHarnessPolicyOptions{});
   absl::StatusOr<Execution> before = RunRepairHarness(harness, 1, policy);
@@ -98,7 +99,8 @@ TEST(EngineHarnessPolicyTest, AContextLongerThanTheModelIsAnErrorNamingTheCall) 
   RepairHarnessOptions harness;
   ModelOptions mo = HarnessModel(harness);
   mo.max_seq_len = 32;  // the first report alone is longer
-  auto engine = RolloutEngine::Create(RolloutEngineOptions{}, *MakeSnapshot(*MakeTransformer(mo), 0));
+  auto engine =
+      RolloutEngine::Create(RolloutEngineOptions{}, *MakeSnapshot(*MakeTransformer(mo), 0));
   ASSERT_TRUE(engine.ok());
   EngineHarnessPolicy policy(engine->get(), EngineHarnessPolicyOptions{});
   absl::StatusOr<Execution> e = RunRepairHarness(harness, 1, policy);

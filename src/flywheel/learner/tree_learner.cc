@@ -17,7 +17,8 @@ absl::Status TreeLearnerOptions::Validate() const {
         "tree learner: learner.loss = vtrace needs a value head; use truncated_is, ppo_clip or "
         "decoupled_ppo");
   }
-  if (row_multiple <= 0) return absl::InvalidArgumentError("tree learner: row_multiple must be > 0");
+  if (row_multiple <= 0)
+    return absl::InvalidArgumentError("tree learner: row_multiple must be > 0");
   return sampling.Validate();
 }
 
@@ -60,8 +61,8 @@ absl::StatusOr<TreeBatch> PrepareTreeBatch(const std::vector<Execution>& executi
     batch.paths += static_cast<int64_t>(item.paths.size());
     batch.items.push_back(std::move(item));
   }
-  const int64_t length = (largest + options.row_multiple - 1) / options.row_multiple *
-                         options.row_multiple;
+  const int64_t length =
+      (largest + options.row_multiple - 1) / options.row_multiple * options.row_multiple;
   absl::StatusOr<PackedTrees> packed =
       PackTrees(batch.items, length, options.weighting, options.aggregation);
   if (!packed.ok()) return packed.status();

@@ -33,8 +33,8 @@ struct TreeLearnerOptions {
   PathAggregation aggregation = PathAggregation::kTokenMean;  // what `exact` reproduces
   bool divide_by_std = true;
   double grpo_eps = 1e-6;
-  LossOptions loss;  // kind: truncated_is, ppo_clip or decoupled_ppo
-  SamplingParams sampling;  // the actors' sampling: log π is evaluated under it
+  LossOptions loss;           // kind: truncated_is, ppo_clip or decoupled_ppo
+  SamplingParams sampling;    // the actors' sampling: log π is evaluated under it
   int64_t row_multiple = 64;  // packed row length = largest tree rounded up to this
 
   absl::Status Validate() const;

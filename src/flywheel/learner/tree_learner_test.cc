@@ -1,9 +1,9 @@
 #include "flywheel/learner/tree_learner.h"
 
+#include <gtest/gtest.h>
+
 #include <map>
 #include <set>
-
-#include <gtest/gtest.h>
 
 #include "flywheel/model/test_util.h"
 #include "flywheel/trajectory/repair_harness.h"

@@ -1,9 +1,9 @@
 #include "flywheel/runtime/tree_job.h"
 
+#include <torch/torch.h>
+
 #include <chrono>
 #include <fstream>
-
-#include <torch/torch.h>
 
 #include "flywheel/actor/engine_harness_policy.h"
 #include "flywheel/core/strings.h"

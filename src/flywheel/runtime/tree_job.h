@@ -19,9 +19,8 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "flywheel/runtime/job_config.h"

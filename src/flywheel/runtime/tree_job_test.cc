@@ -1,9 +1,9 @@
 #include "flywheel/runtime/tree_job.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <fstream>
-
-#include <gtest/gtest.h>
 
 #include "flywheel/trajectory/call_log.h"
 

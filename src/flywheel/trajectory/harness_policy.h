@@ -24,8 +24,8 @@ namespace flywheel {
 struct HarnessRequest {
   Role role = Role::kMain;
   std::span<const int32_t> context;  // the tokens sent, BOS first
-  int attempt = 0;        // main: retries taken so far (0 = first attempt)
-  int subagent = -1;      // sub-agent calls: which sub-agent (0-based); -1 otherwise
+  int attempt = 0;                   // main: retries taken so far (0 = first attempt)
+  int subagent = -1;                 // sub-agent calls: which sub-agent (0-based); -1 otherwise
   // The latest test report the harness saw. A model reads its context instead; the scripted
   // agent's summaries state it.
   std::string_view test_report;

@@ -94,8 +94,7 @@ class ScriptedRepairPolicy : public HarnessPolicy {
       if (request.subagent != subagent_) {  // a new sub-agent: inspect the line it will patch
         subagent_ = request.subagent;
         const bool on_target = !plan_.empty() && Uniform() >= options_.noise;
-        subagent_patch_ =
-            on_target ? plan_[request.subagent % plan_.size()] : RandomPatch();
+        subagent_patch_ = on_target ? plan_[request.subagent % plan_.size()] : RandomPatch();
         return InspectFor(subagent_patch_);
       }
       return subagent_patch_;  // its proposal
@@ -188,9 +187,8 @@ class RepairAgent {
     HarnessRequest request{role, context, attempt, subagent, last_report_};
     absl::StatusOr<HarnessTurn> turn = policy_.Generate(request);
     if (!turn.ok()) {
-      return absl::Status(turn.status().code(),
-                          StrCat("repair harness: call ", call.call_id, ": ",
-                                 ToStd(turn.status().message())));
+      return absl::Status(turn.status().code(), StrCat("repair harness: call ", call.call_id, ": ",
+                                                       ToStd(turn.status().message())));
     }
     call.generated = std::move(turn->generated);
     call.logprobs = std::move(turn->logprobs);
@@ -249,8 +247,7 @@ class RepairAgent {
 };
 
 absl::StatusOr<std::pair<std::string, StepResult>> RepairAgent::MainStep(
-    std::vector<int32_t>& context, RepairEnv& env, std::vector<std::string>& actions,
-    int attempt) {
+    std::vector<int32_t>& context, RepairEnv& env, std::vector<std::string>& actions, int attempt) {
   absl::StatusOr<std::vector<int32_t>> generated = Call(Role::kMain, context, attempt, -1);
   if (!generated.ok()) return generated.status();
   const std::string action = ActionText(*generated);
@@ -411,8 +408,7 @@ absl::StatusOr<Execution> RunRepairHarness(const RepairHarnessOptions& options, 
 }
 
 absl::StatusOr<Execution> RunRepairHarness(const RepairHarnessOptions& options, uint64_t seed,
-                                           HarnessPolicy& policy,
-                                           const std::string& execution_id) {
+                                           HarnessPolicy& policy, const std::string& execution_id) {
   if (absl::Status s = options.Validate(); !s.ok()) return s;
   absl::StatusOr<std::unique_ptr<WordTokenizer>> tokenizer =
       MakeRepairHarnessTokenizer(options.repair);

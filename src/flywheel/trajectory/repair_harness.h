@@ -39,11 +39,11 @@ namespace flywheel {
 
 struct RepairHarnessOptions {
   RepairOptions repair{.num_lines = 8, .num_bugs = 2, .num_tests = 6, .max_turns = 400};
-  int max_retries = 3;          // retries from the checkpoint after a failed test run
-  int max_subagents = 3;        // sub-agents per execution, one per failing test
+  int max_retries = 3;                   // retries from the checkpoint after a failed test run
+  int max_subagents = 3;                 // sub-agents per execution, one per failing test
   int64_t summarize_after_tokens = 160;  // main context length that triggers a summary
-  double noise = 0.4;           // probability a planned patch is replaced by a random one
-  double inspect_probability = 0.5;  // main inspects the line before patching it
+  double noise = 0.4;                    // probability a planned patch is replaced by a random one
+  double inspect_probability = 0.5;      // main inspects the line before patching it
   // Main calls per attempt before the harness runs the tests itself; 0 = 2 · num_bugs + 2
   // (the scripted agent never needs more).
   int64_t max_attempt_turns = 0;

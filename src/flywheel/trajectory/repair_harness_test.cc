@@ -1,9 +1,9 @@
 #include "flywheel/trajectory/repair_harness.h"
 
+#include <gtest/gtest.h>
+
 #include <iostream>
 #include <set>
-
-#include <gtest/gtest.h>
 
 #include "flywheel/trajectory/path_selection.h"
 #include "flywheel/trajectory/trajectory_tree.h"
@@ -102,7 +102,7 @@ class GarblingPolicy : public HarnessPolicy {
       return turn;
     }
     HarnessTurn bad;
-    bad.generated = {3, 0, 9, 2};  // <unk> BOS … end-of-turn
+    bad.generated = {3, 0, 9, 2};                         // <unk> BOS … end-of-turn
     if (main_calls_ % 2 == 0) bad.generated = {4, 4, 4};  // "inspect inspect inspect", cut off
     bad.logprobs.assign(bad.generated.size(), -1.0f);
     bad.versions.assign(bad.generated.size(), 0);
