@@ -57,6 +57,8 @@ std::vector<torch::Tensor> Grads(Transformer& model) {
 struct Comparison {
   PackedTrees flat, tree;
   double flat_s = 0, tree_s = 0;  // total over rounds
+  // The fastest round of each: on a shared machine the least disturbed measurement.
+  double flat_best_s = 1e300, tree_best_s = 1e300;
 };
 
 // A short training run of the tree job on the harness's repair options; its last `executions`
@@ -235,6 +237,8 @@ absl::StatusOr<BenchReport> RunTrajectoryTreeBench(const BenchArgs& args) {
       if (!t.ok()) return t.status();
       c.flat_s += *f;
       c.tree_s += *t;
+      c.flat_best_s = std::min(c.flat_best_s, *f);
+      c.tree_best_s = std::min(c.tree_best_s, *t);
     }
     by_j[j] = std::move(c);
   }
@@ -257,7 +261,7 @@ absl::StatusOr<BenchReport> RunTrajectoryTreeBench(const BenchArgs& args) {
       {"loss", "PPO-clip (0.8, 1.2), exact weighting, token mean"}};
   const double n = static_cast<double>(static_cast<int64_t>(runs.size()) * rounds);
   report.table = {{"J_max", "tokens flat", "tokens tree", "rows flat/tree", "flat s/exec",
-                   "tree s/exec", "time ratio"}};
+                   "tree s/exec", "time ratio", "best round"}};
   const double uncapped_tree_s = by_j[0].tree_s;
   const double uncapped_flat_s = by_j[0].flat_s;
   for (const auto& [j, c] : by_j) {
@@ -272,26 +276,29 @@ absl::StatusOr<BenchReport> RunTrajectoryTreeBench(const BenchArgs& args) {
         {"flat_seconds_per_execution", c.flat_s / n},
         {"tree_seconds_per_execution", c.tree_s / n},
         {"time_ratio", ratio},
+        {"time_ratio_best_round", c.flat_best_s / c.tree_best_s},
         {"tree_time_relative_to_uncapped", c.tree_s / uncapped_tree_s},
         {"flat_time_relative_to_uncapped", c.flat_s / uncapped_flat_s}};
     report.table.push_back({name, StrCat(c.flat.real_tokens), StrCat(c.tree.real_tokens),
                             StrCat(c.flat.rows, "/", c.tree.rows),
                             fmt::format("{:.4f}", c.flat_s / n),
-                            fmt::format("{:.4f}", c.tree_s / n), fmt::format("{:.2f}", ratio)});
+                            fmt::format("{:.4f}", c.tree_s / n), fmt::format("{:.2f}", ratio),
+                            fmt::format("{:.2f}", c.flat_best_s / c.tree_best_s)});
   }
   const Comparison& u = by_j[0];
   report.ratios["tokens_flat"] = u.flat.real_tokens;
   report.ratios["tokens_tree"] = u.tree.real_tokens;
   report.ratios["token_ratio"] = static_cast<double>(u.flat.real_tokens) / u.tree.real_tokens;
   report.ratios["time_ratio"] = u.flat_s / u.tree_s;
+  report.ratios["time_ratio_best_round"] = u.flat_best_s / u.tree_best_s;
   report.ratios["grad_max_abs_diff"] = grad_diff;
   report.ratios["grads_match"] = grad_diff < 1e-4;
   report.summary = fmt::format(
       "{} executions: uncapped: {} tokens flat vs {} tree ({:.2f}x), learner time flat/tree "
-      "{:.2f}x; exact "
-      "gradients max |diff| {:.2e}",
+      "{:.2f}x (best round {:.2f}x); exact gradients max |diff| {:.2e}",
       source, u.flat.real_tokens, u.tree.real_tokens,
-      static_cast<double>(u.flat.real_tokens) / u.tree.real_tokens, u.flat_s / u.tree_s, grad_diff);
+      static_cast<double>(u.flat.real_tokens) / u.tree.real_tokens, u.flat_s / u.tree_s,
+      u.flat_best_s / u.tree_best_s, grad_diff);
   return report;
 }
 
