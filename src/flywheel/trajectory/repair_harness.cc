@@ -195,21 +195,20 @@ class RepairAgent {
     call.versions = std::move(turn->versions);
     call.start_unix_ns = static_cast<int64_t>(execution_.calls.size()) * 1000;  // logical clock
     call.end_unix_ns = call.start_unix_ns + 500;
-    if (absl::Status s = call.Validate(execution_.execution_id, tokenizer_->vocab_size());
-        !s.ok()) {
+    if (absl::Status s = call.Validate(execution_.execution_id); !s.ok()) {
       return s;
     }
     execution_.calls.push_back(std::move(call));
     return execution_.calls.back().generated;
   }
   // The action text of generated tokens: the words before the end-of-turn. Special tokens
-  // (BOS, EOS, <unk>) inside an action make it unreadable: the empty action, which the
-  // environment answers with "invalid" like any other malformed action.
+  // (BOS, EOS, <unk>) or tokens past the tokenizer's vocabulary make it unreadable: the empty
+  // action, which the environment answers with "invalid" like any other malformed action.
   std::string ActionText(const std::vector<int32_t>& generated) const {
     std::vector<int64_t> words;
     for (int32_t t : generated) {
       if (t == kEndOfTurn) break;
-      if (t < WordTokenizer::kFirstWord) return "";
+      if (t < WordTokenizer::kFirstWord || t >= tokenizer_->vocab_size()) return "";
       words.push_back(t);
     }
     absl::StatusOr<std::string> text = tokenizer_->Decode(words);
@@ -413,11 +412,10 @@ absl::StatusOr<Execution> RunRepairHarness(const RepairHarnessOptions& options, 
   absl::StatusOr<std::unique_ptr<WordTokenizer>> tokenizer =
       MakeRepairHarnessTokenizer(options.repair);
   if (!tokenizer.ok()) return tokenizer.status();
-  const int64_t vocab_size = (*tokenizer)->vocab_size();
   RepairAgent agent(options, seed, std::move(*tokenizer), policy, execution_id);
   absl::StatusOr<Execution> execution = agent.Run();
   if (!execution.ok()) return execution.status();
-  if (absl::Status s = execution->Validate(vocab_size); !s.ok()) return s;
+  if (absl::Status s = execution->Validate(); !s.ok()) return s;
   return execution;
 }
 

@@ -68,8 +68,10 @@ absl::StatusOr<Execution> RunRepairHarness(const RepairHarnessOptions& options, 
 
 // One execution on the instance `seed` with `policy` answering every call. The execution's
 // group_id is "repair-<seed>" (executions of one instance form a group); `execution_id` empty
-// means "repair-<seed>". Generated tokens outside the tokenizer's vocabulary are an error
-// naming the call (a policy whose vocabulary does not match the harness's).
+// means "repair-<seed>". A policy's vocabulary may be larger than the tokenizer's (a model
+// whose vocab_size was rounded up): an action with a token the tokenizer does not know is
+// unreadable, like any malformed action. A call whose per-token arrays disagree is an error
+// naming the call.
 absl::StatusOr<Execution> RunRepairHarness(const RepairHarnessOptions& options, uint64_t seed,
                                            HarnessPolicy& policy,
                                            const std::string& execution_id = "");

@@ -98,12 +98,12 @@ class GarblingPolicy : public HarnessPolicy {
       : inner_(std::move(inner)), bad_calls_(std::move(bad_calls)) {}
   absl::StatusOr<HarnessTurn> Generate(const HarnessRequest& request) override {
     absl::StatusOr<HarnessTurn> turn = inner_->Generate(request);
-    if (!turn.ok() || request.role != Role::kMain || !bad_calls_.count(main_calls_++)) {
-      return turn;
-    }
+    const int k = request.role == Role::kMain ? main_calls_++ : -1;
+    if (!turn.ok() || !bad_calls_.count(k)) return turn;
     HarnessTurn bad;
-    bad.generated = {3, 0, 9, 2};                         // <unk> BOS … end-of-turn
-    if (main_calls_ % 2 == 0) bad.generated = {4, 4, 4};  // "inspect inspect inspect", cut off
+    bad.generated = {3, 0, 9, 2};                  // <unk> BOS … end-of-turn
+    if (k % 3 == 2) bad.generated = {4, 4, 4};     // "inspect inspect inspect", cut off
+    if (k % 3 == 0) bad.generated = {4, 1000, 2};  // past the tokenizer's vocabulary
     bad.logprobs.assign(bad.generated.size(), -1.0f);
     bad.versions.assign(bad.generated.size(), 0);
     return bad;
@@ -122,18 +122,18 @@ TEST(RepairHarnessTest, AMalformedActionGetsTheEnvironmentsAnswerAndTheAgentGoes
   const std::vector<int64_t> invalid = *(*tokenizer)->Encode("invalid");
   auto scripted = MakeScriptedRepairPolicy(options, 5);
   ASSERT_TRUE(scripted.ok());
-  GarblingPolicy policy(std::move(*scripted), {1, 2});
+  GarblingPolicy policy(std::move(*scripted), {1, 2, 3});
   absl::StatusOr<Execution> e = RunRepairHarness(options, 5, policy);
   ASSERT_TRUE(e.ok()) << e.status();
-  ASSERT_TRUE(e->Validate((*tokenizer)->vocab_size()).ok());
-  // Main calls 1 and 2 were garbage: the contexts of calls 2 and 3 end with the garbage and the
-  // environment's "invalid" observation.
+  ASSERT_TRUE(e->Validate().ok());
+  // Main calls 1, 2 and 3 were garbage: the contexts of calls 2, 3 and 4 end with the garbage
+  // and the environment's "invalid" observation.
   std::vector<const LlmCall*> main;
   for (const LlmCall& c : e->calls) {
     if (c.role == Role::kMain) main.push_back(&c);
   }
-  ASSERT_GE(main.size(), 5u);
-  for (int k : {1, 2}) {
+  ASSERT_GE(main.size(), 6u);
+  for (int k : {1, 2, 3}) {
     const std::vector<int32_t>& next = main[k + 1]->context;
     const std::vector<int32_t>& garbage = main[k]->generated;
     ASSERT_GE(next.size(), garbage.size() + 2);
