@@ -10,8 +10,28 @@
 #include "flywheel/cli/command.h"
 #include "flywheel/runtime/embedded_job.h"
 #include "flywheel/runtime/job_config.h"
+#include "flywheel/runtime/tree_job.h"
 
 namespace flywheel::cli {
+namespace {
+
+// tree.enabled: the repair harness driven by the policy, trained on trees (runtime/tree_job.h).
+int RunTreeTraining(const JobConfig& job, bool resume) {
+  if (resume) {
+    return ReportError(absl::InvalidArgumentError("--resume: the tree job starts fresh runs only"));
+  }
+  TreeJobRunOptions options;
+  options.progress = stdout;
+  auto result = RunTreeJob(job, options);
+  if (!result.ok()) return ReportError(result.status());
+  std::cout << "run " << result->run_dir.string() << ": " << result->steps << " steps, version "
+            << result->version << ", reward " << result->first_reward << " (first step) -> "
+            << result->last_reward << " (last); executions in "
+            << (result->run_dir / "calls.jsonl").string() << "\n";
+  return 0;
+}
+
+}  // namespace
 
 void AddTrainCommand(CLI::App& app, Invocation& invocation) {
   struct Args {
@@ -31,6 +51,7 @@ void AddTrainCommand(CLI::App& app, Invocation& invocation) {
     invocation.run = [args] {
       auto job = LoadJobConfig(args->file, args->overrides);
       if (!job.ok()) return ReportError(job.status());
+      if (job->tree.enabled) return RunTreeTraining(*job, args->resume);
       EmbeddedJobOptions options;
       options.resume = args->resume;
       options.progress = stdout;

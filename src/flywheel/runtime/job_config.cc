@@ -13,6 +13,7 @@ absl::Status JobConfig::Validate() const {
   RETURN_IF_ERROR(actor.Validate());
   RETURN_IF_ERROR(learner.Validate());
   RETURN_IF_ERROR(buffer.Validate());
+  RETURN_IF_ERROR(tree.Validate());
   return absl::OkStatus();
 }
 

@@ -15,6 +15,7 @@
 #include "flywheel/model/model_options.h"
 #include "flywheel/model/sampling_params.h"
 #include "flywheel/runtime/run_options.h"
+#include "flywheel/runtime/tree_job_options.h"
 
 namespace flywheel {
 
@@ -26,6 +27,7 @@ struct JobConfig {
   ActorOptions actor;
   LearnerOptions learner;
   BufferOptions buffer;
+  TreeJobOptions tree;
 
   template <typename V>
   void VisitFields(V& v) {
@@ -36,6 +38,7 @@ struct JobConfig {
     v.Section("actor", actor);
     v.Section("learner", learner);
     v.Section("buffer", buffer);
+    v.Section("tree", tree);
   }
 
   // Validates every section, then the constraints between sections.

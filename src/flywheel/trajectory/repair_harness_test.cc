@@ -1,8 +1,9 @@
 #include "flywheel/trajectory/repair_harness.h"
 
-#include <iostream>
-
 #include <gtest/gtest.h>
+
+#include <iostream>
+#include <set>
 
 #include "flywheel/trajectory/path_selection.h"
 #include "flywheel/trajectory/trajectory_tree.h"
@@ -87,6 +88,75 @@ TEST(RepairHarnessTest, DeterministicForASeed) {
     differs = a->calls[i].generated != c->calls[i].generated;
   }
   EXPECT_TRUE(differs);
+}
+
+// Writes garbage for the main calls `bad_calls` (an unknown-word token, BOS, a cut-off action),
+// the scripted agent otherwise.
+class GarblingPolicy : public HarnessPolicy {
+ public:
+  GarblingPolicy(std::unique_ptr<HarnessPolicy> inner, std::set<int> bad_calls)
+      : inner_(std::move(inner)), bad_calls_(std::move(bad_calls)) {}
+  absl::StatusOr<HarnessTurn> Generate(const HarnessRequest& request) override {
+    absl::StatusOr<HarnessTurn> turn = inner_->Generate(request);
+    const int k = request.role == Role::kMain ? main_calls_++ : -1;
+    if (!turn.ok() || !bad_calls_.count(k)) return turn;
+    HarnessTurn bad;
+    bad.generated = {3, 0, 9, 2};                  // <unk> BOS … end-of-turn
+    if (k % 3 == 2) bad.generated = {4, 4, 4};     // "inspect inspect inspect", cut off
+    if (k % 3 == 0) bad.generated = {4, 1000, 2};  // past the tokenizer's vocabulary
+    bad.logprobs.assign(bad.generated.size(), -1.0f);
+    bad.versions.assign(bad.generated.size(), 0);
+    return bad;
+  }
+
+ private:
+  std::unique_ptr<HarnessPolicy> inner_;
+  std::set<int> bad_calls_;
+  int main_calls_ = 0;
+};
+
+TEST(RepairHarnessTest, AMalformedActionGetsTheEnvironmentsAnswerAndTheAgentGoesOn) {
+  RepairHarnessOptions options;
+  auto tokenizer = MakeRepairHarnessTokenizer(options.repair);
+  ASSERT_TRUE(tokenizer.ok());
+  const std::vector<int64_t> invalid = *(*tokenizer)->Encode("invalid");
+  auto scripted = MakeScriptedRepairPolicy(options, 5);
+  ASSERT_TRUE(scripted.ok());
+  GarblingPolicy policy(std::move(*scripted), {1, 2, 3});
+  absl::StatusOr<Execution> e = RunRepairHarness(options, 5, policy);
+  ASSERT_TRUE(e.ok()) << e.status();
+  ASSERT_TRUE(e->Validate().ok());
+  // Main calls 1, 2 and 3 were garbage: the contexts of calls 2, 3 and 4 end with the garbage
+  // and the environment's "invalid" observation.
+  std::vector<const LlmCall*> main;
+  for (const LlmCall& c : e->calls) {
+    if (c.role == Role::kMain) main.push_back(&c);
+  }
+  ASSERT_GE(main.size(), 6u);
+  for (int k : {1, 2, 3}) {
+    const std::vector<int32_t>& next = main[k + 1]->context;
+    const std::vector<int32_t>& garbage = main[k]->generated;
+    ASSERT_GE(next.size(), garbage.size() + 2);
+    EXPECT_TRUE(std::equal(garbage.begin(), garbage.end(), next.end() - garbage.size() - 2));
+    EXPECT_EQ(next[next.size() - 2], invalid[0]);
+    EXPECT_EQ(next.back(), 2);
+  }
+  // The agent went on and finished with a score.
+  EXPECT_TRUE(e->final_reward.has_value());
+}
+
+TEST(RepairHarnessTest, AnAttemptOutOfTurnsEndsWithTheHarnessesTestRunAndRetries) {
+  RepairHarnessOptions options;
+  options.max_attempt_turns = 1;  // fewer than the scripted agent's plan needs
+  options.max_retries = 2;
+  absl::StatusOr<Execution> e = RunRepairHarness(options, 2);
+  ASSERT_TRUE(e.ok()) << e.status();
+  // First call, then 1 main call per attempt (3 attempts), then the harness submits.
+  int main_calls = 0;
+  for (const LlmCall& c : e->calls) main_calls += c.role == Role::kMain;
+  EXPECT_EQ(main_calls, 1 + 3);
+  EXPECT_EQ(e->termination, Termination::kDone);
+  EXPECT_TRUE(e->final_reward.has_value());
 }
 
 TEST(RepairHarnessTest, RejectsBadOptions) {

@@ -1,0 +1,153 @@
+#include "flywheel/learner/tree_learner.h"
+
+#include <map>
+
+#include "flywheel/core/strings.h"
+#include "flywheel/learner/advantages.h"
+#include "flywheel/model/torch_status.h"
+#include "flywheel/trajectory/path_selection.h"
+#include "flywheel/trajectory/tree_training.h"
+
+namespace flywheel {
+
+absl::Status TreeLearnerOptions::Validate() const {
+  if (j_max < 0) return absl::InvalidArgumentError("tree learner: j_max must be >= 0 (0 = all)");
+  if (loss.kind == PolicyLossKind::kVtrace) {
+    return absl::InvalidArgumentError(
+        "tree learner: learner.loss = vtrace needs a value head; use truncated_is, ppo_clip or "
+        "decoupled_ppo");
+  }
+  if (row_multiple <= 0)
+    return absl::InvalidArgumentError("tree learner: row_multiple must be > 0");
+  return sampling.Validate();
+}
+
+absl::StatusOr<TreeBatch> PrepareTreeBatch(const std::vector<Execution>& executions,
+                                           const TreeLearnerOptions& options) {
+  if (executions.empty()) return absl::InvalidArgumentError("tree learner: no executions");
+  TreeBatch batch;
+  // Rewards and GRPO groups (one per group_id, an empty one a group of its own).
+  std::vector<double> rewards;
+  std::map<std::string, std::vector<size_t>> groups;
+  for (size_t i = 0; i < executions.size(); ++i) {
+    absl::StatusOr<ExecutionReward> r = RewardOf(executions[i]);
+    if (!r.ok()) return r.status();
+    rewards.push_back(r->reward);
+    batch.partial_rewards += r->from_partial_score;
+    batch.reward_mean += r->reward / static_cast<double>(executions.size());
+    const std::string& g = executions[i].group_id;
+    groups[g.empty() ? StrCat("#", i) : g].push_back(i);
+  }
+  batch.execution_advantages.assign(executions.size(), 0.0f);
+  for (const auto& [id, members] : groups) {
+    std::vector<double> r;
+    for (size_t i : members) r.push_back(rewards[i]);
+    const std::vector<double> a =
+        GroupNormalizedAdvantages(r, options.divide_by_std, options.grpo_eps);
+    for (size_t k = 0; k < members.size(); ++k) {
+      batch.execution_advantages[members[k]] = static_cast<float>(a[k]);
+    }
+  }
+  int64_t largest = 1;
+  for (size_t i = 0; i < executions.size(); ++i) {
+    absl::StatusOr<TrajectoryTree> tree = TrajectoryTree::FromExecution(executions[i]);
+    if (!tree.ok()) return tree.status();
+    batch.trees.push_back(std::make_unique<TrajectoryTree>(std::move(*tree)));
+    const TrajectoryTree* t = batch.trees.back().get();
+    largest = std::max(largest, t->NumNodes());
+    TreeTrainingItem item{t, SelectPaths(t->Paths(), options.j_max).selected, {}};
+    item.advantages.assign(item.paths.size(), batch.execution_advantages[i]);
+    for (const TreePath& p : item.paths) batch.tokens_flat += p.length;
+    batch.paths += static_cast<int64_t>(item.paths.size());
+    batch.items.push_back(std::move(item));
+  }
+  const int64_t length =
+      (largest + options.row_multiple - 1) / options.row_multiple * options.row_multiple;
+  absl::StatusOr<PackedTrees> packed =
+      PackTrees(batch.items, length, options.weighting, options.aggregation);
+  if (!packed.ok()) return packed.status();
+  batch.packed = std::move(*packed);
+  batch.tokens_tree = batch.packed.real_tokens;
+  return batch;
+}
+
+nlohmann::json TreeStepResult::ToJson() const {
+  return {{"loss", loss},
+          {"mean_ratio", mean_ratio},
+          {"contributions", contributions},
+          {"rows", rows},
+          {"row_length", row_length},
+          {"lr", optimizer.lr},
+          {"grad_norm", optimizer.grad_norm},
+          {"executions", executions},
+          {"paths", paths},
+          {"tokens_flat", tokens_flat},
+          {"tokens_tree", tokens_tree},
+          {"partial_rewards", partial_rewards}};
+}
+
+TreeLearner::TreeLearner(Transformer model, const TreeLearnerOptions& options,
+                         const OptimizerOptions& optimizer, int64_t initial_version)
+    : model_(std::move(model)),
+      options_(options),
+      optimizer_(model_->parameters(), optimizer, initial_version) {}
+
+absl::StatusOr<TreeStepResult> TreeLearner::Step(const std::vector<Execution>& executions) {
+  return Train(executions, /*imitation=*/false);
+}
+
+absl::StatusOr<TreeStepResult> TreeLearner::ImitationStep(
+    const std::vector<Execution>& executions) {
+  return Train(executions, /*imitation=*/true);
+}
+
+absl::StatusOr<TreeStepResult> TreeLearner::Train(const std::vector<Execution>& executions,
+                                                  bool imitation) {
+  if (absl::Status s = options_.Validate(); !s.ok()) return s;
+  absl::StatusOr<TreeBatch> batch = PrepareTreeBatch(executions, options_);
+  if (!batch.ok()) return batch.status();
+  absl::StatusOr<TreeBatchTensors> tensors = ToTensors(batch->packed);
+  if (!tensors.ok()) return tensors.status();
+  TreeStepResult result;
+  const LossOptions& lo = options_.loss;
+  absl::Status computed = TorchCall("tree learner step: forward/backward", [&] {
+    optimizer_.ZeroGrad();
+    const torch::Tensor logits = model_->forward(tensors->tokens, tensors->layout);
+    const torch::Tensor logp = ContributionLogprobs(logits, *tensors, options_.sampling);
+    const TokenLoss term = [&lo, imitation](const torch::Tensor& lp, const torch::Tensor& mu,
+                                            const torch::Tensor& adv) {
+      if (imitation) return -lp;
+      switch (lo.kind) {
+        case PolicyLossKind::kTruncatedIs:
+          return TruncatedIsTerm(lp, mu, adv, lo.is_cap);
+        case PolicyLossKind::kPpoClip:
+          return PpoClipTerm(lp, mu, adv, lo.clip_eps);
+        default:  // decoupled PPO: one step per batch, so π_prox is this forward, detached
+          return DecoupledPpoTerm(lp, lp.detach(), mu, adv, lo.clip_eps, lo.is_cap);
+      }
+    };
+    const torch::Tensor loss = ContributionLoss(logp, *tensors, term);
+    loss.backward();
+    result.loss = loss.item<double>();
+    result.contributions = logp.numel();
+    if (logp.numel() > 0) {
+      result.mean_ratio =
+          torch::exp(logp.detach() - tensors->behaviour_logprobs).mean().item<double>();
+    }
+  });
+  if (!computed.ok()) return computed;
+  absl::StatusOr<OptimizerStepInfo> info = optimizer_.Step();
+  if (!info.ok()) return info.status();
+  result.optimizer = *info;
+  result.rows = batch->packed.rows;
+  result.row_length = batch->packed.length;
+  result.reward_mean = batch->reward_mean;
+  result.executions = static_cast<int64_t>(executions.size());
+  result.paths = batch->paths;
+  result.tokens_flat = batch->tokens_flat;
+  result.tokens_tree = batch->tokens_tree;
+  result.partial_rewards = batch->partial_rewards;
+  return result;
+}
+
+}  // namespace flywheel

@@ -1,0 +1,143 @@
+#include "flywheel/learner/tree_learner.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "flywheel/model/test_util.h"
+#include "flywheel/trajectory/repair_harness.h"
+
+namespace flywheel {
+namespace {
+
+std::vector<Execution> ScriptedExecutions(int n, RepairHarnessOptions options = {}) {
+  std::vector<Execution> out;
+  for (int seed = 1; seed <= n; ++seed) {
+    absl::StatusOr<Execution> e = RunRepairHarness(options, seed);
+    EXPECT_TRUE(e.ok()) << e.status();
+    out.push_back(*e);
+  }
+  return out;
+}
+
+// Every loss contribution is a token some call generated, at the prefix where it generated it:
+// the path from the tree's root to the contribution's token, read off the packed row through
+// the parent columns, equals a call's context + generated[0..i].
+TEST(TreeLearnerTest, TheLossTrainsOnlyGeneratedTokens) {
+  const std::vector<Execution> executions = ScriptedExecutions(4);
+  std::set<std::vector<int32_t>> generated_prefixes;
+  for (const Execution& e : executions) {
+    for (const LlmCall& c : e.calls) {
+      std::vector<int32_t> path = c.context;
+      for (int32_t t : c.generated) {
+        path.push_back(t);
+        generated_prefixes.insert(path);
+      }
+    }
+  }
+  for (TreeWeighting weighting : {TreeWeighting::kExact, TreeWeighting::kDedup}) {
+    TreeLearnerOptions options;
+    options.weighting = weighting;
+    absl::StatusOr<TreeBatch> batch = PrepareTreeBatch(executions, options);
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    const PackedTrees& p = batch->packed;
+    ASSERT_FALSE(p.contributions.empty());
+    std::set<std::pair<int32_t, int32_t>> positions;
+    for (const PackedTrees::Contribution& c : p.contributions) {
+      positions.insert({c.row, c.col});
+      std::vector<int32_t> path;
+      for (int64_t col = c.col; col >= 0; col = p.parents[c.row][col]) {
+        path.insert(path.begin(), p.tokens[p.Index(c.row, col)]);
+      }
+      EXPECT_TRUE(generated_prefixes.count(path)) << "row " << c.row << " col " << c.col;
+      EXPECT_TRUE(p.trainable[p.Index(c.row, c.col)]);
+    }
+    // And every trainable position is trained: nothing the policy generated is left out.
+    int64_t trainable = 0;
+    for (uint8_t t : p.trainable) trainable += t;
+    EXPECT_EQ(static_cast<int64_t>(positions.size()), trainable);
+    EXPECT_LT(batch->tokens_tree, batch->tokens_flat);
+  }
+}
+
+TEST(TreeLearnerTest, ExecutionsOfOneInstanceFormAGroup) {
+  std::vector<Execution> executions = ScriptedExecutions(2);
+  Execution twin = executions[0];  // same instance, another outcome
+  twin.execution_id += "-b";
+  twin.final_reward = 0.0f;
+  executions[0].final_reward = 1.0f;
+  Execution timed_out = executions[1];  // a group of two scored by partial progress
+  timed_out.execution_id += "-b";
+  timed_out.termination = Termination::kTimeout;
+  timed_out.final_reward.reset();
+  timed_out.partial_score = 0.25f;
+  executions[1].final_reward = 0.75f;
+  executions.push_back(twin);
+  executions.push_back(timed_out);
+  TreeLearnerOptions options;
+  options.divide_by_std = false;
+  absl::StatusOr<TreeBatch> batch = PrepareTreeBatch(executions, options);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_FLOAT_EQ(batch->execution_advantages[0], 0.5f);
+  EXPECT_FLOAT_EQ(batch->execution_advantages[2], -0.5f);
+  EXPECT_FLOAT_EQ(batch->execution_advantages[1], 0.25f);
+  EXPECT_FLOAT_EQ(batch->execution_advantages[3], -0.25f);
+  EXPECT_EQ(batch->partial_rewards, 1);
+  for (size_t i = 0; i < batch->items.size(); ++i) {
+    for (float a : batch->items[i].advantages) EXPECT_EQ(a, batch->execution_advantages[i]);
+  }
+  options.divide_by_std = true;
+  batch = PrepareTreeBatch(executions, options);
+  ASSERT_TRUE(batch.ok());
+  EXPECT_NEAR(batch->execution_advantages[0], 1.0f, 1e-4);
+}
+
+TEST(TreeLearnerTest, AStepTrainsAndAdvancesTheVersion) {
+  RepairHarnessOptions small;  // small trees: the test is about the step, not the workload
+  small.max_retries = 1;
+  small.max_subagents = 1;
+  std::vector<Execution> executions = ScriptedExecutions(2, small);
+  Execution twin = executions[0];
+  twin.execution_id += "-b";
+  twin.final_reward = 0.0f;
+  executions.push_back(twin);
+  ModelOptions mo = testing::TinyModelOptions();
+  mo.vocab_size = (*MakeRepairHarnessTokenizer(RepairHarnessOptions{}.repair))->vocab_size();
+  mo.max_seq_len = 512;
+  Transformer model = *MakeTransformer(mo);
+  const torch::Tensor before = model->parameters()[0].clone();
+  OptimizerOptions oo;
+  oo.schedule.lr = 1e-3;
+  oo.schedule.total_steps = 10;
+  for (PolicyLossKind kind :
+       {PolicyLossKind::kPpoClip, PolicyLossKind::kTruncatedIs, PolicyLossKind::kDecoupledPpo}) {
+    TreeLearnerOptions options;
+    options.loss.kind = kind;
+    TreeLearner learner(model, options, oo, 4);
+    absl::StatusOr<TreeStepResult> r = learner.Step(executions);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(learner.version(), 5);
+    EXPECT_TRUE(std::isfinite(r->loss));
+    EXPECT_GT(r->contributions, 0);
+    EXPECT_GT(r->tokens_flat, r->tokens_tree);
+  }
+  EXPECT_FALSE(torch::equal(before, model->parameters()[0]));
+  // Imitation raises the likelihood of the generated tokens.
+  TreeLearner imitate(model, TreeLearnerOptions{}, oo);
+  absl::StatusOr<TreeStepResult> first = imitate.ImitationStep(executions);
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<TreeStepResult> later;
+  for (int i = 0; i < 3; ++i) later = imitate.ImitationStep(executions);
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_LT(later->loss, first->loss);
+  TreeLearnerOptions bad;
+  bad.loss.kind = PolicyLossKind::kVtrace;
+  TreeLearner learner(model, bad, oo);
+  absl::StatusOr<TreeStepResult> r = learner.Step(executions);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("vtrace"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace flywheel
