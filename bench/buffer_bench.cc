@@ -263,8 +263,10 @@ absl::StatusOr<CaseResult> RunGrpc(const std::string& base, int64_t item_bytes, 
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (server->buffer().store() != nullptr) {
-    std::printf("buffer bench: gRPC %lld items, %lld synced writes\n", static_cast<long long>(got),
-                static_cast<long long>(server->buffer().store()->syncs()));
+    std::printf("buffer bench: gRPC %lld items, %lld synced writes, WAL CRC32C by %s\n",
+                static_cast<long long>(got),
+                static_cast<long long>(server->buffer().store()->syncs()),
+                DurableStore::checksum_implementation());
   }
   stream->WritesDone();
   context->TryCancel();

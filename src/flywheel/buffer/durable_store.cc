@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "flywheel/buffer/crc32c.h"
 #include "flywheel/core/strings.h"
 
 namespace flywheel {
@@ -181,6 +182,8 @@ absl::Status DurableStore::status() const {
   absl::MutexLock lock(&mu_);
   return latched_;
 }
+
+const char* DurableStore::checksum_implementation() { return Crc32cImplementation(); }
 
 int64_t DurableStore::syncs() const {
   absl::MutexLock lock(&mu_);

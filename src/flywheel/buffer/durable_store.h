@@ -64,6 +64,8 @@ class DurableStore {
   int64_t syncs() const;
   int64_t records_written() const;
   const std::string& path() const { return path_; }
+  // How the WAL's CRC32C is computed in this process ("sse4.2" or "table"; see crc32c.h).
+  static const char* checksum_implementation();
 
   // Makes the next write fail as a storage error would (for the latch test).
   void FailNextWriteForTesting();
