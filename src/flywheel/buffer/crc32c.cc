@@ -33,8 +33,7 @@ uint32_t Crc32cExtendTable(uint32_t crc, const char* data, size_t n) {
 
 namespace {
 
-__attribute__((target("sse4.2"))) uint32_t ExtendSse42(uint32_t crc, const char* data,
-                                                       size_t n) {
+__attribute__((target("sse4.2"))) uint32_t ExtendSse42(uint32_t crc, const char* data, size_t n) {
   uint64_t l = ~crc;
   const char* p = data;
   // One dependent chain of crc32 instructions runs at about 8 bytes per 3 cycles, far faster

@@ -58,9 +58,9 @@ TEST(Crc32cTest, MatchesLibrocksdbOwnImplementation) {
 // WAL records are checksummed by Crc32cExtend; a store written and recovered through it reads
 // back every record (RocksDB verifies each WAL record's CRC on replay).
 TEST(Crc32cTest, RocksDbUsesThisImplementation) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            StrCat("flywheel_crc32c_test_", ::getpid()))
-                               .string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / StrCat("flywheel_crc32c_test_", ::getpid()))
+          .string();
   std::filesystem::remove_all(path);
   {
     auto store = DurableStore::Open(path);

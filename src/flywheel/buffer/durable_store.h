@@ -67,7 +67,7 @@ class DurableStore {
 
   // The latched error, or OK.
   absl::Status status() const;
-  int64_t syncs() const;   // WAL syncs
+  int64_t syncs() const;    // WAL syncs
   int64_t batches() const;  // group-committed WriteBatches appended to the WAL
   int64_t records_written() const;
   const std::string& path() const { return path_; }
@@ -102,7 +102,7 @@ class DurableStore {
   absl::CondVar writer_done_;  // a group was appended: the next leader may go
   absl::CondVar synced_;       // a sync finished (or failed)
   std::deque<Writer*> writers_ ABSL_GUARDED_BY(mu_);
-  uint64_t appended_ ABSL_GUARDED_BY(mu_) = 0;  // batches whose append returned, in order
+  uint64_t appended_ ABSL_GUARDED_BY(mu_) = 0;        // batches whose append returned, in order
   uint64_t synced_through_ ABSL_GUARDED_BY(mu_) = 0;  // every batch up to this one is synced
   bool sync_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status latched_ ABSL_GUARDED_BY(mu_);

@@ -9,7 +9,6 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-
 #include "flywheel/core/strings.h"
 
 namespace flywheel {
@@ -108,9 +107,7 @@ class SyncGate {
   static bool Released(Wait* w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return w->gate->released_ >= w->n;
   }
-  static bool Entered(Wait* w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return w->gate->entered_ >= w->n;
-  }
+  static bool Entered(Wait* w) ABSL_NO_THREAD_SAFETY_ANALYSIS { return w->gate->entered_ >= w->n; }
 
   absl::Mutex mu_;
   int entered_ ABSL_GUARDED_BY(mu_) = 0;
