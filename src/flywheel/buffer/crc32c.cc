@@ -68,7 +68,10 @@ __attribute__((target("sse4.2"))) uint32_t ExtendSse42(uint32_t crc, const char*
 
 using ExtendFn = uint32_t (*)(uint32_t, const char*, size_t);
 
-ExtendFn Choose() { return __builtin_cpu_supports("sse4.2") ? &ExtendSse42 : &Crc32cExtendTable; }
+ExtendFn Choose() {
+  __builtin_cpu_init();  // the first call may come before libgcc's own constructor has run
+  return __builtin_cpu_supports("sse4.2") ? &ExtendSse42 : &Crc32cExtendTable;
+}
 
 ExtendFn Chosen() {
   static const ExtendFn fn = Choose();
