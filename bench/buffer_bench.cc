@@ -263,8 +263,11 @@ absl::StatusOr<CaseResult> RunGrpc(const std::string& base, int64_t item_bytes, 
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (server->buffer().store() != nullptr) {
-    std::printf("buffer bench: gRPC %lld items, %lld synced writes\n", static_cast<long long>(got),
-                static_cast<long long>(server->buffer().store()->syncs()));
+    const DurableStore& store = *server->buffer().store();
+    std::printf("buffer bench: gRPC %lld items, %lld batches appended, %lld WAL syncs, "
+                "WAL CRC32C by %s\n",
+                static_cast<long long>(got), static_cast<long long>(store.batches()),
+                static_cast<long long>(store.syncs()), DurableStore::checksum_implementation());
   }
   stream->WritesDone();
   context->TryCancel();

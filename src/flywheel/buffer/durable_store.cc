@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "flywheel/buffer/crc32c.h"
 #include "flywheel/core/strings.h"
 
 namespace flywheel {
@@ -63,6 +64,10 @@ absl::StatusOr<std::unique_ptr<DurableStore>> DurableStore::Open(const std::stri
   // Inserts are small and written once; a larger memtable means fewer flushes under load.
   options.write_buffer_size = 64 << 20;
   options.IncreaseParallelism(2);
+  // Most records are deleted within seconds; what a flush writes (the items still queued) is
+  // compacted away soon after. Compressing it on flush and decompressing it to compact cost
+  // CPU per byte for nothing.
+  options.compression = rocksdb::kNoCompression;
   rocksdb::DB* db = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(options, path, &db);
   if (!s.ok()) {
@@ -90,15 +95,21 @@ absl::Status DurableStore::Commit(const Write& write) {
   absl::MutexLock lock(&mu_);
   if (!latched_.ok()) return latched_;
   writers_.push_back(&me);
-  while (!me.done && writers_.front() != &me) writer_done_.Wait(&mu_);
-  if (me.done) return me.status;
-  if (!latched_.ok()) {  // a failed batch ahead of this one latched the store
-    writers_.pop_front();
-    writer_done_.SignalAll();
-    return latched_;
+  while (!me.written && writers_.front() != &me) writer_done_.Wait(&mu_);
+  if (!me.written) {
+    if (!latched_.ok()) {  // a failed batch ahead of this one latched the store
+      writers_.pop_front();
+      writer_done_.SignalAll();
+      return latched_;
+    }
+    AppendGroupLocked();
   }
+  if (!me.status.ok()) return me.status;
+  return AwaitSyncLocked(me.batch);
+}
 
-  // Leader: merge everything queued behind it into one synced batch.
+void DurableStore::AppendGroupLocked() {
+  // Merge everything queued (this leader first) into one batch.
   // Sized up front: growing the batch by doubling copies every record written so far again.
   size_t bytes = 64;
   for (Writer* w : writers_) {
@@ -106,7 +117,7 @@ absl::Status DurableStore::Commit(const Write& write) {
     bytes += 24 * w->write->deletes.size();
   }
   rocksdb::WriteBatch batch(bytes);
-  Writer* last = &me;
+  Writer* last = writers_.front();
   int64_t records = 0;
   std::vector<uint64_t> deletes;
   for (Writer* w : writers_) {
@@ -119,34 +130,73 @@ absl::Status DurableStore::Commit(const Write& write) {
   }
   AddDeletes(deletes, &batch);
   std::function<Meta()> meta_source = meta_source_;
-  bool fail = fail_next_;
+  const bool fail = fail_next_;
   fail_next_ = false;
   absl::Status status;
   {
+    // Writers that arrive meanwhile queue behind `last` and form the next group; the leader
+    // stays at the front, so no second append starts before this one returned.
     mu_.Unlock();
     if (meta_source) batch.Put(kMetaKey, EncodeMeta(meta_source()));
     rocksdb::WriteOptions options;
-    options.sync = true;
+    options.sync = false;  // synced by AwaitSyncLocked, overlapping the next group's append
     status = fail ? absl::DataLossError("buffer store: injected write failure")
-                  : FromRocks(db_->Write(options, &batch), "synced write");
+                  : FromRocks(db_->Write(options, &batch), "WAL append");
     mu_.Lock();
   }
-  ++syncs_;
+  // Numbered only once the append returned: a sync that starts after this covers the batch.
+  const uint64_t number = ++appended_;
   records_ += records;
-  if (!status.ok()) {
-    latched_ = absl::DataLossError(
-        StrCat(status.message(), " (store ", path_,
-               " is now read-only for this process: later writes fail; restart to recover)"));
-  }
+  if (!status.ok()) LatchLocked(status);
   while (true) {
     Writer* w = writers_.front();
     writers_.pop_front();
     w->status = status;
-    w->done = true;
+    w->batch = number;
+    w->written = true;
     if (w == last) break;
   }
   writer_done_.SignalAll();
-  return status;
+}
+
+absl::Status DurableStore::AwaitSyncLocked(uint64_t batch) {
+  while (synced_through_ < batch) {
+    if (!latched_.ok()) return latched_;  // appended, but its sync failed: not acknowledged
+    if (sync_in_flight_) {
+      // The sync in flight may have started before this batch was appended: wait for it to
+      // finish, then look again (this thread may then run the next sync).
+      synced_.Wait(&mu_);
+      continue;
+    }
+    // Everything appended so far: those appends returned before this sync starts, so the
+    // sync covers their records (SyncWAL syncs every live WAL file up to the current one).
+    const uint64_t target = appended_;
+    sync_in_flight_ = true;
+    std::function<void()> hook = before_sync_;
+    const bool fail = fail_next_sync_;
+    fail_next_sync_ = false;
+    mu_.Unlock();
+    if (hook) hook();
+    const absl::Status status = fail ? absl::DataLossError("buffer store: injected sync failure")
+                                     : FromRocks(db_->SyncWAL(), "WAL sync");
+    mu_.Lock();
+    sync_in_flight_ = false;
+    ++syncs_;
+    if (status.ok()) {
+      synced_through_ = std::max(synced_through_, target);
+    } else {
+      LatchLocked(status);
+    }
+    synced_.SignalAll();
+  }
+  return absl::OkStatus();
+}
+
+void DurableStore::LatchLocked(const absl::Status& status) {
+  if (!latched_.ok()) return;
+  latched_ = absl::DataLossError(
+      StrCat(status.message(), " (store ", path_,
+             " is now read-only for this process: later writes fail; restart to recover)"));
 }
 
 absl::Status DurableStore::ForEach(
@@ -182,9 +232,16 @@ absl::Status DurableStore::status() const {
   return latched_;
 }
 
+const char* DurableStore::checksum_implementation() { return Crc32cImplementation(); }
+
 int64_t DurableStore::syncs() const {
   absl::MutexLock lock(&mu_);
   return syncs_;
+}
+
+int64_t DurableStore::batches() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(appended_);
 }
 
 int64_t DurableStore::records_written() const {
@@ -195,6 +252,16 @@ int64_t DurableStore::records_written() const {
 void DurableStore::FailNextWriteForTesting() {
   absl::MutexLock lock(&mu_);
   fail_next_ = true;
+}
+
+void DurableStore::FailNextSyncForTesting() {
+  absl::MutexLock lock(&mu_);
+  fail_next_sync_ = true;
+}
+
+void DurableStore::SetBeforeSyncForTesting(std::function<void()> hook) {
+  absl::MutexLock lock(&mu_);
+  before_sync_ = std::move(hook);
 }
 
 }  // namespace flywheel

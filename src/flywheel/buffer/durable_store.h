@@ -1,16 +1,21 @@
 // The durable log of a buffer in durable mode: RocksDB with a synced write-ahead log.
 //
 //   producer threads ─┐  Commit(puts, deletes)
-//   consumer thread  ─┼─▶ writers_ queue ─▶ the front writer (leader) merges every queued
-//   ...              ─┘                     request into one WriteBatch, writes it with
-//                                           sync = true, then wakes all of them
+//   consumer thread  ─┼─▶ writers_ queue ─▶ write stage: the front writer (leader) merges every
+//   ...              ─┘                     queued request into one WriteBatch and appends it
+//                                           to the WAL (sync = false)
+//                                        ─▶ sync stage: one waiter at a time syncs the WAL
+//                                           (SyncWAL) for every batch appended before the sync
+//                                           started, then wakes the writers it covered
 //
-// This is group commit as in LevelDB's DBImpl::Write: one fsync acknowledges many concurrent
-// inserts, so throughput stays high while every acknowledged insert is in the synced WAL.
+// This is group commit as in LevelDB's DBImpl::Write, pipelined: while one sync is in flight
+// the next group is already being appended, so the fsync overlaps the checksumming and copying
+// of the next batch instead of adding to it. An insert still returns only once its batch is in
+// the synced WAL: a sync acknowledges only batches whose append returned before it started.
 // Keys: "t" + big-endian storage key -> serialized flywheel.v1.Trajectory; "m" -> Meta.
 // Deleted runs of consecutive keys are written as range tombstones (see AddDeletes).
-// A failed write is latched: every later Commit fails with the same error (LevelDB bg_error_).
-// Thread-safe.
+// A failed append or sync is latched: it fails every writer not yet synced, and every later
+// Commit fails with the same error (LevelDB bg_error_). Thread-safe.
 #ifndef FLYWHEEL_BUFFER_DURABLE_STORE_H_
 #define FLYWHEEL_BUFFER_DURABLE_STORE_H_
 
@@ -51,6 +56,7 @@ class DurableStore {
   ~DurableStore();
 
   // Returns once the write is in the synced WAL (or failed; then the store is latched).
+  // Blocks for at most one append and two WAL syncs (the one in flight and its own).
   absl::Status Commit(const Write& write);
 
   // Calls fn(key, serialized trajectory) for every stored trajectory in key order.
@@ -61,32 +67,51 @@ class DurableStore {
 
   // The latched error, or OK.
   absl::Status status() const;
-  int64_t syncs() const;
+  int64_t syncs() const;    // WAL syncs
+  int64_t batches() const;  // group-committed WriteBatches appended to the WAL
   int64_t records_written() const;
   const std::string& path() const { return path_; }
+  // How the WAL's CRC32C is computed in this process ("sse4.2" or "table"; see crc32c.h).
+  static const char* checksum_implementation();
 
-  // Makes the next write fail as a storage error would (for the latch test).
+  // Makes the next append (or WAL sync) fail as a storage error would (for the latch tests).
   void FailNextWriteForTesting();
+  void FailNextSyncForTesting();
+  // Runs just before each WAL sync, outside the lock: a test holds a sync in flight with it.
+  void SetBeforeSyncForTesting(std::function<void()> hook);
 
  private:
   struct Writer {
     const Write* write = nullptr;
-    bool done = false;
+    bool written = false;  // its group's append returned (status says how)
+    uint64_t batch = 0;    // the group's number in append order
     absl::Status status;
   };
+
+  // Leader of the write stage: appends every queued writer's request in one batch.
+  void AppendGroupLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Until batch `batch` is in the synced WAL, syncing it here when no other sync is running.
+  absl::Status AwaitSyncLocked(uint64_t batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LatchLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   DurableStore(std::string path, rocksdb::DB* db) : path_(std::move(path)), db_(db) {}
 
   const std::string path_;
   std::unique_ptr<rocksdb::DB> db_;
   mutable absl::Mutex mu_;
-  absl::CondVar writer_done_;
+  absl::CondVar writer_done_;  // a group was appended: the next leader may go
+  absl::CondVar synced_;       // a sync finished (or failed)
   std::deque<Writer*> writers_ ABSL_GUARDED_BY(mu_);
+  uint64_t appended_ ABSL_GUARDED_BY(mu_) = 0;        // batches whose append returned, in order
+  uint64_t synced_through_ ABSL_GUARDED_BY(mu_) = 0;  // every batch up to this one is synced
+  bool sync_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status latched_ ABSL_GUARDED_BY(mu_);
   std::function<Meta()> meta_source_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> before_sync_ ABSL_GUARDED_BY(mu_);
   int64_t syncs_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t records_ ABSL_GUARDED_BY(mu_) = 0;
   bool fail_next_ ABSL_GUARDED_BY(mu_) = false;
+  bool fail_next_sync_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 std::string StorageKey(uint64_t key);

@@ -5,7 +5,10 @@
 
 #include <filesystem>
 #include <map>
+#include <thread>
 
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "flywheel/core/strings.h"
 
 namespace flywheel {
@@ -71,6 +74,136 @@ TEST(DurableStoreTest, AddDeletesCoalescesRuns) {
   EXPECT_EQ(batch.Count(), 3u);
   EXPECT_TRUE(batch.HasDeleteRange());
   EXPECT_TRUE(batch.HasDelete());
+}
+
+// Holds each WAL sync at its start until the test lets it go.
+class SyncGate {
+ public:
+  explicit SyncGate(DurableStore& store) {
+    store.SetBeforeSyncForTesting([this] {
+      absl::MutexLock lock(&mu_);
+      const int mine = ++entered_;
+      Wait wait{this, mine};
+      mu_.Await(absl::Condition(&Released, &wait));
+    });
+  }
+  // Until `n` syncs have started (and are held).
+  void AwaitEntered(int n) {
+    absl::MutexLock lock(&mu_);
+    Wait wait{this, n};
+    EXPECT_TRUE(mu_.AwaitWithTimeout(absl::Condition(&Entered, &wait), absl::Seconds(10)))
+        << "sync " << n << " never started";
+  }
+  void ReleaseOne() {
+    absl::MutexLock lock(&mu_);
+    ++released_;
+  }
+
+ private:
+  struct Wait {
+    SyncGate* gate;
+    int n;
+  };
+  static bool Released(Wait* w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return w->gate->released_ >= w->n;
+  }
+  static bool Entered(Wait* w) ABSL_NO_THREAD_SAFETY_ANALYSIS { return w->gate->entered_ >= w->n; }
+
+  absl::Mutex mu_;
+  int entered_ ABSL_GUARDED_BY(mu_) = 0;
+  int released_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// A commit in a background thread, with its result.
+struct PendingCommit {
+  PendingCommit(DurableStore& store, DurableStore::Write w) : write(std::move(w)) {
+    thread = std::thread([this, &store] {
+      status = store.Commit(write);
+      done.Notify();
+    });
+  }
+  ~PendingCommit() { thread.join(); }
+  DurableStore::Write write;
+  absl::Status status;
+  absl::Notification done;
+  std::thread thread;
+};
+
+void AwaitBatches(const DurableStore& store, int64_t n) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (store.batches() < n && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_GE(store.batches(), n);
+}
+
+// The next batch is appended while a sync is in flight, but acknowledged only by a sync that
+// started after its append: never by the one already running.
+TEST(DurableStoreTest, CommitReturnsOnlyAfterASyncThatStartedAfterItsAppend) {
+  const std::string path = TempDir("pipeline");
+  auto store = DurableStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  SyncGate gate(**store);
+  {
+    PendingCommit a(**store, Puts(1, 1));
+    gate.AwaitEntered(1);  // a's batch appended, its sync held
+    EXPECT_FALSE(a.done.WaitForNotificationWithTimeout(absl::Milliseconds(50)));
+    PendingCommit b(**store, Puts(2, 3));
+    AwaitBatches(**store, 2);  // b appended while the first sync is in flight
+    gate.ReleaseOne();
+    ASSERT_TRUE(a.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+    EXPECT_TRUE(a.status.ok()) << a.status;
+    gate.AwaitEntered(2);  // b needs a sync of its own
+    EXPECT_FALSE(b.done.HasBeenNotified());
+    gate.ReleaseOne();
+    ASSERT_TRUE(b.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+    EXPECT_TRUE(b.status.ok()) << b.status;
+  }
+  EXPECT_EQ((*store)->syncs(), 2);
+  EXPECT_EQ((*store)->batches(), 2);
+  EXPECT_EQ(Contents(**store).size(), 3u);
+  store->reset();
+  std::filesystem::remove_all(path);
+}
+
+// A failed sync fails every writer it would have acknowledged and those appended behind it,
+// and latches the store.
+TEST(DurableStoreTest, FailedSyncFailsTheWaitingWritersAndLatches) {
+  const std::string path = TempDir("sync_failure");
+  auto store = DurableStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE((*store)->Commit(Puts(1, 1)).ok());
+  SyncGate gate(**store);
+  (*store)->FailNextSyncForTesting();
+  {
+    PendingCommit a(**store, Puts(2, 2));
+    gate.AwaitEntered(1);  // a's sync, which will fail, is held
+    PendingCommit b(**store, Puts(3, 3));
+    AwaitBatches(**store, 3);  // b appended behind it
+    gate.ReleaseOne();
+    ASSERT_TRUE(a.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+    ASSERT_TRUE(b.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+    EXPECT_EQ(a.status.code(), absl::StatusCode::kDataLoss) << a.status;
+    EXPECT_EQ(b.status.code(), absl::StatusCode::kDataLoss) << b.status;
+    EXPECT_NE(a.status.message().find("injected sync failure"), absl::string_view::npos);
+  }
+  EXPECT_EQ((*store)->status().code(), absl::StatusCode::kDataLoss);
+  const absl::Status later = (*store)->Commit(Puts(4, 4));
+  EXPECT_EQ(later.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(later.message().find("restart to recover"), absl::string_view::npos) << later;
+  store->reset();
+  std::filesystem::remove_all(path);
+}
+
+// A failed append fails its group (nothing of it is synced or acknowledged) and latches.
+TEST(DurableStoreTest, FailedAppendLatches) {
+  const std::string path = TempDir("append_failure");
+  auto store = DurableStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  (*store)->FailNextWriteForTesting();
+  EXPECT_EQ((*store)->Commit(Puts(1, 1)).code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ((*store)->Commit(Puts(2, 2)).code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ((*store)->syncs(), 0);
+  store->reset();
+  std::filesystem::remove_all(path);
 }
 
 }  // namespace

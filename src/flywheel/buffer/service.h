@@ -1,7 +1,7 @@
 // The buffer's gRPC service (proto/flywheel/v1/buffer_service.proto) and the server that hosts
 // it for `flywheel serve buffer`.
 //
-//   Insert stream:  handler thread reads requests ─▶ queue ─▶ stream worker: parse, Validate,
+//   Insert stream:  handler thread reads requests ─▶ queue ─▶ stream worker: decode, Validate,
 //                   Buffer::InsertBatch (one synced write for what queued up) ─▶ acks
 //   Sample stream:  one batch per request, wire bytes sent as stored (no re-serialisation)
 //
