@@ -1,6 +1,9 @@
 #include "flywheel/buffer/crc32c.h"
 
+#if defined(__x86_64__)
 #include <nmmintrin.h>
+#define FLYWHEEL_CRC32C_SSE42 1
+#endif
 
 #include <array>
 #include <cstring>
@@ -33,6 +36,7 @@ uint32_t Crc32cExtendTable(uint32_t crc, const char* data, size_t n) {
 
 namespace {
 
+#ifdef FLYWHEEL_CRC32C_SSE42
 __attribute__((target("sse4.2"))) uint32_t ExtendSse42(uint32_t crc, const char* data, size_t n) {
   uint64_t l = ~crc;
   const char* p = data;
@@ -65,12 +69,16 @@ __attribute__((target("sse4.2"))) uint32_t ExtendSse42(uint32_t crc, const char*
   }
   return ~static_cast<uint32_t>(l);
 }
+#endif  // FLYWHEEL_CRC32C_SSE42
 
 using ExtendFn = uint32_t (*)(uint32_t, const char*, size_t);
 
 ExtendFn Choose() {
+#ifdef FLYWHEEL_CRC32C_SSE42
   __builtin_cpu_init();  // the first call may come before libgcc's own constructor has run
-  return __builtin_cpu_supports("sse4.2") ? &ExtendSse42 : &Crc32cExtendTable;
+  if (__builtin_cpu_supports("sse4.2")) return &ExtendSse42;
+#endif
+  return &Crc32cExtendTable;  // other CPUs and architectures
 }
 
 ExtendFn Chosen() {
@@ -82,7 +90,7 @@ ExtendFn Chosen() {
 
 uint32_t Crc32cExtend(uint32_t crc, const char* data, size_t n) { return Chosen()(crc, data, n); }
 
-const char* Crc32cImplementation() { return Chosen() == &ExtendSse42 ? "sse4.2" : "table"; }
+const char* Crc32cImplementation() { return Chosen() == &Crc32cExtendTable ? "table" : "sse4.2"; }
 
 }  // namespace flywheel
 
