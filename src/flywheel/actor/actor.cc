@@ -50,6 +50,11 @@ void Actor::Stop() {
   events_cv_.SignalAll();
 }
 
+void Actor::Wake() {
+  absl::MutexLock lock(&mu_);
+  events_cv_.SignalAll();
+}
+
 ActorStats Actor::stats() const {
   absl::MutexLock lock(&mu_);
   return stats_;
@@ -90,6 +95,7 @@ absl::Status Actor::StartEpisode() {
   BeginCall(*ep);
   Episode* raw = ep.get();
   episodes_[ep->index] = std::move(ep);
+  in_flight_.store(static_cast<int64_t>(episodes_.size()), std::memory_order_relaxed);
   ++started_;
   const int64_t index = raw->index;
   executor_->StartReset(raw->env.get(), raw->task, [this, index](absl::StatusOr<StepResult> r) {
@@ -222,6 +228,7 @@ absl::Status Actor::Finish(Episode& ep, Termination termination, std::optional<d
   Trajectory t = std::move(ep.trajectory);
   const int64_t index = ep.index;
   episodes_.erase(index);  // `ep` is gone from here on
+  in_flight_.store(static_cast<int64_t>(episodes_.size()), std::memory_order_relaxed);
 
   t.termination = termination;
   t.finished_unix_ns = absl::ToUnixNanos(absl::Now());
@@ -249,6 +256,13 @@ absl::Status Actor::Finish(Episode& ep, Termination termination, std::optional<d
   return absl::OkStatus();
 }
 
+bool Actor::Admitted() const {
+  if (!admission_) return true;
+  const int64_t group = tasks_->group_size();
+  if (started_ % group != 0) return true;  // the rest of a group already started
+  return admission_() >= group;
+}
+
 absl::Status Actor::Run(int64_t episodes) {
   const int64_t target = episodes < 0 ? -1 : handed_ + episodes;
   const int64_t start_limit = episodes < 0 ? -1 : started_ + episodes;
@@ -260,7 +274,7 @@ absl::Status Actor::Run(int64_t episodes) {
     }
     // Keep the pipe full, but never start more than this call may hand over.
     while (static_cast<int64_t>(episodes_.size()) < options_.episodes_in_flight &&
-           (start_limit < 0 || started_ < start_limit)) {
+           (start_limit < 0 || started_ < start_limit) && Admitted()) {
       RETURN_IF_ERROR(StartEpisode());
     }
     if (target >= 0 && episodes_.empty() && started_ >= start_limit) {

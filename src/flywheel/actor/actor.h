@@ -41,13 +41,16 @@ namespace flywheel {
 // actor.
 using TrajectorySink = std::function<absl::Status(Trajectory)>;
 
+// How many more episodes the job lets actors start now (admission control); may be negative.
+using AdmissionRoom = std::function<int64_t()>;
+
 struct ActorStats {
   int64_t episodes_finished = 0;
   int64_t episodes_failed = 0;  // env-error, protocol error
   int64_t episodes_timed_out = 0;
   int64_t tokens_generated = 0;
-  double generation_seconds = 0;  // in engine.Step
-  double env_wait_seconds = 0;    // summed over episodes: reset/step/score calls in flight
+  double generation_seconds = 0;   // in engine.Step
+  double env_wait_seconds = 0;     // summed over episodes: reset/step/score calls in flight
   double insert_wait_seconds = 0;  // in the sink
 };
 
@@ -56,9 +59,8 @@ class Actor {
   // Everything is borrowed and must outlive the actor, except the engine. The destructor waits
   // for the environment calls still in flight: close the executor first to cut that short.
   Actor(std::string actor_id, const ActorOptions& options, const SamplingParams& sampling,
-        std::unique_ptr<RolloutEngine> engine,
-        const EnvFactory* env_factory, EnvExecutor* executor, const Tokenizer* tokenizer,
-        TaskSource* tasks, TrajectorySink sink, uint64_t seed);
+        std::unique_ptr<RolloutEngine> engine, const EnvFactory* env_factory, EnvExecutor* executor,
+        const Tokenizer* tokenizer, TaskSource* tasks, TrajectorySink sink, uint64_t seed);
   ~Actor();
 
   // Runs until `episodes` more episodes have been handed to the sink (negative: until Stop()).
@@ -66,6 +68,14 @@ class Actor {
   absl::Status Run(int64_t episodes = -1);
   // Makes Run return soon; in-flight episodes are cancelled (not handed to the sink).
   void Stop();
+  // Before Run: start an episode only when `room` allows, and whole groups at a time (the
+  // members of a group started are always started, so no group waits for admission half-done).
+  // Without it only episodes_in_flight limits starts.
+  void SetAdmission(AdmissionRoom room) { admission_ = std::move(room); }
+  // Wakes a Run waiting for environment events, to look at its admission again (any thread).
+  void Wake();
+  // Episodes started and not yet ended (any thread).
+  int64_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
 
   void PublishSnapshot(std::shared_ptr<const WeightSnapshot> snapshot) {
     engine_->PublishSnapshot(std::move(snapshot));
@@ -89,6 +99,7 @@ class Actor {
   void BeginCall(Episode& ep);
   void Post(Event event);
   bool BudgetExpired(const Episode& ep) const;
+  bool Admitted() const;
 
   const std::string actor_id_;
   const ActorOptions options_;
@@ -100,9 +111,11 @@ class Actor {
   TaskSource* tasks_;
   TrajectorySink sink_;
   const uint64_t seed_;
+  AdmissionRoom admission_;
+  std::atomic<int64_t> in_flight_{0};
 
   std::unordered_map<int64_t, std::unique_ptr<Episode>> episodes_;  // actor thread only
-  std::unordered_map<SequenceId, int64_t> by_sequence_;               // actor thread only
+  std::unordered_map<SequenceId, int64_t> by_sequence_;             // actor thread only
   int64_t next_episode_ = 0;
   int64_t started_ = 0;
   int64_t handed_ = 0;

@@ -1,5 +1,7 @@
 #include "flywheel/actor/actor.h"
 
+#include <algorithm>
+#include <atomic>
 #include <map>
 #include <thread>
 
@@ -119,6 +121,41 @@ TEST(ActorTest, ExpiredBudgetEndsTheEpisodeWithItsPartialScore) {
     EXPECT_FLOAT_EQ(t.final_reward, *t.partial_score);
   }
   EXPECT_GE(h.actor->stats().episodes_timed_out, 3);
+}
+
+TEST(ActorTest, AdmissionStartsWholeGroupsOnlyWhenThereIsRoom) {
+  Harness h(2.0);  // G = 4, episodes_in_flight = 6
+  // The job's rule in miniature: a pipeline of one group, counting episodes being played and
+  // trajectories handed over but not yet taken ("trained on").
+  std::atomic<int64_t> cap{0};
+  std::atomic<int64_t> most_in_flight{0};
+  h.actor->SetAdmission([&] {
+    const int64_t in_flight = h.actor->in_flight();
+    most_in_flight = std::max<int64_t>(most_in_flight, in_flight);
+    absl::MutexLock lock(&h.mu);
+    return cap.load() - in_flight - static_cast<int64_t>(h.trajectories.size());
+  });
+  absl::Status run;
+  std::thread actor([&] { run = h.actor->Run(12); });
+  absl::SleepFor(absl::Milliseconds(150));
+  EXPECT_EQ(h.actor->in_flight(), 0);  // no room: nothing started
+  EXPECT_TRUE(h.Take().empty());
+  cap = 4;
+  h.actor->Wake();
+  std::map<std::string, int> per_group;
+  for (int taken = 0; taken < 12;) {
+    for (const Trajectory& t : h.Take()) {
+      ++per_group[t.group_id];
+      ++taken;
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+    h.actor->Wake();
+  }
+  actor.join();
+  ASSERT_TRUE(run.ok()) << run;
+  EXPECT_LE(most_in_flight.load(), 4);  // never more than the room, though 6 are allowed
+  ASSERT_EQ(per_group.size(), 3u);
+  for (const auto& [group, n] : per_group) EXPECT_EQ(n, 4) << group;
 }
 
 TEST(ActorTest, StopEndsAnOpenEndedRun) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <thread>
@@ -62,6 +63,8 @@ class Job {
   // Up to batch_groups groups; fewer only when stopping.
   absl::StatusOr<std::vector<Trajectory>> CollectBatch();
   absl::Status FirstActorError();
+  // Episodes the actors may still start under run.max_pipeline_batches.
+  int64_t AdmissionRoom() const;
   void Shutdown();
 
   const JobConfig config_;
@@ -94,6 +97,13 @@ absl::Status Job::Init(const EmbeddedJobOptions& options) {
     buffer_options.max_staleness = config_.learner.max_staleness;
   // colocated: one whole batch must fit while the learner has not sampled yet.
   buffer_options.max_size = std::max(buffer_options.max_size, config_.run.batch_groups);
+  if (config_.run.mode == TrainMode::kAsync && config_.run.max_pipeline_batches > 0) {
+    // Admission, not backpressure, bounds the pipeline: whatever was admitted must fit.
+    buffer_options.max_size = std::max(
+        buffer_options.max_size, static_cast<int64_t>(std::ceil(config_.run.max_pipeline_batches *
+                                                                config_.run.batch_groups)) +
+                                     config_.actor.num_actors);
+  }
   ASSIGN_OR_RETURN(buffer_, Buffer::Create(buffer_options));
   buffer_->SetLearnerVersion(learner_->version());
 
@@ -110,8 +120,24 @@ absl::Status Job::Init(const EmbeddedJobOptions& options) {
         StrCat("actor-", i), config_.actor, config_.sampling, std::move(engine), factory_.get(),
         executor_.get(), tokenizer_.get(), tasks_.back().get(),
         [this](Trajectory t) { return Sink(std::move(t)); }, seed + 1));
+    if (config_.run.mode == TrainMode::kAsync && config_.run.max_pipeline_batches > 0) {
+      actors_.back()->SetAdmission([this] { return AdmissionRoom(); });
+    }
   }
   return absl::OkStatus();
+}
+
+int64_t Job::AdmissionRoom() const {
+  // The pipeline: episodes being played plus finished ones the learner has not taken yet. Its
+  // depth in learner batches is about how many versions old the data is when trained on (with
+  // a fixed episodes_in_flight, data also ages in the buffer and behind a blocked actor).
+  const int64_t group = config_.actor.group_size;
+  const int64_t cap = static_cast<int64_t>(
+      std::ceil(config_.run.max_pipeline_batches * config_.run.batch_groups * group));
+  const BufferInfo info = buffer_->Info();
+  int64_t occupancy = info.pending_members + info.table.size * group;
+  for (const auto& actor : actors_) occupancy += actor->in_flight();
+  return cap - occupancy;
 }
 
 absl::Status Job::Sink(Trajectory t) {
@@ -227,6 +253,7 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
     consumed += batch_size;
     buffer_->SetLearnerVersion(learner_->version());
     if (learner_->PublishDue(step)) RETURN_IF_ERROR(Publish());
+    for (const auto& actor : actors_) actor->Wake();  // the batch taken made room
 
     const absl::Time now = absl::Now();
     const double elapsed = absl::ToDoubleSeconds(now - start);

@@ -53,6 +53,19 @@ TEST(EmbeddedJobTest, AsyncJobWritesAMetricsLinePerStepAndASummary) {
   EXPECT_TRUE(result->summary.contains("latency_audit"));
 }
 
+TEST(EmbeddedJobTest, AdmissionKeepsThePipelineWithinItsBatches) {
+  // One batch (4 groups) of pipeline although 32 episodes (8 groups) may be in flight and the
+  // buffer holds 8 groups: after each sample the buffer holds no more than what was admitted.
+  const JobConfig config = Load("admission", {"run.max_steps=5", "run.max_pipeline_batches=1"});
+  absl::StatusOr<EmbeddedJobResult> result = RunEmbeddedJob(config, Quiet());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->final_step, 5);
+  for (const nlohmann::json& m : ReadMetrics(config)) {
+    EXPECT_LE(m["buffer_size"].get<int64_t>(), config.run.batch_groups) << m;
+    EXPECT_EQ(m["dropped"]["buffer_stale"].get<int64_t>(), 0) << m;
+  }
+}
+
 TEST(EmbeddedJobTest, ColocatedModeTrainsOnFreshBatches) {
   const JobConfig config = Load("colocated", {"run.mode=\"colocated\"", "run.max_steps=3"});
   absl::StatusOr<EmbeddedJobResult> result = RunEmbeddedJob(config, Quiet());

@@ -21,11 +21,12 @@ struct RunOptions {
   std::string runs_dir = "runs";
   TrainMode mode = TrainMode::kAsync;
   int64_t seed = 1;
-  int64_t max_steps = 100;         // learner optimiser steps
-  double max_wall_seconds = 0;     // 0 = no wall-clock limit
-  int64_t batch_groups = 4;        // task groups (of actor.group_size rollouts) per learner step
-  double success_reward = 1.0;     // an episode succeeds when its final reward reaches this
-  int64_t eval_episodes = 0;       // after training, play this many with the final weights
+  int64_t max_steps = 100;          // learner optimiser steps
+  double max_wall_seconds = 0;      // 0 = no wall-clock limit
+  int64_t batch_groups = 4;         // task groups (of actor.group_size rollouts) per learner step
+  double success_reward = 1.0;      // an episode succeeds when its final reward reaches this
+  int64_t eval_episodes = 0;        // after training, play this many with the final weights
+  double max_pipeline_batches = 0;  // async admission control; 0 = off (see VisitFields)
 
   template <typename V>
   void VisitFields(V& v) {
@@ -37,6 +38,9 @@ struct RunOptions {
     v.Field("max_wall_seconds", max_wall_seconds, "stop after this long; 0 = no limit");
     v.Field("batch_groups", batch_groups, "task groups (of actor.group_size) per learner step");
     v.Field("success_reward", success_reward, "final reward at which an episode counts as solved");
+    v.Field("max_pipeline_batches", max_pipeline_batches,
+            "async: actors start episodes only while those in flight plus those waiting to be "
+            "trained on are fewer than this many learner batches; 0 = off");
     v.Field("eval_episodes", eval_episodes,
             "after training, evaluate the final policy on this many episodes; 0 = off");
   }
@@ -47,6 +51,9 @@ struct RunOptions {
     }
     if (batch_groups < 1) return absl::InvalidArgumentError("run.batch_groups must be >= 1");
     if (max_steps <= 0) return absl::InvalidArgumentError("run.max_steps must be > 0");
+    if (max_pipeline_batches < 0) {
+      return absl::InvalidArgumentError("run.max_pipeline_batches must be >= 0 (0 = off)");
+    }
     if (eval_episodes < 0) return absl::InvalidArgumentError("run.eval_episodes must be >= 0");
     if (max_wall_seconds < 0) {
       return absl::InvalidArgumentError("run.max_wall_seconds must be >= 0");
