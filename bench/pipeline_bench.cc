@@ -8,18 +8,24 @@
 //   samples_per_s       = trained samples / wall seconds
 //   time_to_target_s    = wall seconds until the smoothed reward first reaches `target`
 //                         (pipeline_curve.h says how it is smoothed); null when never
-//   final_reward        = mean reward over the last `final_steps` steps
+//   final_reward        = mean reward of the final policy, evaluated on `eval_episodes`
+//                         episodes that are the same for both modes (policy_eval.h)
 // and speedup_samples, speedup_time_to_target = async / colocated (time: colocated / async).
+// With `seeds` > 1 the comparison is repeated on more seeds and every figure is the mean over
+// them (one run's final reward varies by a few hundredths from seed to seed).
 // Then it sweeps the latency median over `medians` and reports the same speedups at each.
 //
 // Episodes in flight: async needs enough concurrent episodes that the actors produce samples
 // as fast as the learner consumes them (Little's law: in flight = consumption rate × episode
-// duration), but not so many that the data grows older than max_staleness before it is used.
-// The default `in_flight` table (with max_staleness = 8 and a buffer of 16 groups instead of
-// guess.toml's 4 and 8) was chosen from the latency audit's suggested_episodes_in_flight and
-// the stale drops on a 2-core machine (docs/pipeline-benchmark.md). Both modes of one comparison
-// get the same value; colocated can use at most one batch of it at a time, which is exactly the
-// limitation of the synchronous baseline (and on-policy, it never drops stale data).
+// duration), but every episode in the pipeline (being played or waiting in the buffer) makes
+// the data older when it is trained on: the depth of the pipeline in learner batches is about
+// the lag in versions. Async runs with admission control (run.max_pipeline_batches =
+// `pipeline_batches`): actors start episodes only while the pipeline is shallower than that;
+// `in_flight` caps the concurrency. Both modes of one comparison get the same `in_flight`;
+// colocated can use at most one batch of it at a time, which is exactly the limitation of the
+// synchronous baseline (and on-policy, it never drops stale data). The defaults and the
+// trade-off they make (utilisation against reward per sample) are in
+// docs/pipeline-benchmark.md.
 //
 // Numbers are read from what RunEmbeddedJob returns (summary: wall time, latency audit) and from
 // the run's metrics.jsonl in a temporary runs directory, removed at the end.
@@ -58,10 +64,13 @@ struct PipelineSettings {
   std::vector<double> medians;          // the sweep
   std::map<double, int64_t> in_flight;  // median -> episodes in flight per actor
   int64_t num_actors = 1;
-  int64_t max_staleness = 8;   // async's bound for every setting; -1 = none
-  int64_t buffer_groups = 16;  // buffer.max_size: the reservoir that absorbs a fast learner step
-  int64_t batch_groups = 4;    // run.batch_groups: groups per learner step
+  int64_t max_staleness = 8;    // async's bound for every setting; -1 = none
+  double pipeline_batches = 3;  // async admission: run.max_pipeline_batches (0 = off)
+  int64_t buffer_groups = 64;   // buffer.max_size: the reservoir that absorbs a fast learner step
+  int64_t batch_groups = 32;    // run.batch_groups: groups per learner step
   int64_t seed = 1;
+  int64_t seeds = 1;          // the main comparison is repeated with seeds seed .. seed+seeds-1
+  int64_t eval_episodes = 0;  // the main comparison's final policies are evaluated on these
   CurveOptions curve;
   double max_wall_s = 0;  // safety cap per run; 0 = none
   bool keep_runs = false;
@@ -126,26 +135,31 @@ absl::StatusOr<PipelineSettings> ParseSettings(const BenchArgs& args) {
   PipelineSettings s;
   const bool q = args.quick;
   s.config_file = args.GetString("config", args.source_dir + "/examples/guess.toml");
-  RETURN_IF_ERROR(Param(args, "samples", int64_t{q ? 64 : 4800}, &BenchArgs::GetInt, s.samples));
+  RETURN_IF_ERROR(Param(args, "samples", int64_t{q ? 64 : 25600}, &BenchArgs::GetInt, s.samples));
   RETURN_IF_ERROR(
-      Param(args, "sweep_samples", int64_t{q ? 32 : 960}, &BenchArgs::GetInt, s.sweep_samples));
+      Param(args, "sweep_samples", int64_t{q ? 32 : 3840}, &BenchArgs::GetInt, s.sweep_samples));
   // guess.toml pays 1 for finding the number plus 0.9 x the share of the range ruled out, so
   // an untrained policy's mean reward is about 0.9 and 1.1 is about 0.35 success.
   RETURN_IF_ERROR(Param(args, "target", 1.1, &BenchArgs::GetDouble, s.target));
-  // 32 episodes per step, as the in-flight table below was calibrated for (guess.toml: 128).
-  RETURN_IF_ERROR(Param(args, "batch_groups", int64_t{4}, &BenchArgs::GetInt, s.batch_groups));
+  // 256 episodes per step (guess.toml: 128; the quick run: 16).
+  RETURN_IF_ERROR(
+      Param(args, "batch_groups", int64_t{q ? 2 : 32}, &BenchArgs::GetInt, s.batch_groups));
   RETURN_IF_ERROR(Param(args, "median_ms", 50.0, &BenchArgs::GetDouble, s.median_ms));
   RETURN_IF_ERROR(Param(args, "sigma", 1.0, &BenchArgs::GetDouble, s.sigma));
   ASSIGN_OR_RETURN(s.medians,
                    ParseList("medians", args.GetString("medians", q ? "0,10" : "0,10,50,200")));
   ASSIGN_OR_RETURN(s.in_flight, ParseInFlight(args.GetString(
-                                    "in_flight", q ? "0:32" : "0:32,10:64,50:192,200:256")));
+                                    "in_flight", q ? "0:32" : "0:256,10:256,50:768,200:1024")));
   RETURN_IF_ERROR(Param(args, "num_actors", int64_t{1}, &BenchArgs::GetInt, s.num_actors));
   RETURN_IF_ERROR(Param(args, "max_staleness", int64_t{8}, &BenchArgs::GetInt, s.max_staleness));
-  RETURN_IF_ERROR(Param(args, "buffer_groups", int64_t{16}, &BenchArgs::GetInt, s.buffer_groups));
+  RETURN_IF_ERROR(Param(args, "buffer_groups", int64_t{64}, &BenchArgs::GetInt, s.buffer_groups));
+  RETURN_IF_ERROR(Param(args, "pipeline_batches", 3.0, &BenchArgs::GetDouble, s.pipeline_batches));
   RETURN_IF_ERROR(Param(args, "seed", int64_t{1}, &BenchArgs::GetInt, s.seed));
+  RETURN_IF_ERROR(Param(args, "seeds", int64_t{q ? 1 : 2}, &BenchArgs::GetInt, s.seeds));
   RETURN_IF_ERROR(
-      Param(args, "smooth_steps", int64_t{q ? 1 : 20}, &BenchArgs::GetInt, s.curve.smooth_steps));
+      Param(args, "eval_episodes", int64_t{q ? 32 : 2048}, &BenchArgs::GetInt, s.eval_episodes));
+  RETURN_IF_ERROR(
+      Param(args, "smooth_steps", int64_t{q ? 1 : 10}, &BenchArgs::GetInt, s.curve.smooth_steps));
   RETURN_IF_ERROR(
       Param(args, "final_steps", int64_t{q ? 2 : 10}, &BenchArgs::GetInt, s.curve.final_steps));
   RETURN_IF_ERROR(Param(args, "max_wall_s", 1800.0, &BenchArgs::GetDouble, s.max_wall_s));
@@ -165,9 +179,14 @@ absl::StatusOr<PipelineSettings> ParseSettings(const BenchArgs& args) {
   if (s.max_staleness < -1) {
     return absl::InvalidArgumentError("--param max_staleness must be >= 0, or -1 for no bound");
   }
+  if (s.eval_episodes < 0) return absl::InvalidArgumentError("--param eval_episodes must be >= 0");
   if (s.buffer_groups < 1 || s.batch_groups < 1) {
     return absl::InvalidArgumentError("--param buffer_groups and batch_groups must be >= 1");
   }
+  if (!(s.pipeline_batches >= 0)) {
+    return absl::InvalidArgumentError("--param pipeline_batches must be >= 0 (0 = off)");
+  }
+  if (s.seeds < 1) return absl::InvalidArgumentError("--param seeds must be >= 1");
   if (s.num_actors < 1 || s.curve.smooth_steps < 1 || s.curve.final_steps < 1) {
     return absl::InvalidArgumentError(
         "--param num_actors, smooth_steps and final_steps must be >= 1");
@@ -191,6 +210,8 @@ struct Setting {
   double median_ms = 0;
   int64_t samples = 0;
   int64_t episodes_in_flight = 0;
+  int64_t eval_episodes = 0;  // 0: final_reward is that of the last batches
+  int64_t seed = 1;
 };
 
 absl::StatusOr<JobConfig> MakeConfig(const PipelineSettings& s, const Setting& setting,
@@ -198,9 +219,10 @@ absl::StatusOr<JobConfig> MakeConfig(const PipelineSettings& s, const Setting& s
   ASSIGN_OR_RETURN(JobConfig config, LoadJobConfig(s.config_file));
   config.run.mode = mode;
   config.run.runs_dir = runs_dir.string();
-  config.run.name = StrCat(mode == TrainMode::kAsync ? "async" : "colocated", "-",
-                           static_cast<int64_t>(std::lround(setting.median_ms)), "ms");
-  config.run.seed = s.seed;
+  config.run.name =
+      StrCat(mode == TrainMode::kAsync ? "async" : "colocated", "-",
+             static_cast<int64_t>(std::lround(setting.median_ms)), "ms-s", setting.seed);
+  config.run.seed = setting.seed;
   config.run.batch_groups = s.batch_groups;
   const int64_t batch = config.run.batch_groups * config.actor.group_size;
   config.run.max_steps = (setting.samples + batch - 1) / batch;
@@ -210,6 +232,8 @@ absl::StatusOr<JobConfig> MakeConfig(const PipelineSettings& s, const Setting& s
   config.actor.episodes_in_flight = setting.episodes_in_flight;
   config.learner.max_staleness = s.max_staleness;
   config.buffer.max_size = s.buffer_groups;
+  config.run.max_pipeline_batches = s.pipeline_batches;  // async only
+  config.run.eval_episodes = setting.eval_episodes;
   if (setting.median_ms <= 0) {
     config.env.latency = LatencyOptions{};
   } else {
@@ -227,6 +251,7 @@ struct ModeResult {
   std::optional<double> time_to_target_s;
   double utilization = 0;
   double final_reward = 0;
+  double final_reward_sd = 0;  // over seeds (MeanOverSeeds)
 };
 
 absl::StatusOr<ModeResult> RunMode(const PipelineSettings& s, const Setting& setting,
@@ -245,7 +270,9 @@ absl::StatusOr<ModeResult> RunMode(const PipelineSettings& s, const Setting& set
   r.utilization = wall > 0 ? audit.at("learner_busy_seconds").get<double>() / wall : 0;
   r.samples_per_s = wall > 0 ? static_cast<double>(curve.samples) / wall : 0;
   r.time_to_target_s = curve.time_to_target_s;
-  r.final_reward = curve.final_reward;
+  // The final policy's evaluation when there is one: the same episodes for both modes, and the
+  // policy itself rather than the batches it was trained on (a few versions older in async).
+  r.final_reward = job.eval.has_value() ? job.eval->reward_mean : curve.final_reward;
   r.json = {
       {"mode", mode == TrainMode::kAsync ? "async" : "colocated"},
       {"learner_utilization", r.utilization},
@@ -255,6 +282,9 @@ absl::StatusOr<ModeResult> RunMode(const PipelineSettings& s, const Setting& set
       {"target_step", curve.target_step.has_value() ? nlohmann::json(*curve.target_step)
                                                     : nlohmann::json(nullptr)},
       {"final_reward", r.final_reward},
+      {"final_reward_from", job.eval.has_value() ? "eval" : "batches"},
+      {"final_batch_reward", curve.final_reward},
+      {"eval", job.eval.has_value() ? job.eval->ToJson() : nlohmann::json(nullptr)},
       {"first_smoothed_reward", curve.first_smoothed_reward},
       {"best_smoothed_reward", curve.best_smoothed_reward},
       {"samples_trained", curve.samples},
@@ -285,6 +315,14 @@ struct Comparison {
   ModeResult async, colocated;
   nlohmann::json speedup_samples, speedup_time_to_target;
 
+  void SetSpeedups() {
+    speedup_samples = Ratio(async.samples_per_s, colocated.samples_per_s);
+    speedup_time_to_target =
+        async.time_to_target_s.has_value() && colocated.time_to_target_s.has_value()
+            ? Ratio(*colocated.time_to_target_s, *async.time_to_target_s)
+            : nlohmann::json(nullptr);
+  }
+
   nlohmann::json ToJson(double sigma) const {
     return {{"median_ms", setting.median_ms},
             {"latency", LatencyJson(setting.median_ms, sigma)},
@@ -306,12 +344,59 @@ absl::StatusOr<Comparison> Compare(const PipelineSettings& s, const Setting& set
                                          "-n", setting.samples);
   ASSIGN_OR_RETURN(c.async, RunMode(s, setting, TrainMode::kAsync, dir));
   ASSIGN_OR_RETURN(c.colocated, RunMode(s, setting, TrainMode::kColocated, dir));
-  c.speedup_samples = Ratio(c.async.samples_per_s, c.colocated.samples_per_s);
-  c.speedup_time_to_target =
-      c.async.time_to_target_s.has_value() && c.colocated.time_to_target_s.has_value()
-          ? Ratio(*c.colocated.time_to_target_s, *c.async.time_to_target_s)
-          : nlohmann::json(nullptr);
+  c.SetSpeedups();
   return c;
+}
+
+double Square(double x) { return x * x; }
+
+// One mode's figures averaged over seeds: utilisation, samples/s and final reward are means
+// (with the final reward's standard deviation); time to target is the mean when every seed
+// reached the target, else null. The json keeps every seed's run under "per_seed".
+ModeResult MeanOverSeeds(const std::vector<const ModeResult*>& runs) {
+  if (runs.size() == 1) return *runs.front();
+  ModeResult m;
+  const double n = static_cast<double>(runs.size());
+  double to_target = 0;
+  bool all_reached = true;
+  m.json = runs.front()->json;
+  m.json["per_seed"] = nlohmann::json::array();
+  for (const ModeResult* r : runs) {
+    m.utilization += r->utilization / n;
+    m.samples_per_s += r->samples_per_s / n;
+    m.final_reward += r->final_reward / n;
+    all_reached = all_reached && r->time_to_target_s.has_value();
+    if (r->time_to_target_s.has_value()) to_target += *r->time_to_target_s / n;
+    m.json["per_seed"].push_back(r->json);
+  }
+  for (const ModeResult* r : runs) m.final_reward_sd += Square(r->final_reward - m.final_reward);
+  m.final_reward_sd = std::sqrt(m.final_reward_sd / (n - 1));
+  if (all_reached) m.time_to_target_s = to_target;
+  m.json["learner_utilization"] = m.utilization;
+  m.json["samples_per_s"] = m.samples_per_s;
+  m.json["time_to_target_s"] = all_reached ? nlohmann::json(to_target) : nlohmann::json(nullptr);
+  m.json["final_reward"] = m.final_reward;
+  m.json["final_reward_sd"] = m.final_reward_sd;
+  m.json["seeds"] = runs.size();
+  for (const char* per_run : {"target_step", "first_smoothed_reward", "best_smoothed_reward",
+                              "final_batch_reward", "eval", "wall_s", "learner_busy_s",
+                              "learner_wait_s", "episodes_finished", "latency_audit"}) {
+    m.json.erase(per_run);  // in per_seed
+  }
+  return m;
+}
+
+Comparison MeanOverSeeds(const std::vector<Comparison>& per_seed) {
+  std::vector<const ModeResult*> async, colocated;
+  for (const Comparison& c : per_seed) {
+    async.push_back(&c.async);
+    colocated.push_back(&c.colocated);
+  }
+  Comparison mean = per_seed.front();
+  mean.async = MeanOverSeeds(async);
+  mean.colocated = MeanOverSeeds(colocated);
+  mean.SetSpeedups();
+  return mean;
 }
 
 std::string Fixed(double v, int digits) { return fmt::format("{:.{}f}", v, digits); }
@@ -367,9 +452,12 @@ absl::StatusOr<BenchReport> RunPipelineBench(const BenchArgs& args) {
       {"smoothing", StrCat("sample-weighted mean of reward_mean over the last ",
                            s.curve.smooth_steps, " learner steps (full windows only)")},
       {"final_steps", s.curve.final_steps},
+      {"eval_episodes", s.eval_episodes},
       {"seed", s.seed},
+      {"seeds", s.seeds},
       {"max_staleness", s.max_staleness},
       {"buffer_max_size_groups", s.buffer_groups},
+      {"max_pipeline_batches", s.pipeline_batches},
       {"medians_ms", s.medians},
       {"quick", args.quick},
   };
@@ -377,13 +465,26 @@ absl::StatusOr<BenchReport> RunPipelineBench(const BenchArgs& args) {
     report.config["in_flight_by_median"][Fixed(m, 0)] = InFlightFor(s, m);
   }
 
-  ASSIGN_OR_RETURN(const Comparison main,
-                   Compare(s, {s.median_ms, s.samples, InFlightFor(s, s.median_ms)}, runs_dir));
+  std::vector<Comparison> per_seed;
+  for (int64_t k = 0; k < s.seeds; ++k) {
+    ASSIGN_OR_RETURN(Comparison c, Compare(s,
+                                           {s.median_ms, s.samples, InFlightFor(s, s.median_ms),
+                                            s.eval_episodes, s.seed + k},
+                                           runs_dir));
+    per_seed.push_back(std::move(c));
+  }
+  const Comparison main = MeanOverSeeds(per_seed);
   report.results["async"] = main.async.json;
   report.results["colocated"] = main.colocated.json;
   report.ratios["speedup_samples"] = main.speedup_samples;
   report.ratios["speedup_time_to_target"] = main.speedup_time_to_target;
   report.ratios["final_reward_gap"] = main.async.final_reward - main.colocated.final_reward;
+  if (s.seeds > 1) {
+    // The gap's standard error from the seed-to-seed spread of each mode's final reward.
+    report.ratios["final_reward_gap_stderr"] =
+        std::sqrt((Square(main.async.final_reward_sd) + Square(main.colocated.final_reward_sd)) /
+                  static_cast<double>(s.seeds));
+  }
   report.ratios["targets"] = {
       {"async_learner_utilization_ge_0.95", main.async.utilization >= 0.95},
       {"speedup_time_to_target_ge_2",
@@ -398,7 +499,7 @@ absl::StatusOr<BenchReport> RunPipelineBench(const BenchArgs& args) {
   nlohmann::json by_median = nlohmann::json::object();
   for (double m : s.medians) {
     ASSIGN_OR_RETURN(const Comparison c,
-                     Compare(s, {m, s.sweep_samples, InFlightFor(s, m)}, runs_dir));
+                     Compare(s, {m, s.sweep_samples, InFlightFor(s, m), 0, s.seed}, runs_dir));
     sweep.push_back(c.ToJson(s.sigma));
     by_median[Fixed(m, 0)] = {{"speedup_samples", c.speedup_samples},
                               {"speedup_time_to_target", c.speedup_time_to_target}};
