@@ -65,7 +65,7 @@ struct PipelineSettings {
   std::map<double, int64_t> in_flight;  // median -> episodes in flight per actor
   int64_t num_actors = 1;
   int64_t max_staleness = 8;    // async's bound for every setting; -1 = none
-  double pipeline_batches = 3;  // async admission: run.max_pipeline_batches (0 = off)
+  double pipeline_batches = 4;  // async admission: run.max_pipeline_batches (0 = off)
   int64_t buffer_groups = 64;   // buffer.max_size: the reservoir that absorbs a fast learner step
   int64_t batch_groups = 32;    // run.batch_groups: groups per learner step
   int64_t seed = 1;
@@ -153,7 +153,7 @@ absl::StatusOr<PipelineSettings> ParseSettings(const BenchArgs& args) {
   RETURN_IF_ERROR(Param(args, "num_actors", int64_t{1}, &BenchArgs::GetInt, s.num_actors));
   RETURN_IF_ERROR(Param(args, "max_staleness", int64_t{8}, &BenchArgs::GetInt, s.max_staleness));
   RETURN_IF_ERROR(Param(args, "buffer_groups", int64_t{64}, &BenchArgs::GetInt, s.buffer_groups));
-  RETURN_IF_ERROR(Param(args, "pipeline_batches", 3.0, &BenchArgs::GetDouble, s.pipeline_batches));
+  RETURN_IF_ERROR(Param(args, "pipeline_batches", 4.0, &BenchArgs::GetDouble, s.pipeline_batches));
   RETURN_IF_ERROR(Param(args, "seed", int64_t{1}, &BenchArgs::GetInt, s.seed));
   RETURN_IF_ERROR(Param(args, "seeds", int64_t{q ? 1 : 2}, &BenchArgs::GetInt, s.seeds));
   RETURN_IF_ERROR(
