@@ -76,6 +76,7 @@ class Job {
   std::vector<std::unique_ptr<TaskSource>> tasks_;
   std::vector<std::unique_ptr<Actor>> actors_;
   std::vector<std::thread> actor_threads_;
+  int64_t admission_groups_ = 0;  // run.max_pipeline_batches in groups; 0 = no admission
   std::atomic<bool> stopping_{false};
   absl::Mutex errors_mu_;
   std::vector<absl::Status> actor_errors_ ABSL_GUARDED_BY(errors_mu_);
@@ -98,11 +99,11 @@ absl::Status Job::Init(const EmbeddedJobOptions& options) {
   // colocated: one whole batch must fit while the learner has not sampled yet.
   buffer_options.max_size = std::max(buffer_options.max_size, config_.run.batch_groups);
   if (config_.run.mode == TrainMode::kAsync && config_.run.max_pipeline_batches > 0) {
+    admission_groups_ = static_cast<int64_t>(
+        std::ceil(config_.run.max_pipeline_batches * config_.run.batch_groups));
     // Admission, not backpressure, bounds the pipeline: whatever was admitted must fit.
-    buffer_options.max_size = std::max(
-        buffer_options.max_size, static_cast<int64_t>(std::ceil(config_.run.max_pipeline_batches *
-                                                                config_.run.batch_groups)) +
-                                     config_.actor.num_actors);
+    buffer_options.max_size =
+        std::max(buffer_options.max_size, admission_groups_ + config_.actor.num_actors);
   }
   ASSIGN_OR_RETURN(buffer_, Buffer::Create(buffer_options));
   buffer_->SetLearnerVersion(learner_->version());
@@ -120,7 +121,7 @@ absl::Status Job::Init(const EmbeddedJobOptions& options) {
         StrCat("actor-", i), config_.actor, config_.sampling, std::move(engine), factory_.get(),
         executor_.get(), tokenizer_.get(), tasks_.back().get(),
         [this](Trajectory t) { return Sink(std::move(t)); }, seed + 1));
-    if (config_.run.mode == TrainMode::kAsync && config_.run.max_pipeline_batches > 0) {
+    if (admission_groups_ > 0) {
       actors_.back()->SetAdmission([this] { return AdmissionRoom(); });
     }
   }
@@ -132,12 +133,10 @@ int64_t Job::AdmissionRoom() const {
   // depth in learner batches is about how many versions old the data is when trained on (with
   // a fixed episodes_in_flight, data also ages in the buffer and behind a blocked actor).
   const int64_t group = config_.actor.group_size;
-  const int64_t cap = static_cast<int64_t>(
-      std::ceil(config_.run.max_pipeline_batches * config_.run.batch_groups * group));
   const BufferInfo info = buffer_->Info();
   int64_t occupancy = info.pending_members + info.table.size * group;
   for (const auto& actor : actors_) occupancy += actor->in_flight();
-  return cap - occupancy;
+  return admission_groups_ * group - occupancy;
 }
 
 absl::Status Job::Sink(Trajectory t) {
