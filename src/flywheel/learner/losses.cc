@@ -65,6 +65,23 @@ torch::Tensor DecoupledPpoTerm(const torch::Tensor& logp, const torch::Tensor& p
   return behaviour_weight * PpoClipTerm(logp, proximal_logp.detach(), advantages, clip_eps);
 }
 
+torch::Tensor PolicyTerm(const LossOptions& options, const torch::Tensor& logp,
+                         const torch::Tensor& proximal_logp, const torch::Tensor& behaviour_logp,
+                         const torch::Tensor& advantages) {
+  switch (options.kind) {
+    case PolicyLossKind::kTruncatedIs:
+      return TruncatedIsTerm(logp, behaviour_logp, advantages, options.is_cap);
+    case PolicyLossKind::kVtrace:  // advantages are V-trace's r + γ v_{s+1} − V(x_s)
+      return TruncatedIsTerm(logp, behaviour_logp, advantages, options.rho_bar);
+    case PolicyLossKind::kPpoClip:
+      return PpoClipTerm(logp, behaviour_logp, advantages, options.clip_eps);
+    case PolicyLossKind::kDecoupledPpo:
+      return DecoupledPpoTerm(logp, proximal_logp, behaviour_logp, advantages, options.clip_eps,
+                              options.is_cap);
+  }
+  return {};  // unreachable: every kind is handled
+}
+
 torch::Tensor K3KlTerm(const torch::Tensor& logp, const torch::Tensor& reference_logp) {
   const torch::Tensor log_ratio = reference_logp.detach() - logp;
   return log_ratio.exp() - log_ratio - 1.0;
@@ -129,22 +146,7 @@ absl::StatusOr<LossOutput> PolicyLoss(const LossOptions& options, const PolicyLo
       prox = Masked(in.proximal_logprobs.detach(), mask);
     }
 
-    torch::Tensor term;
-    switch (options.kind) {
-      case PolicyLossKind::kTruncatedIs:
-        term = TruncatedIsTerm(logp, mu, adv, options.is_cap);
-        break;
-      case PolicyLossKind::kVtrace:  // advantages are V-trace's r + γ v_{s+1} − V(x_s)
-        term = TruncatedIsTerm(logp, mu, adv, options.rho_bar);
-        break;
-      case PolicyLossKind::kPpoClip:
-        term = PpoClipTerm(logp, mu, adv, options.clip_eps);
-        break;
-      case PolicyLossKind::kDecoupledPpo:
-        term = DecoupledPpoTerm(logp, prox, mu, adv, options.clip_eps, options.is_cap);
-        break;
-    }
-    const torch::Tensor policy_loss = (w * term).sum();
+    const torch::Tensor policy_loss = (w * PolicyTerm(options, logp, prox, mu, adv)).sum();
     torch::Tensor loss = policy_loss;
     torch::Tensor kl, entropy;
     if (options.kl_coef > 0) {

@@ -92,6 +92,11 @@ torch::Tensor PpoClipTerm(const torch::Tensor& logp, const torch::Tensor& behavi
 torch::Tensor DecoupledPpoTerm(const torch::Tensor& logp, const torch::Tensor& proximal_logp,
                                const torch::Tensor& behaviour_logp, const torch::Tensor& advantages,
                                double clip_eps, double cap);
+// The term of `options.kind` (V-trace: truncated IS at rho_bar); `proximal_logp` is read by
+// decoupled_ppo only.
+torch::Tensor PolicyTerm(const LossOptions& options, const torch::Tensor& logp,
+                         const torch::Tensor& proximal_logp, const torch::Tensor& behaviour_logp,
+                         const torch::Tensor& advantages);
 // k3 = exp(log π_ref − log π) − (log π_ref − log π) − 1, an unbiased, non-negative estimator of
 // KL(π ‖ π_ref) from samples of π.
 torch::Tensor K3KlTerm(const torch::Tensor& logp, const torch::Tensor& reference_logp);

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/learner/advantages.h"
 #include "flywheel/model/torch_status.h"
@@ -30,11 +31,10 @@ absl::StatusOr<TreeBatch> PrepareTreeBatch(const std::vector<Execution>& executi
   std::vector<double> rewards;
   std::map<std::string, std::vector<size_t>> groups;
   for (size_t i = 0; i < executions.size(); ++i) {
-    absl::StatusOr<ExecutionReward> r = RewardOf(executions[i]);
-    if (!r.ok()) return r.status();
-    rewards.push_back(r->reward);
-    batch.partial_rewards += r->from_partial_score;
-    batch.reward_mean += r->reward / static_cast<double>(executions.size());
+    ASSIGN_OR_RETURN(const ExecutionReward r, RewardOf(executions[i]));
+    rewards.push_back(r.reward);
+    batch.partial_rewards += r.from_partial_score;
+    batch.reward_mean += r.reward / static_cast<double>(executions.size());
     const std::string& g = executions[i].group_id;
     groups[g.empty() ? StrCat("#", i) : g].push_back(i);
   }
@@ -50,9 +50,8 @@ absl::StatusOr<TreeBatch> PrepareTreeBatch(const std::vector<Execution>& executi
   }
   int64_t largest = 1;
   for (size_t i = 0; i < executions.size(); ++i) {
-    absl::StatusOr<TrajectoryTree> tree = TrajectoryTree::FromExecution(executions[i]);
-    if (!tree.ok()) return tree.status();
-    batch.trees.push_back(std::make_unique<TrajectoryTree>(std::move(*tree)));
+    ASSIGN_OR_RETURN(TrajectoryTree tree, TrajectoryTree::FromExecution(executions[i]));
+    batch.trees.push_back(std::make_unique<TrajectoryTree>(std::move(tree)));
     const TrajectoryTree* t = batch.trees.back().get();
     largest = std::max(largest, t->NumNodes());
     TreeTrainingItem item{t, SelectPaths(t->Paths(), options.j_max).selected, {}};
@@ -63,10 +62,8 @@ absl::StatusOr<TreeBatch> PrepareTreeBatch(const std::vector<Execution>& executi
   }
   const int64_t length =
       (largest + options.row_multiple - 1) / options.row_multiple * options.row_multiple;
-  absl::StatusOr<PackedTrees> packed =
-      PackTrees(batch.items, length, options.weighting, options.aggregation);
-  if (!packed.ok()) return packed.status();
-  batch.packed = std::move(*packed);
+  ASSIGN_OR_RETURN(batch.packed,
+                   PackTrees(batch.items, length, options.weighting, options.aggregation));
   batch.tokens_tree = batch.packed.real_tokens;
   return batch;
 }
@@ -103,50 +100,38 @@ absl::StatusOr<TreeStepResult> TreeLearner::ImitationStep(
 
 absl::StatusOr<TreeStepResult> TreeLearner::Train(const std::vector<Execution>& executions,
                                                   bool imitation) {
-  if (absl::Status s = options_.Validate(); !s.ok()) return s;
-  absl::StatusOr<TreeBatch> batch = PrepareTreeBatch(executions, options_);
-  if (!batch.ok()) return batch.status();
-  absl::StatusOr<TreeBatchTensors> tensors = ToTensors(batch->packed);
-  if (!tensors.ok()) return tensors.status();
+  RETURN_IF_ERROR(options_.Validate());
+  ASSIGN_OR_RETURN(const TreeBatch batch, PrepareTreeBatch(executions, options_));
+  ASSIGN_OR_RETURN(const TreeBatchTensors tensors, ToTensors(batch.packed));
   TreeStepResult result;
   const LossOptions& lo = options_.loss;
-  absl::Status computed = TorchCall("tree learner step: forward/backward", [&] {
+  RETURN_IF_ERROR(TorchCall("tree learner step: forward/backward", [&] {
     optimizer_.ZeroGrad();
-    const torch::Tensor logits = model_->forward(tensors->tokens, tensors->layout);
-    const torch::Tensor logp = ContributionLogprobs(logits, *tensors, options_.sampling);
+    const torch::Tensor logits = model_->forward(tensors.tokens, tensors.layout);
+    const torch::Tensor logp = ContributionLogprobs(logits, tensors, options_.sampling);
+    // Decoupled PPO: one step per batch, so π_prox is this forward, detached.
     const TokenLoss term = [&lo, imitation](const torch::Tensor& lp, const torch::Tensor& mu,
                                             const torch::Tensor& adv) {
-      if (imitation) return -lp;
-      switch (lo.kind) {
-        case PolicyLossKind::kTruncatedIs:
-          return TruncatedIsTerm(lp, mu, adv, lo.is_cap);
-        case PolicyLossKind::kPpoClip:
-          return PpoClipTerm(lp, mu, adv, lo.clip_eps);
-        default:  // decoupled PPO: one step per batch, so π_prox is this forward, detached
-          return DecoupledPpoTerm(lp, lp.detach(), mu, adv, lo.clip_eps, lo.is_cap);
-      }
+      return imitation ? -lp : PolicyTerm(lo, lp, lp.detach(), mu, adv);
     };
-    const torch::Tensor loss = ContributionLoss(logp, *tensors, term);
+    const torch::Tensor loss = ContributionLoss(logp, tensors, term);
     loss.backward();
     result.loss = loss.item<double>();
     result.contributions = logp.numel();
     if (logp.numel() > 0) {
       result.mean_ratio =
-          torch::exp(logp.detach() - tensors->behaviour_logprobs).mean().item<double>();
+          torch::exp(logp.detach() - tensors.behaviour_logprobs).mean().item<double>();
     }
-  });
-  if (!computed.ok()) return computed;
-  absl::StatusOr<OptimizerStepInfo> info = optimizer_.Step();
-  if (!info.ok()) return info.status();
-  result.optimizer = *info;
-  result.rows = batch->packed.rows;
-  result.row_length = batch->packed.length;
-  result.reward_mean = batch->reward_mean;
+  }));
+  ASSIGN_OR_RETURN(result.optimizer, optimizer_.Step());
+  result.rows = batch.packed.rows;
+  result.row_length = batch.packed.length;
+  result.reward_mean = batch.reward_mean;
   result.executions = static_cast<int64_t>(executions.size());
-  result.paths = batch->paths;
-  result.tokens_flat = batch->tokens_flat;
-  result.tokens_tree = batch->tokens_tree;
-  result.partial_rewards = batch->partial_rewards;
+  result.paths = batch.paths;
+  result.tokens_flat = batch.tokens_flat;
+  result.tokens_tree = batch.tokens_tree;
+  result.partial_rewards = batch.partial_rewards;
   return result;
 }
 
