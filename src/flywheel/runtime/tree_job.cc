@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "flywheel/actor/engine_harness_policy.h"
+#include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/learner/tree_learner.h"
 #include "flywheel/model/weight_snapshot.h"
@@ -45,17 +46,14 @@ absl::StatusOr<TreeJobResult> RunTreeJob(const JobConfig& config, const TreeJobR
   harness.max_subagents = static_cast<int>(tree.max_subagents);
   harness.summarize_after_tokens = tree.summarize_after_tokens;
   harness.max_attempt_turns = tree.max_attempt_turns;
-  if (absl::Status s = harness.Validate(); !s.ok()) return s;
+  RETURN_IF_ERROR(harness.Validate());
 
-  absl::StatusOr<std::unique_ptr<WordTokenizer>> tokenizer =
-      MakeRepairHarnessTokenizer(harness.repair);
-  if (!tokenizer.ok()) return tokenizer.status();
-  absl::StatusOr<ModelOptions> model_options =
-      ResolveModelOptions(config, **tokenizer, "repair harness");
-  if (!model_options.ok()) return model_options.status();
+  ASSIGN_OR_RETURN(const std::unique_ptr<WordTokenizer> tokenizer,
+                   MakeRepairHarnessTokenizer(harness.repair));
+  ASSIGN_OR_RETURN(const ModelOptions model_options,
+                   ResolveModelOptions(config, *tokenizer, "repair harness"));
   torch::manual_seed(static_cast<uint64_t>(config.run.seed));
-  absl::StatusOr<Transformer> model = MakeTransformer(*model_options);
-  if (!model.ok()) return model.status();
+  ASSIGN_OR_RETURN(Transformer model, MakeTransformer(model_options));
 
   TreeLearnerOptions lo;
   lo.j_max = static_cast<int>(tree.j_max);
@@ -67,15 +65,15 @@ absl::StatusOr<TreeJobResult> RunTreeJob(const JobConfig& config, const TreeJobR
   lo.grpo_eps = config.learner.grpo_eps;
   lo.loss = LossOptions::FromLearnerOptions(config.learner);
   lo.sampling = config.sampling;
-  if (absl::Status s = lo.Validate(); !s.ok()) return s;
-  TreeLearner learner(*model, lo,
+  RETURN_IF_ERROR(lo.Validate());
+  TreeLearner learner(model, lo,
                       OptimizerOptions::FromLearnerOptions(
                           config.learner, config.run.max_steps + tree.imitation_steps));
 
-  absl::StatusOr<std::unique_ptr<RunDirectory>> run_dir = RunDirectory::Open(
-      config.run.runs_dir, config.run.name, FormatJobConfig(config), /*resume=*/false);
-  if (!run_dir.ok()) return run_dir.status();
-  const std::filesystem::path calls_path = (*run_dir)->path() / "calls.jsonl";
+  ASSIGN_OR_RETURN(const std::unique_ptr<RunDirectory> run_dir,
+                   RunDirectory::Open(config.run.runs_dir, config.run.name, FormatJobConfig(config),
+                                      /*resume=*/false));
+  const std::filesystem::path calls_path = run_dir->path() / "calls.jsonl";
   std::ofstream calls_out(calls_path, std::ios::app);
   if (!calls_out) {
     return absl::UnavailableError(StrCat("tree job: cannot open ", calls_path.string()));
@@ -102,7 +100,7 @@ absl::StatusOr<TreeJobResult> RunTreeJob(const JobConfig& config, const TreeJobR
     line["imitation_step"] = step;
     line["version"] = learner.version();
     line["elapsed_seconds"] = Seconds(start);
-    if (absl::Status s = (*run_dir)->AppendMetrics(line); !s.ok()) return s;
+    RETURN_IF_ERROR(run_dir->AppendMetrics(line));
     if (run.progress != nullptr && (step % 10 == 0 || step == tree.imitation_steps)) {
       std::fprintf(run.progress, "imitation step %lld  version %lld  loss (−log π) %.4f\n",
                    static_cast<long long>(step), static_cast<long long>(learner.version()),
@@ -114,17 +112,16 @@ absl::StatusOr<TreeJobResult> RunTreeJob(const JobConfig& config, const TreeJobR
   absl::StatusOr<std::shared_ptr<const WeightSnapshot>> snapshot =
       MakeSnapshot(learner.model(), learner.version());
   if (!snapshot.ok()) return snapshot.status();
-  absl::StatusOr<std::unique_ptr<RolloutEngine>> engine =
-      RolloutEngine::Create(config.actor.engine, *snapshot);
-  if (!engine.ok()) return engine.status();
+  ASSIGN_OR_RETURN(const std::unique_ptr<RolloutEngine> engine,
+                   RolloutEngine::Create(config.actor.engine, *snapshot));
   EngineHarnessPolicyOptions po;
   po.sampling = config.sampling;
   po.max_new_tokens = tree.max_new_tokens;
   po.seed = static_cast<uint64_t>(config.run.seed) * 0x9E3779B97F4A7C15ull;
-  EngineHarnessPolicy policy(engine->get(), po);
+  EngineHarnessPolicy policy(engine.get(), po);
 
   TreeJobResult result;
-  result.run_dir = (*run_dir)->path();
+  result.run_dir = run_dir->path();
   for (int64_t step = 1; step <= config.run.max_steps; ++step) {
     if (config.run.max_wall_seconds > 0 && Seconds(start) > config.run.max_wall_seconds) break;
     const auto rollout_start = std::chrono::steady_clock::now();
@@ -162,7 +159,7 @@ absl::StatusOr<TreeJobResult> RunTreeJob(const JobConfig& config, const TreeJobR
     if (step % config.learner.publish_every == 0) {
       snapshot = MakeSnapshot(learner.model(), learner.version());
       if (!snapshot.ok()) return AtStep(step, snapshot.status());
-      (*engine)->PublishSnapshot(*snapshot);
+      engine->PublishSnapshot(*snapshot);
     }
 
     nlohmann::json line = trained->ToJson();
@@ -178,7 +175,7 @@ absl::StatusOr<TreeJobResult> RunTreeJob(const JobConfig& config, const TreeJobR
     line["rollout_seconds"] = rollout_s;
     line["train_seconds"] = train_s;
     line["elapsed_seconds"] = Seconds(start);
-    if (absl::Status s = (*run_dir)->AppendMetrics(line); !s.ok()) return s;
+    RETURN_IF_ERROR(run_dir->AppendMetrics(line));
     if (run.progress != nullptr) {
       std::fprintf(run.progress,
                    "step %lld  version %lld  reward %.3f  calls %lld  tokens flat/tree %lld/%lld "
@@ -207,7 +204,7 @@ absl::StatusOr<TreeJobResult> RunTreeJob(const JobConfig& config, const TreeJobR
                             {"last_reward", result.last_reward},
                             {"calls", calls_path.string()},
                             {"elapsed_seconds", Seconds(start)}};
-  if (absl::Status s = (*run_dir)->WriteSummary(summary); !s.ok()) return s;
+  RETURN_IF_ERROR(run_dir->WriteSummary(summary));
   return result;
 }
 
