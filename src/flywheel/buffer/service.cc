@@ -10,7 +10,6 @@
 
 #include "absl/synchronization/mutex.h"
 #include "flywheel/buffer/auth.h"
-#include "flywheel/buffer/trajectory_wire.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/core/trajectory_proto.h"
 
@@ -106,13 +105,7 @@ bool BufferServiceImpl::HandleRequests(
       auto wire = std::make_shared<std::string>(std::move(*request.mutable_trajectories(i)));
       absl::Status status;
       std::shared_ptr<Trajectory> trajectory;
-      if (auto decoded = std::make_shared<Trajectory>();
-          DecodeTrajectoryWire(*wire, decoded.get())) {
-        // The usual encoding, decoded in one pass (trajectory_wire.h).
-        ack->set_id(decoded->id);
-        status = decoded->Validate();
-        trajectory = std::move(decoded);
-      } else if (!proto.ParseFromString(*wire)) {
+      if (!proto.ParseFromString(*wire)) {
         status = absl::InvalidArgumentError(
             StrCat("trajectories[", i, "]: not a serialized flywheel.v1.Trajectory"));
       } else {
