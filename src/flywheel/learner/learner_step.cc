@@ -90,6 +90,12 @@ absl::Status LearnerStep::AccumulateMicroBatch(const PackedMicroBatch& mb,
   RETURN_IF_ERROR(TorchCall("backward", [&] { out.loss.backward(); }));
   result.loss += out.loss.item<double>();
   result.diagnostics.Merge(out.diagnostics);
+  // Free this micro-batch's autograd graph while the backward phase is still timed: with
+  // per-document attention it has thousands of nodes, and tearing them down (2-4 ms per micro-
+  // batch on the bench's model) is part of the step's computation, not time the learner idles.
+  out = LossOutput{};
+  in = PolicyLossInputs{};
+  logits = torch::Tensor();
   return absl::OkStatus();
 }
 
