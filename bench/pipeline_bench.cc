@@ -64,10 +64,10 @@ struct PipelineSettings {
   std::vector<double> medians;          // the sweep
   std::map<double, int64_t> in_flight;  // median -> episodes in flight per actor
   int64_t num_actors = 1;
-  int64_t max_staleness = 8;    // async's bound for every setting; -1 = none
-  double pipeline_batches = 4;  // async admission: run.max_pipeline_batches (0 = off)
-  int64_t buffer_groups = 64;   // buffer.max_size: the reservoir that absorbs a fast learner step
-  int64_t batch_groups = 32;    // run.batch_groups: groups per learner step
+  int64_t max_staleness = 8;      // async's bound for every setting; -1 = none
+  double pipeline_batches = 2.5;  // async admission: run.max_pipeline_batches (0 = off)
+  int64_t buffer_groups = 128;    // buffer.max_size: the reservoir that absorbs a fast learner step
+  int64_t batch_groups = 64;      // run.batch_groups: groups per learner step
   int64_t seed = 1;
   int64_t seeds = 1;          // the main comparison is repeated with seeds seed .. seed+seeds-1
   int64_t eval_episodes = 0;  // the main comparison's final policies are evaluated on these
@@ -135,29 +135,31 @@ absl::StatusOr<PipelineSettings> ParseSettings(const BenchArgs& args) {
   PipelineSettings s;
   const bool q = args.quick;
   s.config_file = args.GetString("config", args.source_dir + "/examples/guess.toml");
-  RETURN_IF_ERROR(Param(args, "samples", int64_t{q ? 64 : 25600}, &BenchArgs::GetInt, s.samples));
+  RETURN_IF_ERROR(Param(args, "samples", int64_t{q ? 64 : 51200}, &BenchArgs::GetInt, s.samples));
   RETURN_IF_ERROR(
-      Param(args, "sweep_samples", int64_t{q ? 32 : 3840}, &BenchArgs::GetInt, s.sweep_samples));
+      Param(args, "sweep_samples", int64_t{q ? 32 : 7680}, &BenchArgs::GetInt, s.sweep_samples));
   // guess.toml pays 1 for finding the number plus 0.9 x the share of the range ruled out, so
   // an untrained policy's mean reward is about 0.9 and 1.1 is about 0.35 success.
   RETURN_IF_ERROR(Param(args, "target", 1.1, &BenchArgs::GetDouble, s.target));
-  // 256 episodes per step (guess.toml: 128; the quick run: 16).
+  // 512 episodes per step (guess.toml: 128; the quick run: 16). The pipeline that feeds the
+  // learner spans an episode's duration; counted in learner versions, that is the duration over
+  // the step time, so a bigger batch keeps the same pipeline fewer versions behind.
   RETURN_IF_ERROR(
-      Param(args, "batch_groups", int64_t{q ? 2 : 32}, &BenchArgs::GetInt, s.batch_groups));
+      Param(args, "batch_groups", int64_t{q ? 2 : 64}, &BenchArgs::GetInt, s.batch_groups));
   RETURN_IF_ERROR(Param(args, "median_ms", 50.0, &BenchArgs::GetDouble, s.median_ms));
   RETURN_IF_ERROR(Param(args, "sigma", 1.0, &BenchArgs::GetDouble, s.sigma));
   ASSIGN_OR_RETURN(s.medians,
                    ParseList("medians", args.GetString("medians", q ? "0,10" : "0,10,50,200")));
   ASSIGN_OR_RETURN(s.in_flight, ParseInFlight(args.GetString(
-                                    "in_flight", q ? "0:32" : "0:256,10:256,50:768,200:1024")));
+                                    "in_flight", q ? "0:32" : "0:512,10:512,50:1536,200:2048")));
   RETURN_IF_ERROR(Param(args, "num_actors", int64_t{1}, &BenchArgs::GetInt, s.num_actors));
   RETURN_IF_ERROR(Param(args, "max_staleness", int64_t{8}, &BenchArgs::GetInt, s.max_staleness));
-  RETURN_IF_ERROR(Param(args, "buffer_groups", int64_t{64}, &BenchArgs::GetInt, s.buffer_groups));
-  RETURN_IF_ERROR(Param(args, "pipeline_batches", 4.0, &BenchArgs::GetDouble, s.pipeline_batches));
+  RETURN_IF_ERROR(Param(args, "buffer_groups", int64_t{128}, &BenchArgs::GetInt, s.buffer_groups));
+  RETURN_IF_ERROR(Param(args, "pipeline_batches", 2.5, &BenchArgs::GetDouble, s.pipeline_batches));
   RETURN_IF_ERROR(Param(args, "seed", int64_t{1}, &BenchArgs::GetInt, s.seed));
   RETURN_IF_ERROR(Param(args, "seeds", int64_t{q ? 1 : 2}, &BenchArgs::GetInt, s.seeds));
   RETURN_IF_ERROR(
-      Param(args, "eval_episodes", int64_t{q ? 32 : 2048}, &BenchArgs::GetInt, s.eval_episodes));
+      Param(args, "eval_episodes", int64_t{q ? 32 : 8192}, &BenchArgs::GetInt, s.eval_episodes));
   RETURN_IF_ERROR(
       Param(args, "smooth_steps", int64_t{q ? 1 : 10}, &BenchArgs::GetInt, s.curve.smooth_steps));
   RETURN_IF_ERROR(
