@@ -8,63 +8,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "flywheel/actor/env_tokenizer.h"
+#include "flywheel/actor/actor_test_util.h"
 #include "flywheel/model/weight_snapshot.h"
 
 namespace flywheel {
 namespace {
 
-struct Harness {
-  explicit Harness(double latency_ms, ActorOptions actor_options = {}) {
-    EnvOptions env_options;
-    env_options.latency.model = LatencyKind::kConstant;
-    env_options.latency.mean_ms = latency_ms;
-    factory = *EnvFactory::Create(env_options);
-    executor = std::make_unique<EnvExecutor>(EnvExecutor::Options{.num_workers = 1});
-    tokenizer = *MakeTokenizer(factory->vocabulary());
-    ModelOptions model_options;
-    model_options.vocab_size = tokenizer->vocab_size();
-    model_options.hidden_size = 32;
-    model_options.num_layers = 1;
-    model_options.num_heads = 2;
-    model_options.num_kv_heads = 1;
-    model_options.intermediate_size = 64;
-    model = *MakeTransformer(model_options);
-    tasks = std::make_unique<TaskSource>(factory->task_name(), 7, 4);
-    actor_options.episodes_in_flight = 6;
-    actor_options.max_new_tokens = 3;
-    actor_options.max_turns = 4;
-    actor = std::make_unique<Actor>(
-        "actor-0", actor_options, SamplingParams{}, *RolloutEngine::Create({}, *MakeSnapshot(model, 0)),
-        factory.get(), executor.get(), tokenizer.get(), tasks.get(),
-        [this](Trajectory t) {
-          absl::MutexLock lock(&mu);
-          trajectories.push_back(std::move(t));
-          return absl::OkStatus();
-        },
-        11);
-  }
-  ~Harness() {
-    executor->Close();
-    actor.reset();
-  }
-  std::vector<Trajectory> Take() {
-    absl::MutexLock lock(&mu);
-    return std::exchange(trajectories, {});
-  }
-
-  std::unique_ptr<EnvFactory> factory;
-  std::unique_ptr<EnvExecutor> executor;
-  std::unique_ptr<Tokenizer> tokenizer;
-  Transformer model{nullptr};
-  std::unique_ptr<TaskSource> tasks;
-  std::unique_ptr<Actor> actor;
-  absl::Mutex mu;
-  std::vector<Trajectory> trajectories ABSL_GUARDED_BY(mu);
-};
-
 TEST(ActorTest, RunsConcurrentEpisodesIntoValidTrajectories) {
-  Harness h(2.0);
+  ActorHarness h(2.0);
   ASSERT_TRUE(h.actor->Run(12).ok());
   const std::vector<Trajectory> out = h.Take();
   ASSERT_EQ(out.size(), 12u);
@@ -91,7 +42,7 @@ TEST(ActorTest, RunsConcurrentEpisodesIntoValidTrajectories) {
 }
 
 TEST(ActorTest, NewWeightsTagTheTokensTheyProduce) {
-  Harness h(1.0);
+  ActorHarness h(1.0);
   ASSERT_TRUE(h.actor->Run(4).ok());
   for (const Trajectory& t : h.Take()) EXPECT_EQ(t.MaxVersion(), 0);
   h.actor->PublishSnapshot(*MakeSnapshot(h.model, 5));
@@ -108,7 +59,7 @@ TEST(ActorTest, NewWeightsTagTheTokensTheyProduce) {
 TEST(ActorTest, ExpiredBudgetEndsTheEpisodeWithItsPartialScore) {
   ActorOptions options;
   options.episode_time_budget_s = 0.15;
-  Harness h(100.0, options);  // the reset fits in the budget, reset + one step do not
+  ActorHarness h(100.0, options);  // the reset fits in the budget, reset + one step do not
   ASSERT_TRUE(h.actor->Run(4).ok());
   const std::vector<Trajectory> out = h.Take();
   ASSERT_EQ(out.size(), 4u);
@@ -124,7 +75,7 @@ TEST(ActorTest, ExpiredBudgetEndsTheEpisodeWithItsPartialScore) {
 }
 
 TEST(ActorTest, AdmissionStartsWholeGroupsOnlyWhenThereIsRoom) {
-  Harness h(2.0);  // G = 4, episodes_in_flight = 6
+  ActorHarness h(2.0);  // G = 4, episodes_in_flight = 6
   // The job's rule in miniature: a pipeline of one group, counting episodes being played and
   // trajectories handed over but not yet taken ("trained on").
   std::atomic<int64_t> cap{0};
@@ -159,7 +110,7 @@ TEST(ActorTest, AdmissionStartsWholeGroupsOnlyWhenThereIsRoom) {
 }
 
 TEST(ActorTest, StopEndsAnOpenEndedRun) {
-  Harness h(5.0);
+  ActorHarness h(5.0);
   absl::Status status;
   std::thread runner([&] { status = h.actor->Run(); });
   absl::SleepFor(absl::Milliseconds(300));
@@ -170,7 +121,7 @@ TEST(ActorTest, StopEndsAnOpenEndedRun) {
 }
 
 TEST(ActorTest, SinkErrorStopsTheActor) {
-  Harness h(1.0);
+  ActorHarness h(1.0);
   h.actor = nullptr;
   ActorOptions options;
   options.episodes_in_flight = 2;

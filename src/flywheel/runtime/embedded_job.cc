@@ -8,9 +8,9 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "flywheel/actor/actor.h"
+#include "flywheel/actor/actor_threads.h"
 #include "flywheel/actor/env_tokenizer.h"
 #include "flywheel/buffer/buffer.h"
 #include "flywheel/core/status_macros.h"
@@ -62,7 +62,6 @@ class Job {
   absl::Status GenerateOneBatch();  // colocated
   // Up to batch_groups groups; fewer only when stopping.
   absl::StatusOr<std::vector<Trajectory>> CollectBatch();
-  absl::Status FirstActorError();
   // Episodes the actors may still start under run.max_pipeline_batches.
   int64_t AdmissionRoom() const;
   void Shutdown();
@@ -75,11 +74,9 @@ class Job {
   std::unique_ptr<Buffer> buffer_;
   std::vector<std::unique_ptr<TaskSource>> tasks_;
   std::vector<std::unique_ptr<Actor>> actors_;
-  std::vector<std::thread> actor_threads_;
+  ActorThreads actor_threads_;  // async: every actor runs open-ended
   int64_t admission_groups_ = 0;  // run.max_pipeline_batches in groups; 0 = no admission
   std::atomic<bool> stopping_{false};
-  absl::Mutex errors_mu_;
-  std::vector<absl::Status> actor_errors_ ABSL_GUARDED_BY(errors_mu_);
 };
 
 absl::Status Job::Init(const EmbeddedJobOptions& options) {
@@ -154,14 +151,6 @@ absl::Status Job::Publish() {
   return absl::OkStatus();
 }
 
-absl::Status Job::FirstActorError() {
-  absl::MutexLock lock(&errors_mu_);
-  for (const absl::Status& s : actor_errors_) {
-    if (!s.ok()) return s;
-  }
-  return absl::OkStatus();
-}
-
 absl::Status Job::GenerateOneBatch() {
   // Whole groups per actor, so every group is complete when Run returns.
   const int64_t n = static_cast<int64_t>(actors_.size());
@@ -186,7 +175,7 @@ absl::StatusOr<std::vector<Trajectory>> Job::CollectBatch() {
     absl::StatusOr<std::vector<SampledItem>> items =
         buffer_->Sample(config_.run.batch_groups - groups, absl::Now() + kPoll);
     if (absl::IsDeadlineExceeded(items.status())) {
-      RETURN_IF_ERROR(FirstActorError());
+      RETURN_IF_ERROR(actor_threads_.FirstError());
       continue;
     }
     if (!items.ok()) return items.status();
@@ -201,9 +190,7 @@ absl::StatusOr<std::vector<Trajectory>> Job::CollectBatch() {
 void Job::Shutdown() {
   stopping_.store(true);
   if (buffer_ != nullptr) buffer_->Close();
-  for (const auto& actor : actors_) actor->Stop();
-  for (std::thread& t : actor_threads_) t.join();
-  actor_threads_.clear();
+  actor_threads_.Stop();
   if (executor_ != nullptr) executor_->Close();
 }
 
@@ -215,20 +202,7 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
     progress.emplace(options.progress, options.progress_is_terminal, absl::Seconds(10));
   }
   const absl::Time start = absl::Now();
-  if (async) {
-    for (size_t i = 0; i < actors_.size(); ++i) {
-      {
-        absl::MutexLock lock(&errors_mu_);
-        actor_errors_.push_back(absl::OkStatus());
-      }
-      actor_threads_.emplace_back([this, i] {
-        absl::Status status = actors_[i]->Run();
-        if (stopping_.load()) return;  // cancelled inserts at shutdown are expected
-        absl::MutexLock lock(&errors_mu_);
-        actor_errors_[i] = status;
-      });
-    }
-  }
+  if (async) actor_threads_.Start(actors_);
 
   EmbeddedJobResult result;
   int64_t consumed = 0;

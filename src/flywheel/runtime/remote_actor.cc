@@ -2,13 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <memory>
-#include <thread>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "flywheel/actor/actor.h"
+#include "flywheel/actor/actor_threads.h"
 #include "flywheel/actor/env_tokenizer.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
@@ -44,7 +44,6 @@ class RemoteActorProcess {
   absl::Status FetchNewer(int64_t have_version);
   void Log(const std::string& line);
   void StopActors();
-  absl::Status FirstActorError();
 
   const JobConfig config_;
   const RemoteActorOptions options_;
@@ -58,12 +57,10 @@ class RemoteActorProcess {
   std::shared_ptr<const WeightSnapshot> snapshot_;
   std::vector<std::unique_ptr<TaskSource>> tasks_;
   std::vector<std::unique_ptr<Actor>> actors_;
-  std::vector<std::thread> threads_;
+  ActorThreads actor_threads_;
   std::atomic<bool> stopping_{false};
   std::atomic<int64_t> inserted_{0};
   int64_t weight_updates_ = 0;
-  absl::Mutex errors_mu_;
-  std::vector<absl::Status> actor_errors_ ABSL_GUARDED_BY(errors_mu_);
 };
 
 void RemoteActorProcess::Log(const std::string& line) {
@@ -164,40 +161,19 @@ absl::Status RemoteActorProcess::Insert(const Trajectory& trajectory) {
   }
 }
 
-absl::Status RemoteActorProcess::FirstActorError() {
-  absl::MutexLock lock(&errors_mu_);
-  for (const absl::Status& s : actor_errors_) {
-    if (!s.ok()) return s;
-  }
-  return absl::OkStatus();
-}
-
 void RemoteActorProcess::StopActors() {
   stopping_.store(true);
-  for (const auto& actor : actors_) actor->Stop();
-  for (std::thread& t : threads_) t.join();
-  threads_.clear();
+  actor_threads_.Stop();
   if (executor_ != nullptr) executor_->Close();
 }
 
 absl::StatusOr<RemoteActorResult> RemoteActorProcess::Run() {
-  {
-    absl::MutexLock lock(&errors_mu_);
-    actor_errors_.assign(actors_.size(), absl::OkStatus());
-  }
-  for (size_t i = 0; i < actors_.size(); ++i) {
-    threads_.emplace_back([this, i] {
-      absl::Status status = actors_[i]->Run();
-      if (stopping_.load()) return;  // cancelled inserts at shutdown are expected
-      absl::MutexLock lock(&errors_mu_);
-      actor_errors_[i] = status;
-    });
-  }
+  actor_threads_.Start(actors_);
   RemoteActorResult result;
   absl::Status failure = absl::OkStatus();
   absl::Time weights_last_ok = absl::Now();
   while (!StopRequested()) {
-    if (failure = FirstActorError(); !failure.ok()) break;
+    if (failure = actor_threads_.FirstError(); !failure.ok()) break;
     absl::StatusOr<v1::GetVersionResponse> version = weights_->GetVersion();
     if (version.ok()) {
       weights_last_ok = absl::Now();
