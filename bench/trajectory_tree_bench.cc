@@ -102,15 +102,7 @@ absl::StatusOr<std::vector<Execution>> TrainingExecutions(const BenchArgs& args,
   if (static_cast<int64_t>(out.size()) > executions) {
     out.erase(out.begin(), out.end() - executions);
   }
-  int64_t min_version = INT64_MAX, max_version = 0;
-  for (const Execution& e : out) {
-    for (const LlmCall& c : e.calls) {
-      for (int64_t v : c.versions) {
-        min_version = std::min(min_version, v);
-        max_version = std::max(max_version, v);
-      }
-    }
-  }
+  const VersionRange versions = BehaviourVersions(out);
   about = {{"steps", run->steps},
            {"imitation_steps", job.tree.imitation_steps},
            {"lr", job.learner.lr},
@@ -118,7 +110,7 @@ absl::StatusOr<std::vector<Execution>> TrainingExecutions(const BenchArgs& args,
            {"model", {{"hidden", job.model.hidden_size}, {"layers", job.model.num_layers}}},
            {"reward_first_step", run->first_reward},
            {"reward_last_step", run->last_reward},
-           {"behaviour_versions", {min_version, max_version}},
+           {"behaviour_versions", {versions.min, versions.max}},
            {"calls_log", (run->run_dir / "calls.jsonl").string()},
            {"metrics", run->metrics}};
   return out;

@@ -142,16 +142,9 @@ absl::StatusOr<TreeJobResult> RunTreeJob(const JobConfig& config, const TreeJobR
     calls_out.flush();
     if (!calls_out) return absl::DataLossError(StrCat("tree job: writing ", calls_path.string()));
 
-    int64_t calls = 0, min_version = INT64_MAX, max_version = 0;
-    for (const Execution& e : executions) {
-      calls += static_cast<int64_t>(e.calls.size());
-      for (const LlmCall& c : e.calls) {
-        for (int64_t v : c.versions) {
-          min_version = std::min(min_version, v);
-          max_version = std::max(max_version, v);
-        }
-      }
-    }
+    int64_t calls = 0;
+    for (const Execution& e : executions) calls += static_cast<int64_t>(e.calls.size());
+    const VersionRange versions = BehaviourVersions(executions);
     const auto train_start = std::chrono::steady_clock::now();
     absl::StatusOr<TreeStepResult> trained = learner.Step(executions);
     if (!trained.ok()) return AtStep(step, trained.status());
@@ -170,8 +163,8 @@ absl::StatusOr<TreeJobResult> RunTreeJob(const JobConfig& config, const TreeJobR
     line["token_ratio"] =
         static_cast<double>(trained->tokens_flat) / static_cast<double>(trained->tokens_tree);
     line["llm_calls"] = calls;
-    line["behaviour_version_min"] = min_version;
-    line["behaviour_version_max"] = max_version;
+    line["behaviour_version_min"] = versions.min;
+    line["behaviour_version_max"] = versions.max;
     line["rollout_seconds"] = rollout_s;
     line["train_seconds"] = train_s;
     line["elapsed_seconds"] = Seconds(start);
@@ -184,8 +177,8 @@ absl::StatusOr<TreeJobResult> RunTreeJob(const JobConfig& config, const TreeJobR
                    trained->reward_mean, static_cast<long long>(calls),
                    static_cast<long long>(trained->tokens_flat),
                    static_cast<long long>(trained->tokens_tree), line["token_ratio"].get<double>(),
-                   trained->loss, static_cast<long long>(min_version),
-                   static_cast<long long>(max_version));
+                   trained->loss, static_cast<long long>(versions.min),
+                   static_cast<long long>(versions.max));
       std::fflush(run.progress);
     }
     if (result.steps == 0) result.first_reward = trained->reward_mean;

@@ -1,6 +1,8 @@
 #include "flywheel/trajectory/llm_call.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "flywheel/core/strings.h"
 
@@ -73,6 +75,20 @@ absl::StatusOr<ExecutionReward> RewardOf(const Execution& e) {
   return absl::FailedPreconditionError(StrCat("execution '", e.execution_id, "' (",
                                               TerminationName(e.termination),
                                               ") has neither a final reward nor a partial score"));
+}
+
+VersionRange BehaviourVersions(const std::vector<Execution>& executions) {
+  std::optional<VersionRange> range;
+  for (const Execution& e : executions) {
+    for (const LlmCall& c : e.calls) {
+      for (int64_t v : c.versions) {
+        if (!range) range = VersionRange{v, v};
+        range->min = std::min(range->min, v);
+        range->max = std::max(range->max, v);
+      }
+    }
+  }
+  return range.value_or(VersionRange{});
 }
 
 }  // namespace flywheel

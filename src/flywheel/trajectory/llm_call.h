@@ -58,6 +58,14 @@ struct ExecutionReward {
 };
 absl::StatusOr<ExecutionReward> RewardOf(const Execution& execution);
 
+// The oldest and newest policy version of any generated token of `executions`; {0, 0} when
+// they generated nothing.
+struct VersionRange {
+  int64_t min = 0;
+  int64_t max = 0;
+};
+VersionRange BehaviourVersions(const std::vector<Execution>& executions);
+
 }  // namespace flywheel
 
 #endif  // FLYWHEEL_TRAJECTORY_LLM_CALL_H_

@@ -162,6 +162,18 @@ TEST(ExecutionRewardTest, TimeoutKeepsThePartialScore) {
   EXPECT_FALSE(RewardOf(e)->from_partial_score);
 }
 
+TEST(LlmCallTest, BehaviourVersionsSpanEveryGeneratedToken) {
+  EXPECT_EQ(BehaviourVersions({}).min, 0);
+  EXPECT_EQ(BehaviourVersions({}).max, 0);
+  Execution a = Exec({Call("a0", Role::kMain, {1}, {2, 3})});
+  a.calls[0].versions = {7, 9};
+  Execution b = Exec({Call("b0", Role::kMain, {1}, {2}), Call("b1", Role::kSubAgent, {1}, {4})});
+  b.calls[1].versions = {12};
+  const VersionRange r = BehaviourVersions({a, b});
+  EXPECT_EQ(r.min, 3);  // b0 keeps Call's version 3
+  EXPECT_EQ(r.max, 12);
+}
+
 TEST(LlmCallTest, ValidationNamesExecutionAndCall) {
   Execution e = Exec({Call("c7", Role::kMain, {1}, {2, 3})});
   e.calls[0].logprobs.pop_back();
