@@ -16,7 +16,7 @@ struct Actor::Episode {
   std::vector<int64_t> turn_tokens;  // generated in the current policy turn
   int64_t turns = 0;
   double total_reward = 0;
-  absl::Time started;
+  absl::Time started;       // the reset came back: the time budget counts from here
   absl::Time call_started;  // when the env call in flight began
 };
 
@@ -157,6 +157,9 @@ absl::Status Actor::HandleEvent(Event event) {
     return Finish(ep, Termination::kEnvError, std::nullopt);
   }
   StepResult& r = *event.result;
+  // The time budget counts from the reset: waiting for an environment copy is not the episode's own
+  // time.
+  if (event.kind == Event::kReset) ep.started = absl::Now();
   if (event.kind == Event::kScore) {
     return Finish(ep, Termination::kTimeout, r.partial_score);
   }

@@ -20,12 +20,30 @@ EnvExecutor::EnvExecutor(Options options) : clock_(options.clock) {
 EnvExecutor::~EnvExecutor() { Close(); }
 
 void EnvExecutor::Close() {
-  std::deque<Work> work;
-  std::vector<Timer> timers;
+  Close([] {});
+}
+
+void EnvExecutor::Close(absl::FunctionRef<void()> interrupt_running) {
+  std::vector<Environment*> awaiting;
   {
     absl::MutexLock lock(&mu_);
     if (closed_) return;
     closed_ = true;
+    awaiting.assign(awaiting_.begin(), awaiting_.end());
+  }
+  // Their callbacks now defer to `cancelled_`, so no environment is released (and freed by its
+  // owner) while this loop may still call it.
+  for (Environment* env : awaiting) env->CancelAwait();
+  // No call starts from here on: those running are all there is to end.
+  interrupt_running();
+  std::vector<absl::AnyInvocable<void()>> cancelled;
+  std::deque<Work> work;
+  std::vector<Timer> timers;
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](absl::flat_hash_set<Environment*>* s) { return s->empty(); }, &awaiting_));
+    cancelled.swap(cancelled_);
     work.swap(work_);
     while (!timers_.empty()) {
       timers.push_back(std::move(const_cast<Timer&>(timers_.top())));
@@ -34,6 +52,7 @@ void EnvExecutor::Close() {
     work_cv_.SignalAll();
     timer_cv_.SignalAll();
   }
+  for (auto& c : cancelled) c();
   for (auto& w : work) w.cancel();
   for (auto& t : timers) t.fire(absl::CancelledError("environment executor closed"));
   for (auto& t : threads_) t.join();
@@ -42,7 +61,7 @@ void EnvExecutor::Close() {
 
 int64_t EnvExecutor::in_flight() const {
   absl::MutexLock lock(&mu_);
-  return static_cast<int64_t>(work_.size() + timers_.size()) + busy_workers_;
+  return static_cast<int64_t>(awaiting_.size() + work_.size() + timers_.size()) + busy_workers_;
 }
 
 void EnvExecutor::Submit(absl::AnyInvocable<void()> run, absl::AnyInvocable<void()> cancel) {
@@ -60,9 +79,36 @@ void EnvExecutor::Submit(absl::AnyInvocable<void()> run, absl::AnyInvocable<void
 
 void EnvExecutor::StartReset(Environment* env, TaskInstance task, StepCallback done) {
   auto shared = std::make_shared<StepCallback>(std::move(done));
-  Submit([this, env, task = std::move(task),
-          shared] { CompleteStep(env->Reset(task), std::move(*shared)); },
-         [shared] { (*shared)(absl::CancelledError("environment executor closed")); });
+  auto cancel = [shared] { (*shared)(absl::CancelledError("environment executor closed")); };
+  bool closed;
+  {
+    absl::MutexLock lock(&mu_);
+    closed = closed_;
+    if (!closed) awaiting_.insert(env);
+  }
+  if (closed) {
+    cancel();
+    return;
+  }
+  // The reset waits for the environment's resources (a process copy) without a worker thread.
+  env->AwaitResources(
+      [this, env, task = std::move(task), shared, cancel](absl::Status status) mutable {
+        {
+          absl::MutexLock lock(&mu_);
+          awaiting_.erase(env);
+          if (closed_) {
+            cancelled_.push_back(std::move(cancel));  // Close() delivers it
+            return;
+          }
+        }
+        if (!status.ok()) {
+          (*shared)(std::move(status));
+          return;
+        }
+        Submit([this, env, task = std::move(task),
+                shared] { CompleteStep(env->Reset(task), std::move(*shared)); },
+               std::move(cancel));
+      });
 }
 
 void EnvExecutor::StartStep(Environment* env, std::string action, StepCallback done) {

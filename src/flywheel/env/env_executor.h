@@ -5,10 +5,12 @@
 //                                                   ▼
 //                                  timer queue (one thread) ── at now + latency ──▶ done(result)
 //
-// Hundreds of episodes may be in flight; those waiting on latency sit in the timer queue.
-// A few workers run the compute (built-in tasks are microseconds; a process environment holds
-// a worker while its process answers). On a VirtualClock the timer thread advances the clock to
-// the next due time whenever no compute is pending, so the run is a discrete-event simulation.
+// Hundreds of episodes may be in flight; those waiting on latency sit in the timer queue, and a
+// reset that needs a shared resource first (Environment::AwaitResources: a process copy) waits for
+// it without a worker. A few workers run the compute (built-in tasks are microseconds; a process
+// environment holds a worker while its process answers). On a VirtualClock the timer thread
+// advances the clock to the next due time whenever no compute is pending, so the run is a
+// discrete-event simulation.
 //
 // Calls for one Environment must not overlap (start the next after `done` ran); different
 // environments may be driven concurrently. `done` runs on an executor thread and must be short;
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
@@ -65,9 +68,14 @@ class EnvExecutor {
   // instant. Calls started from callbacks need no hold. A no-op on the real clock.
   void HoldVirtualTime(absl::FunctionRef<void()> start);
 
-  // Stops the threads; pending calls complete with CANCELLED. Idempotent.
+  // Stops the threads; pending calls complete with CANCELLED. Idempotent. Calls running on a worker
+  // are waited for: `interrupt_running`, run once no new call can start, can end them sooner
+  // (EnvFactory::Interrupt, for environment processes that may hang).
   void Close();
+  void Close(absl::FunctionRef<void()> interrupt_running);
 
+  // Calls started whose callback has not run: waiting for resources, queued, computing, or waiting
+  // out their latency.
   int64_t in_flight() const;
 
  private:
@@ -97,6 +105,10 @@ class EnvExecutor {
   int64_t busy_workers_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t holds_ ABSL_GUARDED_BY(mu_) = 0;  // HoldVirtualTime calls in progress
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_ ABSL_GUARDED_BY(mu_);
+  // Environments whose reset waits in AwaitResources, and the callbacks of those that came back
+  // after Close() began (delivered by Close as CANCELLED).
+  absl::flat_hash_set<Environment*> awaiting_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::AnyInvocable<void()>> cancelled_ ABSL_GUARDED_BY(mu_);
   int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> threads_;
 };

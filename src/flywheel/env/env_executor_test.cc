@@ -138,6 +138,62 @@ TEST(EnvExecutorTest, FuturesAndCloseCancelsPendingWaits) {
   EXPECT_EQ(after.get().status().code(), absl::StatusCode::kCancelled);
 }
 
+// A guess environment whose reset needs a resource that the test hands out (as a process pool hands
+// out copies).
+class GatedEnv : public GuessEnv {
+ public:
+  GatedEnv() : GuessEnv(GuessOptions{}) {}
+  void AwaitResources(absl::AnyInvocable<void(absl::Status)> ready) override {
+    absl::MutexLock lock(&mu_);
+    ready_ = std::move(ready);
+  }
+  void CancelAwait() override { Grant(absl::CancelledError("cancelled")); }
+  bool waiting() {
+    absl::MutexLock lock(&mu_);
+    return ready_ != nullptr;
+  }
+  void Grant(absl::Status status = absl::OkStatus()) {
+    absl::AnyInvocable<void(absl::Status)> ready;
+    {
+      absl::MutexLock lock(&mu_);
+      ready.swap(ready_);
+    }
+    if (ready) ready(std::move(status));
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::AnyInvocable<void(absl::Status)> ready_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST(EnvExecutorTest, AResetWaitingForItsResourceHoldsNoWorker) {
+  EnvExecutor executor({.num_workers = 1});
+  GatedEnv gated;
+  auto waiting = executor.Reset(&gated, TaskInstance{"guess", 1});
+  EXPECT_TRUE(gated.waiting());
+  EXPECT_EQ(executor.in_flight(), 1);
+  // The only worker is free: another episode plays while the first waits.
+  GuessEnv other(GuessOptions{});
+  auto reset = executor.Reset(&other, TaskInstance{"guess", 2});
+  ASSERT_EQ(reset.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_TRUE(reset.get().ok());
+  EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);
+  gated.Grant();
+  ASSERT_EQ(waiting.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_TRUE(waiting.get().ok());
+}
+
+TEST(EnvExecutorTest, CloseCancelsResetsWaitingForTheirResource) {
+  EnvExecutor executor({.num_workers = 1});
+  GatedEnv gated;
+  auto waiting = executor.Reset(&gated, TaskInstance{"guess", 1});
+  executor.Close();
+  ASSERT_EQ(waiting.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_EQ(waiting.get().status().code(), absl::StatusCode::kCancelled);
+  EXPECT_FALSE(gated.waiting());
+  EXPECT_EQ(executor.in_flight(), 0);
+}
+
 TEST(EnvExecutorTest, ErrorsReachTheCallback) {
   EnvOptions options;
   options.workers = 1;

@@ -34,6 +34,10 @@ absl::StatusOr<std::unique_ptr<EnvFactory>> EnvFactory::Create(const EnvOptions&
   return f;
 }
 
+void EnvFactory::Interrupt() const {
+  if (pool_ != nullptr) pool_->Interrupt();
+}
+
 std::unique_ptr<Environment> EnvFactory::NewUnwrapped() const {
   switch (options_.kind) {
     case EnvKind::kGuess:

@@ -38,6 +38,11 @@ class EnvFactory {
   absl::StatusOr<std::unique_ptr<Policy>> MakeExpert() const;
   absl::StatusOr<std::unique_ptr<Policy>> MakeRandom(uint64_t seed) const;
 
+  // Ends every environment call and resource wait in flight now (ProcessPool::Interrupt): a
+  // stopping job has its executor's Close call it, so that a hung environment process cannot hold
+  // the stop. Built-in tasks never block; for them it does nothing.
+  void Interrupt() const;
+
   std::string DebugString() const;
 
  private:

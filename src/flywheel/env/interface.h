@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -78,6 +79,19 @@ class Environment {
   virtual absl::StatusOr<double> ScorePartial() = 0;
   // Ends the episode and releases what it holds (a process lease). Idempotent.
   virtual void Close() {}
+
+  // Reset may need a resource that episodes share (an idle copy of an external environment's
+  // process). AwaitResources calls `ready` once this environment holds one, so that Reset then runs
+  // without waiting: at once when nothing is shared (the default), otherwise when another episode
+  // releases it. An episode waiting here holds no thread, so more episodes than copies is an
+  // ordinary configuration. `ready` may run on any thread and must be short. Without a prior
+  // AwaitResources, Reset waits for the resource itself.
+  virtual void AwaitResources(absl::AnyInvocable<void(absl::Status)> ready) {
+    ready(absl::OkStatus());
+  }
+  // Ends a pending AwaitResources now: its `ready` gets CANCELLED before this returns, unless it
+  // was already called (or is being called on another thread). A no-op without one.
+  virtual void CancelAwait() {}
 
   virtual const VocabularySpec& vocabulary() const = 0;
   virtual std::string DebugString() const = 0;

@@ -24,6 +24,10 @@ class ObservationLimitEnv : public Environment {
   absl::StatusOr<StepResult> Step(std::string_view action) override;
   absl::StatusOr<double> ScorePartial() override { return inner_->ScorePartial(); }
   void Close() override { inner_->Close(); }
+  void AwaitResources(absl::AnyInvocable<void(absl::Status)> ready) override {
+    inner_->AwaitResources(std::move(ready));
+  }
+  void CancelAwait() override { inner_->CancelAwait(); }
   const VocabularySpec& vocabulary() const override { return inner_->vocabulary(); }
   std::string DebugString() const override { return inner_->DebugString(); }
 

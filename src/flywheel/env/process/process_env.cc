@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/env/observation_limit.h"
@@ -40,8 +43,7 @@ absl::StatusOr<std::unique_ptr<Subprocess>> ProcessPool::StartOne(protocol::Hell
   absl::Status status = p->WriteLine(protocol::HelloRequest());
   absl::StatusOr<std::string> line;
   if (status.ok()) {
-    line = p->ReadLine(absl::Now() + Seconds(options_.start_timeout_seconds),
-                       static_cast<size_t>(options_.max_line_bytes));
+    line = ReadReply(*p, absl::Now() + Seconds(options_.start_timeout_seconds));
     status = line.status();
   }
   absl::StatusOr<protocol::Hello> parsed;
@@ -95,30 +97,62 @@ ProcessPool::~ProcessPool() {
   // Remaining processes are killed by ~Subprocess.
 }
 
-absl::StatusOr<ProcessPool::Lease> ProcessPool::Acquire(absl::Time deadline) {
+int64_t ProcessPool::AcquireAsync(Grant grant) {
   Lease lease;
+  int64_t ticket;
   {
     absl::MutexLock lock(&mu_);
-    auto available = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !idle_.empty(); };
-    if (!mu_.AwaitWithDeadline(absl::Condition(&available), deadline)) {
-      return absl::DeadlineExceededError(StrCat("all ", options_.copies, " copies of environment `",
-                                                command(),
-                                                "` stayed busy (raise env.process.copies)"));
+    ticket = next_ticket_++;
+    if (idle_.empty()) {
+      waiting_.emplace_back(ticket, std::move(grant));
+      return ticket;
     }
     lease = std::move(idle_.back());
     idle_.pop_back();
   }
-  if (lease.process == nullptr || !lease.process->Running()) {  // died while idle: restart
-    absl::StatusOr<std::unique_ptr<Subprocess>> p = StartOne(nullptr);
-    if (!p.ok()) {
-      lease.process.reset();
-      Release(std::move(lease), /*healthy=*/false);
-      return p.status();
-    }
-    lease.process = *std::move(p);
-    restarts_->Increment();
+  grant(std::move(lease));
+  return ticket;
+}
+
+bool ProcessPool::CancelWait(int64_t ticket) {
+  Grant grant;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = std::find_if(waiting_.begin(), waiting_.end(),
+                           [ticket](const auto& w) { return w.first == ticket; });
+    if (it == waiting_.end()) return false;
+    grant = std::move(it->second);
+    waiting_.erase(it);
   }
-  return lease;
+  grant(absl::CancelledError(StrCat("wait for a copy of environment `", command(), "` cancelled")));
+  return true;
+}
+
+absl::StatusOr<ProcessPool::Lease> ProcessPool::Acquire(absl::Time deadline) {
+  struct Result {
+    absl::Notification granted;
+    absl::StatusOr<Lease> lease;
+  };
+  auto result = std::make_shared<Result>();
+  const int64_t ticket = AcquireAsync([result](absl::StatusOr<Lease> lease) {
+    result->lease = std::move(lease);
+    result->granted.Notify();
+  });
+  if (!result->granted.WaitForNotificationWithDeadline(deadline) && CancelWait(ticket)) {
+    return absl::DeadlineExceededError(StrCat("all ", options_.copies, " copies of environment `",
+                                              command(),
+                                              "` stayed busy (raise env.process.copies)"));
+  }
+  result->granted.WaitForNotification();  // granted, or being granted, on another thread
+  return std::move(result->lease);
+}
+
+absl::Status ProcessPool::EnsureRunning(Lease& lease) {
+  if (lease.process != nullptr && lease.process->Running()) return absl::OkStatus();
+  lease.process.reset();  // died while idle, or killed after a failure: restart
+  ASSIGN_OR_RETURN(lease.process, StartOne(nullptr));
+  restarts_->Increment();
+  return absl::OkStatus();
 }
 
 void ProcessPool::Release(Lease lease, bool healthy) {
@@ -126,8 +160,43 @@ void ProcessPool::Release(Lease lease, bool healthy) {
     lease.process->Kill();
     lease.process.reset();
   }
-  absl::MutexLock lock(&mu_);
-  idle_.push_back(std::move(lease));
+  Grant next;
+  {
+    absl::MutexLock lock(&mu_);
+    if (waiting_.empty()) {
+      idle_.push_back(std::move(lease));
+      return;
+    }
+    next = std::move(waiting_.front().second);
+    waiting_.pop_front();
+  }
+  next(std::move(lease));
+}
+
+void ProcessPool::Interrupt() {
+  std::deque<std::pair<int64_t, Grant>> waiting;
+  {
+    absl::MutexLock lock(&mu_);
+    waiting.swap(waiting_);
+  }
+  // After the waiters are gone, so that no copy an interrupted call releases goes to one.
+  interrupts_.fetch_add(1);
+  for (auto& [ticket, grant] : waiting) {
+    grant(absl::CancelledError(StrCat("environment `", command(), "`: the job is stopping")));
+  }
+}
+
+absl::StatusOr<std::string> ProcessPool::ReadReply(Subprocess& p, absl::Time deadline) {
+  const int64_t interrupts = interrupts_.load();
+  while (true) {
+    const absl::Time slice = std::min(deadline, absl::Now() + kInterruptPoll);
+    absl::StatusOr<std::string> line =
+        p.ReadLine(slice, static_cast<size_t>(options_.max_line_bytes));
+    if (!absl::IsDeadlineExceeded(line.status()) || slice >= deadline) return line;
+    if (interrupts_.load() != interrupts) {
+      return absl::CancelledError(StrCat("environment `", command(), "`: the job is stopping"));
+    }
+  }
 }
 
 void ProcessPool::Incident(std::string_view kind, const std::string& message) {
@@ -159,18 +228,42 @@ std::string ProcessEnv::DebugString() const {
                 ", copies=", pool_->options().copies, ")");
 }
 
+void ProcessEnv::AwaitResources(absl::AnyInvocable<void(absl::Status)> ready) {
+  if (lease_.slot >= 0) {  // still holds the copy of its previous episode
+    ready(absl::OkStatus());
+    return;
+  }
+  absl::MutexLock lock(&await_mu_);
+  ticket_ = pool_->AcquireAsync(
+      [this, ready = std::move(ready)](absl::StatusOr<ProcessPool::Lease> lease) mutable {
+        if (lease.ok()) lease_ = *std::move(lease);
+        ready(lease.status());
+      });
+}
+
+void ProcessEnv::CancelAwait() {
+  absl::MutexLock lock(&await_mu_);
+  if (ticket_ >= 0) pool_->CancelWait(ticket_);
+  ticket_ = -1;
+}
+
 absl::StatusOr<StepResult> ProcessEnv::Reset(const TaskInstance& task) {
   last_partial_.reset();
-  if (lease_.process == nullptr) {
+  {
+    absl::MutexLock lock(&await_mu_);
+    ticket_ = -1;  // granted, if there was a wait
+  }
+  if (lease_.slot < 0) {
     const ProcessOptions& o = pool_->options();
     absl::StatusOr<ProcessPool::Lease> lease =
         pool_->Acquire(absl::Now() + Seconds(o.start_timeout_seconds + o.step_timeout_seconds));
-    if (!lease.ok()) {
-      Count("start_failures");
-      pool_->Incident("start_failures", std::string(lease.status().message()));
-      return StepResult::Failure(EpisodeEnd::kEnvError, std::string(lease.status().message()));
-    }
+    if (!lease.ok()) return StartFailure(lease.status());
     lease_ = *std::move(lease);
+  }
+  if (absl::Status started = pool_->EnsureRunning(lease_); !started.ok()) {
+    pool_->Release(std::move(lease_), /*healthy=*/false);
+    lease_ = {};
+    return StartFailure(started);
   }
   in_episode_ = true;
   StepResult r = Exchange(protocol::ResetRequest(task.task, task.seed), "reset");
@@ -178,6 +271,15 @@ absl::StatusOr<StepResult> ProcessEnv::Reset(const TaskInstance& task) {
     r.end = EpisodeEnd::kDone;
   }
   return r;
+}
+
+StepResult ProcessEnv::StartFailure(const absl::Status& status) {
+  if (absl::IsCancelled(status)) {
+    return StepResult::Failure(EpisodeEnd::kEnvError, std::string(status.message()));
+  }
+  Count("start_failures");
+  pool_->Incident("start_failures", std::string(status.message()));
+  return StepResult::Failure(EpisodeEnd::kEnvError, std::string(status.message()));
 }
 
 absl::StatusOr<StepResult> ProcessEnv::Step(std::string_view action) {
@@ -195,11 +297,16 @@ StepResult ProcessEnv::Exchange(const std::string& request, std::string_view wha
   absl::StatusOr<std::string> line = std::string();
   if (!status.ok()) line = status;
   if (status.ok()) {
-    line = p.ReadLine(absl::Now() + Seconds(o.step_timeout_seconds),
-                      static_cast<size_t>(o.max_line_bytes));
+    line = pool_->ReadReply(p, absl::Now() + Seconds(o.step_timeout_seconds));
   }
   if (!line.ok()) {
     switch (line.status().code()) {
+      case absl::StatusCode::kCancelled: {  // the job is stopping: not the process's fault
+        in_episode_ = false;
+        pool_->Release(std::move(lease_), /*healthy=*/false);
+        lease_ = {};
+        return StepResult::Failure(EpisodeEnd::kEnvError, std::string(line.status().message()));
+      }
       case absl::StatusCode::kDeadlineExceeded: {
         std::optional<double> partial = ScoreAfterTimeout();
         const bool healthy = partial.has_value();
@@ -252,8 +359,7 @@ std::optional<double> ProcessEnv::ScoreAfterTimeout() {
   if (!p.WriteLine(protocol::ScoreRequest()).ok()) return std::nullopt;
   const absl::Time deadline = absl::Now() + Seconds(pool_->options().score_timeout_seconds);
   for (int replies = 0; replies < 2; ++replies) {
-    absl::StatusOr<std::string> line =
-        p.ReadLine(deadline, static_cast<size_t>(pool_->options().max_line_bytes));
+    absl::StatusOr<std::string> line = pool_->ReadReply(p, deadline);
     if (!line.ok()) return std::nullopt;
     absl::StatusOr<double> score = protocol::ParseScore(*line);
     if (score.ok()) return *score;
@@ -291,8 +397,7 @@ absl::StatusOr<double> ProcessEnv::ScorePartial() {
   absl::StatusOr<std::string> line = std::string();
   if (!status.ok()) line = status;
   if (status.ok()) {
-    line = p.ReadLine(absl::Now() + Seconds(pool_->options().score_timeout_seconds),
-                      static_cast<size_t>(pool_->options().max_line_bytes));
+    line = pool_->ReadReply(p, absl::Now() + Seconds(pool_->options().score_timeout_seconds));
   }
   absl::StatusOr<double> score = line.ok() ? protocol::ParseScore(*line) : line.status();
   if (score.ok()) {
@@ -308,8 +413,9 @@ absl::StatusOr<double> ProcessEnv::ScorePartial() {
 }
 
 void ProcessEnv::Close() {
+  CancelAwait();
   in_episode_ = false;
-  if (lease_.process != nullptr) {
+  if (lease_.slot >= 0) {
     pool_->Release(std::move(lease_), /*healthy=*/true);
     lease_ = {};
   }

@@ -8,6 +8,9 @@
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <thread>
+
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "flywheel/env/tasks/guess.h"
 #include "flywheel/env/test_util.h"
@@ -223,6 +226,88 @@ TEST(ProcessEnvTest, ManyEpisodesShareFewCopies) {
   EXPECT_THAT(r->error, HasSubstr("env.process.copies"));
   a.Close();
   ExpectSolves(c, 3);
+}
+
+// Records what AwaitResources reports.
+struct Ready {
+  absl::Notification called;
+  absl::Status status;
+  absl::AnyInvocable<void(absl::Status)> Callback() {
+    return [this](absl::Status s) {
+      status = std::move(s);
+      called.Notify();
+    };
+  }
+};
+
+TEST(ProcessEnvTest, EpisodesWaitingForACopyGetItInTurnWithoutAThread) {
+  ProcessOptions o = Options();
+  o.copies = 1;
+  auto pool = ProcessPool::Create(o, 4096);
+  ASSERT_TRUE(pool.ok());
+  ProcessEnv a(*pool), b(*pool), c(*pool);
+  Ready ready_a, ready_b, ready_c;
+  a.AwaitResources(ready_a.Callback());
+  ASSERT_TRUE(ready_a.called.HasBeenNotified()) << "an idle copy is handed over at once";
+  b.AwaitResources(ready_b.Callback());
+  c.AwaitResources(ready_c.Callback());
+  ASSERT_TRUE(a.Reset(TaskInstance{"guess", 1}).ok());
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_FALSE(ready_b.called.HasBeenNotified());  // however long they wait: no deadline
+  a.Close();  // the copy goes to b, the first in line, on this thread
+  ASSERT_TRUE(ready_b.called.HasBeenNotified());
+  EXPECT_TRUE(ready_b.status.ok()) << ready_b.status;
+  EXPECT_FALSE(ready_c.called.HasBeenNotified());
+  ExpectSolves(b, 2);  // ends with Close: the copy goes to c
+  ASSERT_TRUE(ready_c.called.HasBeenNotified());
+  ExpectSolves(c, 3);
+}
+
+TEST(ProcessEnvTest, ACancelledWaitGetsCancelledAndTakesNoCopy) {
+  ProcessOptions o = Options();
+  o.copies = 1;
+  auto pool = ProcessPool::Create(o, 4096);
+  ASSERT_TRUE(pool.ok());
+  ProcessEnv a(*pool), b(*pool), c(*pool);
+  ASSERT_TRUE(a.Reset(TaskInstance{"guess", 1}).ok());
+  Ready ready_b;
+  b.AwaitResources(ready_b.Callback());
+  b.CancelAwait();
+  ASSERT_TRUE(ready_b.called.HasBeenNotified());
+  EXPECT_EQ(ready_b.status.code(), absl::StatusCode::kCancelled);
+  a.Close();
+  ExpectSolves(c,
+               2);  // the copy went back to the pool, not to the cancelled wait
+}
+
+TEST(ProcessEnvTest, InterruptEndsAHungExchangeAndEveryWaitAtOnce) {
+  ProcessOptions o = Faulty("hang");
+  o.step_timeout_seconds = 60;
+  auto pool = ProcessPool::Create(o, 4096);
+  ASSERT_TRUE(pool.ok());
+  ProcessEnv hung(*pool), waiting(*pool);
+  ASSERT_TRUE(hung.Reset(TaskInstance{"guess", 3}).ok());
+  ASSERT_TRUE(hung.Step("0").ok());
+  StepResult r;
+  std::thread player([&] {  // blocks in the hung step
+    absl::StatusOr<StepResult> s = hung.Step("boom");
+    if (s.ok()) r = *std::move(s);
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  Ready ready;
+  waiting.AwaitResources(ready.Callback());
+  const int64_t timeouts = Counter("env.process.timeouts");
+  const absl::Time interrupted = absl::Now();
+  (*pool)->Interrupt();
+  player.join();
+  EXPECT_LT(absl::Now() - interrupted, absl::Seconds(2));
+  EXPECT_EQ(r.end, EpisodeEnd::kEnvError);
+  EXPECT_THAT(r.error, HasSubstr("the job is stopping"));
+  EXPECT_EQ(Counter("env.process.timeouts"),
+            timeouts);  // not the environment's fault
+  ASSERT_TRUE(ready.called.HasBeenNotified());
+  EXPECT_EQ(ready.status.code(), absl::StatusCode::kCancelled);
+  ExpectSolves(hung, 1);  // later calls run normally, on a restarted process
 }
 
 TEST(ProcessEnvTest, AProcessThatDiedWhileIdleIsRestartedBeforeTheNextEpisode) {
