@@ -1,6 +1,7 @@
 // flywheel train CONFIG [--set k=v …] [--resume]
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "flywheel/cli/command.h"
+#include "flywheel/cli/stop_signals.h"
 #include "flywheel/runtime/embedded_job.h"
 #include "flywheel/runtime/job_config.h"
 #include "flywheel/runtime/tree_job.h"
@@ -16,12 +18,13 @@ namespace flywheel::cli {
 namespace {
 
 // tree.enabled: the repair harness driven by the policy, trained on trees (runtime/tree_job.h).
-int RunTreeTraining(const JobConfig& job, bool resume) {
+int RunTreeTraining(const JobConfig& job, bool resume, const std::atomic<bool>& stop) {
   if (resume) {
     return ReportError(absl::InvalidArgumentError("--resume: the tree job starts fresh runs only"));
   }
   TreeJobRunOptions options;
   options.progress = stdout;
+  options.stop = &stop;
   auto result = RunTreeJob(job, options);
   if (!result.ok()) return ReportError(result.status());
   std::cout << "run " << result->run_dir.string() << ": " << result->steps << " steps, version "
@@ -51,15 +54,19 @@ void AddTrainCommand(CLI::App& app, Invocation& invocation) {
     invocation.run = [args] {
       auto job = LoadJobConfig(args->file, args->overrides);
       if (!job.ok()) return ReportError(job.status());
-      if (job->tree.enabled) return RunTreeTraining(*job, args->resume);
+      // SIGINT/SIGTERM: stop within the stop bound, summary written, exit 0.
+      StopSignals signals;
+      if (job->tree.enabled) return RunTreeTraining(*job, args->resume, signals.stop());
       EmbeddedJobOptions options;
       options.resume = args->resume;
+      options.stop = &signals.stop();
       options.progress = stdout;
       options.progress_is_terminal = isatty(fileno(stdout)) != 0;
       auto result = RunEmbeddedJob(*job, options);
       if (!result.ok()) return ReportError(result.status());
       std::cout << "run " << job->run.runs_dir << "/" << job->run.name << ": " << result->final_step
-                << " steps, last reward " << result->last_reward << ", last success "
+                << " steps (stopped by " << result->summary.value("stopped_by", "") << ")"
+                << ", last reward " << result->last_reward << ", last success "
                 << result->last_success << "\n";
       if (result->eval.has_value()) {
         std::cout << "evaluation of the final policy (" << result->eval->episodes

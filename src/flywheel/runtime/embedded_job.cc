@@ -24,6 +24,7 @@
 #include "flywheel/runtime/policy_eval.h"
 #include "flywheel/runtime/policy_setup.h"
 #include "flywheel/runtime/progress.h"
+#include "flywheel/runtime/run_stop.h"
 
 namespace flywheel {
 namespace {
@@ -59,9 +60,9 @@ class Job {
  private:
   absl::Status Sink(Trajectory t);
   absl::Status Publish();
-  absl::Status GenerateOneBatch();  // colocated
-  // Up to batch_groups groups; fewer only when stopping.
-  absl::StatusOr<std::vector<Trajectory>> CollectBatch();
+  absl::Status GenerateOneBatch(const RunStop& stop);  // colocated
+  // Up to batch_groups groups, counted into `groups`; fewer only when stopping.
+  absl::StatusOr<std::vector<Trajectory>> CollectBatch(const RunStop& stop, int64_t* groups);
   // Episodes the actors may still start under run.max_pipeline_batches.
   int64_t AdmissionRoom() const;
   void Shutdown();
@@ -74,7 +75,7 @@ class Job {
   std::unique_ptr<Buffer> buffer_;
   std::vector<std::unique_ptr<TaskSource>> tasks_;
   std::vector<std::unique_ptr<Actor>> actors_;
-  ActorThreads actor_threads_;  // async: every actor runs open-ended
+  ActorThreads actor_threads_;    // async: every actor runs open-ended
   int64_t admission_groups_ = 0;  // run.max_pipeline_batches in groups; 0 = no admission
   std::atomic<bool> stopping_{false};
 };
@@ -151,27 +152,44 @@ absl::Status Job::Publish() {
   return absl::OkStatus();
 }
 
-absl::Status Job::GenerateOneBatch() {
+absl::Status Job::GenerateOneBatch(const RunStop& stop) {
   // Whole groups per actor, so every group is complete when Run returns.
   const int64_t n = static_cast<int64_t>(actors_.size());
   std::vector<absl::Status> statuses(actors_.size());
   std::vector<std::thread> threads;
+  absl::Mutex mu;
+  int64_t running = 0;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t groups = config_.run.batch_groups / n + (i < config_.run.batch_groups % n);
     if (groups == 0) continue;
-    threads.emplace_back([this, i, groups, &statuses] {
+    ++running;
+    threads.emplace_back([this, i, groups, &statuses, &mu, &running] {
       statuses[i] = actors_[i]->Run(groups * config_.actor.group_size);
+      absl::MutexLock lock(&mu);
+      --running;
     });
   }
+  {
+    absl::MutexLock lock(&mu);
+    auto done = [&running]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return running == 0; };
+    while (!mu.AwaitWithTimeout(absl::Condition(&done), kPoll)) {
+      if (stop.Reached()) {  // the batch is abandoned: its episodes are cancelled
+        for (const auto& actor : actors_) actor->Stop();
+        break;
+      }
+    }
+  }
   for (std::thread& t : threads) t.join();
+  if (stop.Reached()) return absl::OkStatus();
   for (const absl::Status& s : statuses) RETURN_IF_ERROR(s);
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<Trajectory>> Job::CollectBatch() {
+absl::StatusOr<std::vector<Trajectory>> Job::CollectBatch(const RunStop& stop,
+                                                          int64_t* groups_out) {
   std::vector<Trajectory> batch;
-  int64_t groups = 0;
-  while (groups < config_.run.batch_groups) {
+  int64_t& groups = *groups_out;
+  while (groups < config_.run.batch_groups && !stop.Reached()) {
     absl::StatusOr<std::vector<SampledItem>> items =
         buffer_->Sample(config_.run.batch_groups - groups, absl::Now() + kPoll);
     if (absl::IsDeadlineExceeded(items.status())) {
@@ -191,7 +209,8 @@ void Job::Shutdown() {
   stopping_.store(true);
   if (buffer_ != nullptr) buffer_->Close();
   actor_threads_.Stop();
-  if (executor_ != nullptr) executor_->Close();
+  // A hung environment process must not hold the stop: calls still running are interrupted.
+  if (executor_ != nullptr) executor_->Close([this] { factory_->Interrupt(); });
 }
 
 absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) {
@@ -202,22 +221,24 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
     progress.emplace(options.progress, options.progress_is_terminal, absl::Seconds(10));
   }
   const absl::Time start = absl::Now();
+  const RunStop stop(run.max_wall_seconds, options.stop, start);
   if (async) actor_threads_.Start(actors_);
 
   EmbeddedJobResult result;
   int64_t consumed = 0;
+  int64_t groups_trained = 0;  // handed to the learner: trained on, or dropped with a reason
   ActorStats last_stats;
   absl::Time last_time = start;
   int64_t step = learner_->step();
-  while (step < run.max_steps) {
-    if (run.max_wall_seconds > 0 &&
-        absl::ToDoubleSeconds(absl::Now() - start) >= run.max_wall_seconds) {
-      break;
-    }
+  while (step < run.max_steps && !stop.Reached()) {
     const absl::Time wait_start = absl::Now();
-    if (!async) RETURN_IF_ERROR(GenerateOneBatch());
-    ASSIGN_OR_RETURN(std::vector<Trajectory> batch, CollectBatch());
+    if (!async) RETURN_IF_ERROR(GenerateOneBatch(stop));
+    int64_t batch_groups = 0;
+    ASSIGN_OR_RETURN(std::vector<Trajectory> batch, CollectBatch(stop, &batch_groups));
+    // Stopping: the groups already taken from the buffer are trained on, not thrown away.
+    if (batch.empty()) break;
     const int64_t batch_size = static_cast<int64_t>(batch.size());
+    groups_trained += batch_groups;
     absl::StatusOr<TrainedStep> trained =
         learner_->Step(std::move(batch), absl::Now() - wait_start);
     if (absl::IsUnavailable(trained.status())) continue;  // all of it too stale: fetch more
@@ -259,9 +280,10 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
     }
   }
   if (progress.has_value()) progress->Finish();
+  const std::string_view stopped_by = step >= run.max_steps ? "max_steps" : stop.Reason();
   const double wall = absl::ToDoubleSeconds(absl::Now() - start);
-  const BufferInfo info = buffer_->Info();
   Shutdown();
+  const BufferInfo info = buffer_->Info();
   const ActorStats stats = SumStats(actors_);
   result.final_step = step;
 
@@ -292,10 +314,20 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
       {"tokens_generated", stats.tokens_generated},
       {"latency_audit", audit.ToJson()},
       {"verdict", audit.Verdict()},
+      {"stopped_by", std::string(stopped_by)},
+      // Every group the buffer handed out was given to the learner; the rest is counted here.
+      {"groups",
+       {{"sampled", info.sampled},
+        {"trained", groups_trained},
+        {"left_in_buffer", info.table.size},
+        {"dropped_stale", info.dropped_stale},
+        {"dropped_incomplete", info.dropped_incomplete_group},
+        {"dropped_evicted", info.dropped_evicted}}},
   };
-  if (run.eval_episodes > 0) {
-    // The final policy on tasks of their own (derived from run.seed alone), so two runs of the
-    // same seed are evaluated on the same episodes.
+  // A stop request skips the evaluation (the user asked to stop); a wall budget does not.
+  if (run.eval_episodes > 0 && stopped_by != "signal") {
+    // The final policy on tasks of their own (derived from run.seed alone), so two runs of the same
+    // seed are evaluated on the same episodes.
     ASSIGN_OR_RETURN(std::shared_ptr<const WeightSnapshot> weights, learner_->Snapshot());
     ASSIGN_OR_RETURN(PolicyEvalResult eval,
                      EvaluatePolicy(config_, *factory_, *tokenizer_, std::move(weights),

@@ -8,12 +8,15 @@
 //   colocated:  the synchronous baseline: every actor generates its share of one batch with
 //               the current weights (Actor::Run(n)), the learner trains on it, publishes, repeat.
 //
+// The run ends after run.max_steps, run.max_wall_seconds or a stop request (options.stop), in
+// each case within kStopBound (run_stop.h) with summary.json written ("stopped_by" says which).
 // Every learner step appends one line to runs/<name>/metrics.jsonl; summary.json (with the
 // latency audit) is written at the end; checkpoints every learner.checkpoint_every steps. With
 // run.eval_episodes > 0 the final policy is then evaluated (policy_eval.h) into summary "eval".
 #ifndef FLYWHEEL_RUNTIME_EMBEDDED_JOB_H_
 #define FLYWHEEL_RUNTIME_EMBEDDED_JOB_H_
 
+#include <atomic>
 #include <cstdio>
 #include <optional>
 #include <nlohmann/json.hpp>
@@ -26,6 +29,8 @@ namespace flywheel {
 
 struct EmbeddedJobOptions {
   bool resume = false;                // continue from the run's latest checkpoint
+  // Set (by SIGINT / SIGTERM) to end the run within kStopBound (run_stop.h); borrowed.
+  const std::atomic<bool>* stop = nullptr;
   std::FILE* progress = stdout;       // progress lines; nullptr = none
   bool progress_is_terminal = false;  // refresh one line in place
 };

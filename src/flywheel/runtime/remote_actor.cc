@@ -164,7 +164,8 @@ absl::Status RemoteActorProcess::Insert(const Trajectory& trajectory) {
 void RemoteActorProcess::StopActors() {
   stopping_.store(true);
   actor_threads_.Stop();
-  if (executor_ != nullptr) executor_->Close();
+  // A hung environment process must not hold the stop: calls still running are interrupted.
+  if (executor_ != nullptr) executor_->Close([this] { factory_->Interrupt(); });
 }
 
 absl::StatusOr<RemoteActorResult> RemoteActorProcess::Run() {

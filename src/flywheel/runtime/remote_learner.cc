@@ -19,6 +19,7 @@
 #include "flywheel/runtime/progress.h"
 #include "flywheel/runtime/remote_buffer.h"
 #include "flywheel/runtime/remote_connect.h"
+#include "flywheel/runtime/run_stop.h"
 #include "flywheel/weights/service.h"
 
 namespace flywheel {
@@ -56,7 +57,7 @@ class RemoteLearner {
  private:
   bool Stopping() const { return options_.stop != nullptr && options_.stop->load(); }
   // Up to batch_groups groups; fewer only when stopping.
-  absl::StatusOr<std::vector<Trajectory>> CollectBatch();
+  absl::StatusOr<std::vector<Trajectory>> CollectBatch(const RunStop& stop);
   absl::Status Publish();
   void Finish();
 
@@ -113,10 +114,10 @@ absl::Status RemoteLearner::Publish() {
   return weights_->Publish(*snapshot);
 }
 
-absl::StatusOr<std::vector<Trajectory>> RemoteLearner::CollectBatch() {
+absl::StatusOr<std::vector<Trajectory>> RemoteLearner::CollectBatch(const RunStop& stop) {
   std::vector<Trajectory> batch;
   int64_t groups = 0;
-  while (groups < config_.run.batch_groups && !Stopping()) {
+  while (groups < config_.run.batch_groups && !stop.Reached()) {
     absl::StatusOr<std::vector<std::vector<Trajectory>>> items =
         buffer_->SampleGroups(static_cast<int>(config_.run.batch_groups - groups), kPoll);
     if (!items.ok()) {
@@ -160,18 +161,14 @@ absl::StatusOr<RemoteLearnerResult> RemoteLearner::Train() {
     progress.emplace(options_.progress, options_.progress_is_terminal, absl::Seconds(10));
   }
   const absl::Time start = absl::Now();
+  const RunStop stop(run.max_wall_seconds, options_.stop, start);
   RemoteLearnerResult result;
   double best_success = 0;
   std::map<std::string, int64_t> actor_trajectories;  // over the whole run
   int64_t step = learner_->step();
-  while (step < run.max_steps) {
-    if (Stopping()) break;
-    if (run.max_wall_seconds > 0 &&
-        absl::ToDoubleSeconds(absl::Now() - start) >= run.max_wall_seconds) {
-      break;
-    }
+  while (step < run.max_steps && !stop.Reached()) {
     const absl::Time wait_start = absl::Now();
-    ASSIGN_OR_RETURN(std::vector<Trajectory> batch, CollectBatch());
+    ASSIGN_OR_RETURN(std::vector<Trajectory> batch, CollectBatch(stop));
     // Stopping: the groups already taken from the buffer are trained on, not thrown away.
     if (batch.empty()) break;
     std::map<std::string, ActorContribution> by_actor;
@@ -221,6 +218,7 @@ absl::StatusOr<RemoteLearnerResult> RemoteLearner::Train() {
   if (progress.has_value()) progress->Finish();
   result.stopped = Stopping();
   result.final_step = step;
+  const std::string stopped_by(step >= run.max_steps ? "max_steps" : stop.Reason());
   const double wall = absl::ToDoubleSeconds(absl::Now() - start);
   result.summary = {
       {"mode", "distributed"},
@@ -235,6 +233,7 @@ absl::StatusOr<RemoteLearnerResult> RemoteLearner::Train() {
       {"last_success_rate", result.last_success},
       {"best_success_rate", best_success},
       {"stopped", result.stopped},
+      {"stopped_by", stopped_by},
       {"trajectories_by_actor", actor_trajectories},
   };
   RETURN_IF_ERROR(learner_->run_dir().WriteSummary(result.summary));

@@ -12,6 +12,7 @@
 #include "flywheel/model/weight_snapshot.h"
 #include "flywheel/runtime/policy_setup.h"
 #include "flywheel/runtime/run_directory.h"
+#include "flywheel/runtime/run_stop.h"
 #include "flywheel/trajectory/call_log.h"
 #include "flywheel/trajectory/repair_harness.h"
 
@@ -80,7 +81,9 @@ absl::StatusOr<TreeJobResult> RunTreeJob(const JobConfig& config, const TreeJobR
   }
 
   const auto start = std::chrono::steady_clock::now();
-  for (int64_t step = 1; step <= tree.imitation_steps; ++step) {
+  // Checked before every learner step and every execution, the units of work here.
+  const RunStop stop(config.run.max_wall_seconds, run.stop);
+  for (int64_t step = 1; step <= tree.imitation_steps && !stop.Reached(); ++step) {
     RepairHarnessOptions scripted = harness;
     scripted.noise = tree.imitation_noise;
     std::vector<Execution> executions;
@@ -122,21 +125,21 @@ absl::StatusOr<TreeJobResult> RunTreeJob(const JobConfig& config, const TreeJobR
 
   TreeJobResult result;
   result.run_dir = run_dir->path();
-  for (int64_t step = 1; step <= config.run.max_steps; ++step) {
-    if (config.run.max_wall_seconds > 0 && Seconds(start) > config.run.max_wall_seconds) break;
+  for (int64_t step = 1; step <= config.run.max_steps && !stop.Reached(); ++step) {
     const auto rollout_start = std::chrono::steady_clock::now();
     std::vector<Execution> executions;
-    for (int64_t i = 0; i < tree.instances_per_step; ++i) {
+    for (int64_t i = 0; i < tree.instances_per_step && !stop.Reached(); ++i) {
       // Fresh instances every step, a function of the run's seed.
       const uint64_t seed = static_cast<uint64_t>(config.run.seed) * 1000003ull +
                             static_cast<uint64_t>((step - 1) * tree.instances_per_step + i);
-      for (int64_t k = 0; k < tree.executions_per_instance; ++k) {
+      for (int64_t k = 0; k < tree.executions_per_instance && !stop.Reached(); ++k) {
         absl::StatusOr<Execution> e =
             RunRepairHarness(harness, seed, policy, StrCat("repair-", seed, "-", k));
         if (!e.ok()) return AtStep(step, e.status());
         executions.push_back(std::move(*e));
       }
     }
+    if (stop.Reached()) break;  // a step's executions are a whole batch or none
     const double rollout_s = Seconds(rollout_start);
     WriteCallLog(executions, calls_out);
     calls_out.flush();
@@ -190,13 +193,16 @@ absl::StatusOr<TreeJobResult> RunTreeJob(const JobConfig& config, const TreeJobR
       for (Execution& e : executions) result.executions.push_back(std::move(e));
     }
   }
-  nlohmann::json summary = {{"job", "tree"},
-                            {"steps", result.steps},
-                            {"version", result.version},
-                            {"first_reward", result.first_reward},
-                            {"last_reward", result.last_reward},
-                            {"calls", calls_path.string()},
-                            {"elapsed_seconds", Seconds(start)}};
+  nlohmann::json summary = {
+      {"job", "tree"},
+      {"steps", result.steps},
+      {"version", result.version},
+      {"first_reward", result.first_reward},
+      {"last_reward", result.last_reward},
+      {"calls", calls_path.string()},
+      {"stopped_by",
+       result.steps >= config.run.max_steps ? "max_steps" : std::string(stop.Reason())},
+      {"elapsed_seconds", Seconds(start)}};
   RETURN_IF_ERROR(run_dir->WriteSummary(summary));
   return result;
 }

@@ -17,6 +17,7 @@
 #ifndef FLYWHEEL_RUNTIME_TREE_JOB_H_
 #define FLYWHEEL_RUNTIME_TREE_JOB_H_
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -31,6 +32,9 @@ namespace flywheel {
 struct TreeJobRunOptions {
   std::FILE* progress = nullptr;  // one line per step when set
   bool keep_executions = false;   // return every execution (the benchmark reads them)
+  // Set (by SIGINT / SIGTERM) to end the run within kStopBound (run_stop.h), as
+  // run.max_wall_seconds does; borrowed.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 struct TreeJobResult {
