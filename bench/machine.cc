@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "bench/bench.h"
+#include "flywheel/model/simd_kernels.h"
 
 namespace flywheel::bench {
 namespace {
@@ -30,7 +31,10 @@ std::string LoadedBlas() {
 }  // namespace
 
 nlohmann::json MachineInfo() {
+  std::vector<std::string> simd_targets;  // that this CPU runs, best (the default) first
+  for (int64_t t : simd::SupportedTargets()) simd_targets.push_back(simd::TargetName(t));
   return {{"cores", std::thread::hardware_concurrency()},
+          {"simd_targets", simd_targets},
           {"torch_threads", torch::get_num_threads()},
           {"torch_version", TORCH_VERSION},
           {"blas", LoadedBlas()}};

@@ -1,11 +1,16 @@
 // Generated tokens/s of the policy on the same model, prompts and thread count for
 //   (a) engine:    the rollout engine (KV cache, one batched decode per step, continuous batching)
-//                  with its default backend (the CPU decoder for these float32 CPU weights)
-//   (a') engine on LibTorch ops (actor.backend = "torch"), once, for comparison
+//                  with its default backend (actor.backend = "auto": it times both backends at
+//                  its first step and keeps the faster; the measurement is inside the timing)
+//   (a*) engine on the CPU decoder (actor.backend = "cpu") once per SIMD target this machine
+//                  supports (model/simd_kernels.h: AVX2, SSE4, portable EMU128, …), so that a
+//                  slow target shows on any machine (--param targets=best runs the default only)
+//   (a') engine on LibTorch ops (actor.backend = "torch"), for comparison
 //                  (--param torch_backend=off skips it)
 //   (b) recompute: the same model recomputing the whole sequence at every step (no cache)
 //   (c) python:    plain eager PyTorch (bench/rollout_python.py) with its own KV cache
-// and the ratios speedup_vs_recompute = a/b, speedup_vs_python = a/c.
+// and the ratios speedup_vs_recompute = a/b, speedup_vs_python = a/c, speedup_vs_torch_ops = a/a',
+// and per target speedup_vs_torch_ops_per_target = a*/a', speedup_vs_python_per_target = a*/c.
 //
 // (b) grows quadratically with the generated length; by default it times `recompute_samples`
 // steps spread over the whole generation and integrates the per-step time linearly between
@@ -13,12 +18,12 @@
 // with a message, when /usr/bin/python3 has no torch. A greedy check confirms that the Python
 // peer is the same model: its greedy tokens must equal the engine's.
 //
-// Fairness: the engine and the Python peer run alternately, `rounds` times each, and the median
-// is reported (other work on a shared machine shifts single runs). Both use `threads` LibTorch
-// threads and the same number of BLAS threads (OpenBLAS keeps its own pool, which otherwise
-// spins on every core). Besides wall time, (a) and (c) report process CPU time and the ratio
-// speedup_vs_python_cpu_time: on a machine shared with other work, the wall time of either side
-// also counts the time other processes held the cores.
+// Fairness: the engine variants and the Python peer run alternately, `rounds` times each, and
+// the median is reported (other work on a shared machine shifts single runs). Both use `threads`
+// LibTorch threads and the same number of BLAS threads (OpenBLAS keeps its own pool, which
+// otherwise spins on every core). Besides wall time, (a) and (c) report process CPU time and the
+// ratio speedup_vs_python_cpu_time: on a machine shared with other work, the wall time of either
+// side also counts the time other processes held the cores.
 
 #include <algorithm>
 #include <limits>
@@ -37,6 +42,7 @@
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/model/safetensors.h"
+#include "flywheel/model/simd_kernels.h"
 #include "flywheel/model/torch_status.h"
 
 namespace flywheel::bench {
@@ -65,6 +71,7 @@ double CpuSeconds() {
 struct Timing {
   double seconds = 0;      // wall
   double cpu_seconds = 0;  // process CPU time
+  std::string backend;     // the backend the engine decoded with (auto: its choice)
 };
 
 // Generates n tokens for every prompt with the engine (decode backend `backend`).
@@ -88,7 +95,8 @@ absl::StatusOr<Timing> RunEngine(const Setup& s, const SamplingParams& sampling,
     ids.push_back(id);
   }
   while (engine->num_generating() > 0) RETURN_IF_ERROR(engine->Step().status());
-  const Timing timing{SecondsSince(start), CpuSeconds() - cpu_start};
+  const Timing timing{SecondsSince(start), CpuSeconds() - cpu_start,
+                      engine->backend() == DecodeBackend::kCpu ? "cpu" : "torch"};
   if (out != nullptr) {
     for (SequenceId id : ids) {
       ASSIGN_OR_RETURN(auto tokens, engine->Tokens(id));
@@ -238,17 +246,38 @@ absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args) {
     two.prompts.resize(std::min<int64_t>(2, batch));
     RETURN_IF_ERROR(RunEngine(two, greedy_params, check, &greedy).status());
   }
+  const bool run_torch = args.GetString("torch_backend", "on") != "off";
+  std::vector<int64_t> targets = simd::SupportedTargets();
+  if (args.GetString("targets", "all") == "best") targets.resize(1);
   RETURN_IF_ERROR(RunEngine(s, {}, 4, nullptr).status());
-  RETURN_IF_ERROR(RunEngine(s, {}, 4, nullptr, DecodeBackend::kTorch).status());
+  for (int64_t target : targets) {
+    simd::ScopedTarget scoped(target);
+    RETURN_IF_ERROR(RunEngine(s, {}, 4, nullptr, DecodeBackend::kCpu).status());
+  }
+  if (run_torch) RETURN_IF_ERROR(RunEngine(s, {}, 4, nullptr, DecodeBackend::kTorch).status());
 
-  // (a) and (c) alternate, `rounds` times each.
-  std::vector<double> engine_runs, python_runs, engine_cpu, python_cpu;
+  // (a), (a*), (a') and (c) alternate, `rounds` times each.
+  std::vector<double> engine_runs, python_runs, engine_cpu, python_cpu, torch_runs;
+  std::vector<std::vector<double>> target_runs(targets.size());
+  std::string auto_choice;
   PythonResult py;
   if (!run_python) py.skipped = "python variant off (--param python=off)";
   for (int64_t r = 0; r < rounds; ++r) {
     ASSIGN_OR_RETURN(const Timing t, RunEngine(s, {}, s.new_tokens, nullptr));
     engine_runs.push_back(t.seconds);
     engine_cpu.push_back(t.cpu_seconds);
+    auto_choice = t.backend;
+    for (size_t i = 0; i < targets.size(); ++i) {
+      simd::ScopedTarget scoped(targets[i]);
+      ASSIGN_OR_RETURN(const Timing tt,
+                       RunEngine(s, {}, s.new_tokens, nullptr, DecodeBackend::kCpu));
+      target_runs[i].push_back(tt.seconds);
+    }
+    if (run_torch) {
+      ASSIGN_OR_RETURN(const Timing tt,
+                       RunEngine(s, {}, s.new_tokens, nullptr, DecodeBackend::kTorch));
+      torch_runs.push_back(tt.seconds);
+    }
     if (run_python && py.skipped.empty()) {
       ASSIGN_OR_RETURN(py, RunPython(s, args, check));
       if (py.ran) {
@@ -260,15 +289,8 @@ absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args) {
   const double engine_s = Median(engine_runs);
   const double engine_tps = generated / engine_s;
   const double engine_cpu_tps = generated / Median(engine_cpu);
-
-  // (a') the engine on LibTorch ops (actor.backend = "torch"), once: what the CPU decoder gains.
-  double torch_tps = 0;
-  const bool run_torch = args.GetString("torch_backend", "on") != "off";
-  if (run_torch) {
-    ASSIGN_OR_RETURN(const Timing t,
-                     RunEngine(s, {}, s.new_tokens, nullptr, DecodeBackend::kTorch));
-    torch_tps = generated / t.seconds;
-  }
+  const double torch_tps = run_torch ? generated / Median(torch_runs) : 0;
+  const double py_tps = python_runs.empty() ? 0 : generated / Median(python_runs);
 
   // (b) recompute.
   double recompute_s = std::numeric_limits<double>::infinity();
@@ -299,27 +321,70 @@ absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args) {
                               {"seconds", engine_s},
                               {"seconds_per_round", engine_runs},
                               {"cpu_tokens_per_s", engine_cpu_tps},
-                              {"cpu_seconds_per_round", engine_cpu}};
+                              {"cpu_seconds_per_round", engine_cpu},
+                              {"backend", "auto"},
+                              {"auto_choice", auto_choice}};
   report.results["recompute"] = {{"tokens_per_s", recompute_tps}, {"seconds", recompute_s}};
   nlohmann::json tps = {{"engine", engine_tps}, {"recompute", recompute_tps}};
   report.table = {{"variant", "tokens/s", "seconds"},
-                  {"engine (KV cache, batched)", fmt::format("{:.0f}", engine_tps),
-                   fmt::format("{:.2f}", engine_s)},
-                  {full_recompute ? "recompute (full)" : "recompute (sampled steps)",
-                   fmt::format("{:.0f}", recompute_tps), fmt::format("{:.2f}", recompute_s)}};
+                  {"engine (KV cache, batched; backend auto -> " + auto_choice + ")",
+                   fmt::format("{:.0f}", engine_tps), fmt::format("{:.2f}", engine_s)}};
+  // (a*) per SIMD target, with its ratios to the LibTorch-ops engine and to eager Python.
+  nlohmann::json per_target = nlohmann::json::object(), vs_torch = nlohmann::json::object(),
+                 vs_python = nlohmann::json::object();
+  double min_vs_torch = std::numeric_limits<double>::infinity(), min_vs_python = min_vs_torch;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const std::string name = simd::TargetName(targets[i]);
+    const double t_s = Median(target_runs[i]);
+    const double t_tps = generated / t_s;
+    per_target[name] = {{"tokens_per_s", t_tps},
+                        {"seconds", t_s},
+                        {"seconds_per_round", target_runs[i]},
+                        {"default", i == 0}};
+    tps["engine_cpu_" + name] = t_tps;
+    std::string ratios;
+    if (run_torch) {
+      vs_torch[name] = t_tps / torch_tps;
+      min_vs_torch = std::min(min_vs_torch, t_tps / torch_tps);
+      ratios += fmt::format("{:.2f}x torch ops", t_tps / torch_tps);
+    }
+    if (py_tps > 0) {
+      vs_python[name] = t_tps / py_tps;
+      min_vs_python = std::min(min_vs_python, t_tps / py_tps);
+      ratios += fmt::format("{}{:.2f}x python", ratios.empty() ? "" : ", ", t_tps / py_tps);
+    }
+    report.table.push_back(
+        {fmt::format("engine, CPU decoder on {}{} ({})", name, i == 0 ? ", default" : "", ratios),
+         fmt::format("{:.0f}", t_tps), fmt::format("{:.2f}", t_s)});
+  }
+  report.results["engine_cpu_targets"] = per_target;
+  report.config["simd_targets_compiled"] = simd::CompiledTargetNames();
+  report.config["simd_targets_run"] = per_target.size();
   if (run_torch) {
     report.results["engine_torch_ops"] = {{"tokens_per_s", torch_tps},
-                                          {"seconds", generated / torch_tps}};
+                                          {"seconds", generated / torch_tps},
+                                          {"seconds_per_round", torch_runs}};
     tps["engine_torch_ops"] = torch_tps;
     report.table.push_back({"engine on LibTorch ops", fmt::format("{:.0f}", torch_tps),
                             fmt::format("{:.2f}", generated / torch_tps)});
+    report.ratios["speedup_vs_torch_ops"] = engine_tps / torch_tps;
+    report.ratios["speedup_vs_torch_ops_per_target"] = vs_torch;
+    report.ratios["min_speedup_vs_torch_ops_over_targets"] = min_vs_torch;
+  } else {
+    report.ratios["speedup_vs_torch_ops"] = nullptr;
   }
+  report.table.push_back({full_recompute ? "recompute (full)" : "recompute (sampled steps)",
+                          fmt::format("{:.0f}", recompute_tps),
+                          fmt::format("{:.2f}", recompute_s)});
   report.ratios["speedup_vs_recompute"] = engine_tps / recompute_tps;
   std::string summary = fmt::format("engine {:.0f} tok/s; {:.1f}x vs recompute", engine_tps,
                                     engine_tps / recompute_tps);
+  if (run_torch) {
+    summary += fmt::format(", {:.2f}x vs LibTorch ops (slowest SIMD target {:.2f}x)",
+                           engine_tps / torch_tps, min_vs_torch);
+  }
   if (py.ran) {
     const double py_s = Median(python_runs);
-    const double py_tps = generated / py_s;
     const bool same = py.json["greedy_tokens"] == nlohmann::json(greedy);
     report.results["python"] = py.json;  // the last round's output, plus:
     report.results["python"]["tokens_per_s"] = py_tps;
@@ -330,11 +395,13 @@ absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args) {
     report.results["python"]["cpu_seconds_per_round"] = python_cpu;
     tps["python"] = py_tps;
     report.ratios["speedup_vs_python"] = engine_tps / py_tps;
+    report.ratios["speedup_vs_python_per_target"] = vs_python;
+    report.ratios["min_speedup_vs_python_over_targets"] = min_vs_python;
     // The same ratio in CPU time: robust to other processes on a shared machine.
     report.ratios["speedup_vs_python_cpu_time"] = engine_cpu_tps / (generated / Median(python_cpu));
     report.table.push_back(
         {"python eager (KV cache)", fmt::format("{:.0f}", py_tps), fmt::format("{:.2f}", py_s)});
-    summary += fmt::format(", {:.1f}x vs python eager ({:.1f}x in CPU time){}", engine_tps / py_tps,
+    summary += fmt::format(", {:.2f}x vs python eager ({:.2f}x in CPU time){}", engine_tps / py_tps,
                            report.ratios["speedup_vs_python_cpu_time"].get<double>(),
                            same ? "" : " (WARNING: python greedy tokens differ from the engine's)");
   } else {

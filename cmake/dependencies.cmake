@@ -9,6 +9,8 @@ find_package(CLI11 CONFIG REQUIRED)
 find_package(fmt CONFIG REQUIRED)
 find_package(spdlog CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)
+# Google Highway (libhwy-dev): portable SIMD with runtime dispatch for the CPU decoder's kernels.
+find_package(hwy CONFIG REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/model/torch_status.h"
@@ -56,19 +58,52 @@ absl::StatusOr<std::unique_ptr<RolloutEngine>> RolloutEngine::Create(
 RolloutEngine::RolloutEngine(const RolloutEngineOptions& options,
                              std::shared_ptr<const WeightSnapshot> snapshot)
     : options_(options), snapshot_(std::move(snapshot)) {
-  const bool cpu = options.backend == DecodeBackend::kCpu ||
-                   (options.backend == DecodeBackend::kAuto &&
-                    CpuDecoderWeights::Supports(snapshot_->model));
-  if (cpu) {
-    cpu_ = std::make_unique<CpuDecoder>(snapshot_->model->options(), options.initial_slots,
-                                        options.initial_capacity);
+  if (options.backend == DecodeBackend::kCpu) {
+    BuildBackend(DecodeBackend::kCpu);
+  } else if (options.backend == DecodeBackend::kTorch ||
+             !CpuDecoderWeights::Supports(snapshot_->model)) {
+    BuildBackend(DecodeBackend::kTorch);
+  }
+  // else auto: decided at the first Step (ChooseBackend), when the batch is known.
+}
+
+void RolloutEngine::BuildBackend(DecodeBackend backend) {
+  const int64_t slots = std::max<int64_t>(options_.initial_slots, num_sequences());
+  if (backend == DecodeBackend::kCpu) {
+    cpu_ =
+        std::make_unique<CpuDecoder>(snapshot_->model->options(), slots, options_.initial_capacity);
     cpu_weights_ = CpuWeightsOf(*snapshot_);
   } else {
     cache_ = std::make_unique<KvCache>(
         snapshot_->model->options(),
-        snapshot_->model->parameters().front().options().requires_grad(false),
-        options.initial_slots, options.initial_capacity);
+        snapshot_->model->parameters().front().options().requires_grad(false), slots,
+        options_.initial_capacity);
   }
+}
+
+DecodeBackend RolloutEngine::backend() const {
+  if (cpu_ != nullptr) return DecodeBackend::kCpu;
+  if (cache_ != nullptr) return DecodeBackend::kTorch;
+  return DecodeBackend::kAuto;
+}
+
+absl::Status RolloutEngine::ChooseBackend(const std::vector<Sequence*>& batch) {
+  // Nothing is cached before the first Step, so every sequence's tokens are its prompt.
+  std::vector<std::vector<int64_t>> prompts;
+  prompts.reserve(batch.size());
+  for (const Sequence* seq : batch) prompts.push_back(seq->tokens);
+  ASSIGN_OR_RETURN(BackendChoice choice, MeasureBackends(options_, snapshot_, prompts));
+  if (choice.cpu_tokens_per_s > 0) {
+    spdlog::info(
+        "rollout engine: actor.backend = \"auto\" chose {}: CPU decoder ({}) {:.0f} tokens/s, "
+        "LibTorch ops {:.0f} tokens/s, decoding {} sequences (force one with --set "
+        "actor.backend=cpu or torch)",
+        choice.chosen == DecodeBackend::kCpu ? "cpu" : "torch", choice.cpu_target,
+        choice.cpu_tokens_per_s, choice.torch_tokens_per_s, choice.sequences);
+  }
+  BuildBackend(choice.chosen);
+  choice_ = std::move(choice);
+  return absl::OkStatus();
 }
 
 void RolloutEngine::PublishSnapshot(std::shared_ptr<const WeightSnapshot> snapshot) {
@@ -218,26 +253,35 @@ absl::Status RolloutEngine::ReserveSlot(int64_t slot) {
     c10::InferenceMode guard;
     if (cpu_ != nullptr) {
       cpu_->Reserve(slot + 1, 1);
-    } else {
+    } else if (cache_ != nullptr) {
       cache_->Reserve(slot + 1, 1);
-    }
+    }  // else no backend yet: BuildBackend sizes it for every sequence
   });
 }
 
 void RolloutEngine::MoveSlot(int64_t from, int64_t to, int64_t length) {
   if (cpu_ != nullptr) {
     cpu_->MoveSlot(from, to, length);
-  } else {
+  } else if (cache_ != nullptr) {
     cache_->MoveSlot(from, to, length);
-  }
+  }  // else no backend yet, so nothing is cached
 }
 
 std::string RolloutEngine::DebugString() const {
+  const char* backend = cpu_ != nullptr ? "cpu" : cache_ != nullptr ? "torch" : "auto (undecided)";
+  int64_t slots = 0, capacity = 0;
+  if (cpu_ != nullptr) {
+    slots = cpu_->num_slots();
+    capacity = cpu_->capacity();
+  } else if (cache_ != nullptr) {
+    slots = cache_->num_slots();
+    capacity = cache_->capacity();
+  }
   return StrCat("RolloutEngine{version=", version(), " sequences=", num_sequences(),
-                " generating=", num_generating(), " backend=", cpu_ != nullptr ? "cpu" : "torch",
-                " kv_slots=", cpu_ != nullptr ? cpu_->num_slots() : cache_->num_slots(),
-                " kv_capacity=", cpu_ != nullptr ? cpu_->capacity() : cache_->capacity(),
-                " kv_on_swap=", options_.kv_on_swap == KvOnSwap::kKeep ? "keep" : "recompute", "}");
+                " generating=", num_generating(), " backend=", backend, " kv_slots=", slots,
+                " kv_capacity=", capacity,
+                " kv_on_swap=", options_.kv_on_swap == KvOnSwap::kKeep ? "keep" : "recompute",
+                choice_ ? " " + choice_->DebugString() : std::string(), "}");
 }
 
 torch::Tensor RolloutEngine::DecodeBatch(const std::vector<Sequence*>& rows) {
@@ -363,6 +407,7 @@ void RolloutEngine::Sample(const std::vector<Sequence*>& batch, const std::vecto
 
 absl::StatusOr<std::vector<GeneratedToken>> RolloutEngine::Step() {
   std::vector<GeneratedToken> out;
+  absl::Status choose = absl::OkStatus();
   const absl::Status status = TorchCall("rollout engine step", [&] {
     c10::InferenceMode guard;
     if (options_.intra_op_threads > 0 && at::get_num_threads() != options_.intra_op_threads) {
@@ -380,6 +425,10 @@ absl::StatusOr<std::vector<GeneratedToken>> RolloutEngine::Step() {
       ids.push_back(id);
     }
     if (batch.empty()) return;
+    if (backend() == DecodeBackend::kAuto) {
+      choose = ChooseBackend(batch);
+      if (!choose.ok()) return;
+    }
     out.reserve(batch.size());
     if (cpu_ != nullptr) {
       ForwardCpu(batch);
@@ -389,6 +438,7 @@ absl::StatusOr<std::vector<GeneratedToken>> RolloutEngine::Step() {
     Sample(batch, ids, out);
   });
   if (!status.ok()) return Annotate(status, DebugString());
+  if (!choose.ok()) return Annotate(choose, "rollout engine: actor.backend = \"auto\"");
   return out;
 }
 

@@ -30,9 +30,11 @@
 // every token is exactly what the new weights would produce from scratch).
 //
 // Backends (`backend` option): the CPU decoder (model/cpu_decoder.h: hand-written float32
-// forward over its own cache, no LibTorch ops per step) when the weights are float32 on the CPU,
-// else LibTorch ops over a KvCache (one batched decode for single-token rows, a prefill per
-// sequence with several pending tokens). Both compute the same function; the tests run both.
+// forward over its own cache, no LibTorch ops per step; float32 CPU weights only), or LibTorch
+// ops over a KvCache (one batched decode for single-token rows, a prefill per sequence with
+// several pending tokens). Both compute the same function; the tests run both. `auto` decides at
+// the first Step by timing a few decode steps of each on this model and batch
+// (actor/backend_choice.h), logs both figures and keeps the faster; until then no cache exists.
 //
 // Threading: one engine per actor, used by one thread (all methods except PublishSnapshot are
 // called from the owner thread). PublishSnapshot may be called from any thread. Inference runs
@@ -43,6 +45,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -53,6 +56,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "flywheel/actor/backend_choice.h"
 #include "flywheel/actor/rollout_options.h"
 #include "flywheel/model/cpu_decoder.h"
 #include "flywheel/model/kv_cache.h"
@@ -106,6 +110,10 @@ class RolloutEngine {
   void PublishSnapshot(std::shared_ptr<const WeightSnapshot> snapshot) ABSL_LOCKS_EXCLUDED(mu_);
 
   int64_t version() const { return snapshot_->version; }
+  // kCpu or kTorch once decided; kAuto while an auto engine has not stepped yet.
+  DecodeBackend backend() const;
+  // The measurement behind an auto engine's choice; null unless one was made.
+  const BackendChoice* backend_choice() const { return choice_ ? &*choice_ : nullptr; }
   int64_t num_sequences() const { return static_cast<int64_t>(slot_owner_.size()); }
   int64_t num_generating() const;
   absl::StatusOr<std::vector<int64_t>> Tokens(SequenceId id) const;
@@ -128,6 +136,9 @@ class RolloutEngine {
   absl::StatusOr<Sequence*> Find(SequenceId id, std::string_view action);
   const Sequence* FindConst(SequenceId id) const;
   void MaybeSwap() ABSL_LOCKS_EXCLUDED(mu_);
+  // actor.backend = "auto": times both backends on the prompts of `batch` and builds the faster.
+  absl::Status ChooseBackend(const std::vector<Sequence*>& batch);
+  void BuildBackend(DecodeBackend backend);
   absl::Status ReserveSlot(int64_t slot);
   void MoveSlot(int64_t from, int64_t to, int64_t length);
   // Logits of the last pending token of each of `batch` into logits_ [batch, V]; moves every
@@ -143,11 +154,12 @@ class RolloutEngine {
 
   const RolloutEngineOptions options_;
   std::shared_ptr<const WeightSnapshot> snapshot_;  // weights in use (owner thread only)
-  // Exactly one backend is set: the CPU decoder with the snapshot's weights in its layout, or
-  // the LibTorch KV cache.
+  // At most one backend is set (none only before an auto engine's first Step): the CPU decoder
+  // with the snapshot's weights in its layout, or the LibTorch KV cache.
   std::unique_ptr<CpuDecoder> cpu_;
   std::shared_ptr<const CpuDecoderWeights> cpu_weights_;
   std::unique_ptr<KvCache> cache_;
+  std::optional<BackendChoice> choice_;  // set by ChooseBackend
   // Per-step buffers, reused (no allocation per step once grown).
   std::vector<DecodeRow> rows_;
   std::vector<int64_t> logit_rows_;

@@ -315,12 +315,53 @@ TEST(RolloutEngineBackendTest, CpuBackendNeedsFloat32CpuWeights) {
 // A CPU engine refuses, with a message, to swap to weights it cannot run.
 TEST(RolloutEngineBackendTest, CpuEngineRejectsASwapToOtherWeights) {
   RolloutEngineOptions options;
+  options.backend = DecodeBackend::kCpu;
   auto engine = *RolloutEngine::Create(options, Snapshot(1, 1));
   EXPECT_THAT(engine->DebugString(), HasSubstr("backend=cpu"));
   engine->PublishSnapshot(Float64Snapshot(2, 2));
   auto id = *engine->AddSequence({1, 2}, {});
   ASSERT_TRUE(engine->StartTurn(id, {3, {}}).ok());
   EXPECT_THAT(std::string(engine->Step().status().message()), HasSubstr("actor.backend"));
+}
+
+// auto: no cache before the first Step; that Step measures both backends on its batch, keeps the
+// faster, and generates exactly what an engine forced to that backend generates.
+TEST(RolloutEngineBackendTest, AutoChoosesByMeasurementAtTheFirstStep) {
+  RolloutEngineOptions options;
+  auto snapshot = Snapshot(1, 1);
+  auto run = [&](DecodeBackend backend, std::unique_ptr<RolloutEngine>* keep) {
+    options.backend = backend;
+    auto engine = *RolloutEngine::Create(options, snapshot);
+    std::vector<SequenceId> ids;
+    for (int64_t i = 0; i < 3; ++i) {
+      ids.push_back(*engine->AddSequence({1, 2, 3 + i}, {{}, static_cast<uint64_t>(7 + i)}));
+      EXPECT_TRUE(engine->StartTurn(ids.back(), {5, {}}).ok());
+    }
+    EXPECT_TRUE(engine->RemoveSequence(ids[0]).ok());  // before any backend exists
+    if (backend == DecodeBackend::kAuto) {
+      EXPECT_EQ(engine->backend(), DecodeBackend::kAuto);
+      EXPECT_THAT(engine->DebugString(), HasSubstr("backend=auto (undecided)"));
+    }
+    while (engine->num_generating() > 0) EXPECT_TRUE(engine->Step().ok());
+    std::vector<std::vector<int64_t>> tokens;
+    for (size_t i = 1; i < ids.size(); ++i) tokens.push_back(*engine->Tokens(ids[i]));
+    *keep = std::move(engine);
+    return tokens;
+  };
+  std::unique_ptr<RolloutEngine> engine, forced;
+  const auto tokens = run(DecodeBackend::kAuto, &engine);
+  const BackendChoice* choice = engine->backend_choice();
+  ASSERT_NE(choice, nullptr);
+  EXPECT_GT(choice->cpu_tokens_per_s, 0);
+  EXPECT_GT(choice->torch_tokens_per_s, 0);
+  EXPECT_EQ(choice->sequences, 2);
+  EXPECT_EQ(engine->backend(), choice->chosen);
+  EXPECT_EQ(choice->chosen, choice->cpu_tokens_per_s >= choice->torch_tokens_per_s
+                                ? DecodeBackend::kCpu
+                                : DecodeBackend::kTorch);
+  EXPECT_THAT(engine->DebugString(), HasSubstr("BackendChoice{"));
+  EXPECT_EQ(run(choice->chosen, &forced), tokens);
+  EXPECT_EQ(forced->backend_choice(), nullptr);  // a forced backend measures nothing
 }
 
 }  // namespace

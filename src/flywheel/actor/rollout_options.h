@@ -11,9 +11,10 @@
 namespace flywheel {
 
 enum class KvOnSwap { kKeep, kRecompute };
-// auto: the hand-written CPU decoder (model/cpu_decoder.h) when the weights are float32 on the
-// CPU, LibTorch ops otherwise; cpu: always the CPU decoder (an error for other weights); torch:
-// always LibTorch ops (GPU weights, or to compare).
+// auto: whichever of the two is faster on this model and batch, timed at the engine's first step
+// (actor/backend_choice.h; LibTorch ops without timing for weights the CPU decoder cannot run);
+// cpu: always the hand-written CPU decoder (model/cpu_decoder.h; an error for weights that are
+// not float32 on the CPU); torch: always LibTorch ops (GPU weights, or to compare).
 enum class DecodeBackend { kAuto, kCpu, kTorch };
 inline constexpr config::ChoiceName<DecodeBackend> kDecodeBackendNames[] = {
     {"auto", DecodeBackend::kAuto}, {"cpu", DecodeBackend::kCpu}, {"torch", DecodeBackend::kTorch}};
@@ -35,7 +36,8 @@ struct RolloutEngineOptions {
     v.Field("initial_slots", initial_slots, "KV cache sequences allocated up front");
     v.Field("initial_capacity", initial_capacity, "KV cache positions allocated up front");
     v.Choice("backend", backend, kDecodeBackendNames,
-             "decode with the CPU kernel (cpu), LibTorch ops (torch), or cpu when possible (auto)");
+             "decode with the CPU kernel (cpu), LibTorch ops (torch), or the faster of the two "
+             "measured at the first step (auto)");
   }
   absl::Status Validate() const {
     if (intra_op_threads < 0) {

@@ -6,287 +6,15 @@
 #include <limits>
 
 #include "flywheel/core/strings.h"
-#include "flywheel/model/vector_math.h"
+#include "flywheel/model/simd_kernels.h"
 
 namespace flywheel {
 namespace {
 
-// y [m, n] (+)= x [m, k] · wᵀ over weights packed in column blocks of kPackWidth (see
-// PackedLinear): kR rows × kPackWidth outputs per tile, kR·4 independent vector accumulators,
-// one pass over k with every weight vector loaded once per tile and every x value broadcast.
-// The block of weights (k × kPackWidth floats) stays in L1/L2 while all row tiles pass over it.
-template <int kR>
-FLYWHEEL_INLINE void LinearTile(const float* __restrict x, int64_t k, const float* __restrict block,
-                                float* __restrict y, int64_t ldy, int64_t width, bool accumulate) {
-  using vmath::V16;
-  constexpr int kVecs = PackedLinear::kPackWidth / 16;
-  V16 acc[kR][kVecs] = {};
-  for (int64_t i = 0; i < k; ++i) {
-    V16 w[kVecs];
-    for (int c = 0; c < kVecs; ++c)
-      w[c] = vmath::Load(block + i * PackedLinear::kPackWidth + 16 * c);
-    for (int r = 0; r < kR; ++r) {
-      const V16 xr = vmath::Broadcast(x[r * k + i]);
-      for (int c = 0; c < kVecs; ++c) acc[r][c] += xr * w[c];
-    }
-  }
-  for (int r = 0; r < kR; ++r) {
-    float* yr = y + r * ldy;
-    if (width == PackedLinear::kPackWidth) {
-      for (int c = 0; c < kVecs; ++c) {
-        const V16 prior = accumulate ? vmath::Load(yr + 16 * c) : V16{};
-        vmath::Store(yr + 16 * c, prior + acc[r][c]);
-      }
-    } else {  // the last, partial block of columns
-      float tmp[PackedLinear::kPackWidth];
-      for (int c = 0; c < kVecs; ++c) vmath::Store(tmp + 16 * c, acc[r][c]);
-      for (int64_t j = 0; j < width; ++j) yr[j] = (accumulate ? yr[j] : 0.0f) + tmp[j];
-    }
-  }
-}
+inline constexpr int64_t kTile = simd::kKeyTile;
 
-FLYWHEEL_VECTOR_CLONES
 void Linear(const float* x, int64_t m, const PackedLinear& w, float* y, bool accumulate) {
-  // Four rows per tile need 16 vector accumulators: one AVX-512 register file's worth; with
-  // narrower vectors two rows keep them in registers.
-#if defined(__x86_64__)
-  static const bool wide = __builtin_cpu_supports("avx512f");
-#else
-  static const bool wide = false;
-#endif
-  const int64_t k = w.k, n = w.n;
-  for (int64_t b = 0; b * PackedLinear::kPackWidth < n; ++b) {
-    const float* block = w.data.data() + b * k * PackedLinear::kPackWidth;
-    const int64_t col = b * PackedLinear::kPackWidth;
-    const int64_t width = std::min<int64_t>(PackedLinear::kPackWidth, n - col);
-    int64_t r = 0;
-    if (wide) {
-      for (; r + 4 <= m; r += 4)
-        LinearTile<4>(x + r * k, k, block, y + r * n + col, n, width, accumulate);
-    }
-    for (; r + 2 <= m; r += 2)
-      LinearTile<2>(x + r * k, k, block, y + r * n + col, n, width, accumulate);
-    for (; r < m; ++r) LinearTile<1>(x + r * k, k, block, y + r * n + col, n, width, accumulate);
-  }
-}
-
-// out = x / sqrt(mean(x²) + eps) * weight, per row of `dim` floats (HF Llama RMSNorm).
-FLYWHEEL_VECTOR_CLONES
-void RmsNormRows(const float* __restrict x, int64_t rows, int64_t dim,
-                 const float* __restrict weight, double eps, float* __restrict out) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * dim;
-    float* o = out + r * dim;
-    const float mean = vmath::Dot(xr, xr, dim) / static_cast<float>(dim);
-    const float inv = 1.0f / std::sqrt(mean + static_cast<float>(eps));
-    for (int64_t i = 0; i < dim; ++i) o[i] = weight[i] * (xr[i] * inv);
-  }
-}
-
-// SwiGLU: out[r, i] = silu(gate[r, i]) * up[r, i], gate_up [rows, 2 * width].
-FLYWHEEL_VECTOR_CLONES
-void SiluMul(const float* __restrict gate_up, int64_t rows, int64_t width, float* __restrict out) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* g = gate_up + r * 2 * width;
-    const float* u = g + width;
-    float* o = out + r * width;
-    int64_t i = 0;
-    for (; i + vmath::kLanes <= width; i += vmath::kLanes) {
-      const vmath::V16 x = vmath::Load(g + i);
-      vmath::Store(o + i, x / (1.0f + vmath::Exp(-x)) * vmath::Load(u + i));
-    }
-    for (; i < width; ++i) o[i] = g[i] / (1.0f + vmath::Exp(-g[i])) * u[i];
-  }
-}
-
-// Rotary embedding in place on `heads` heads of `dim` floats ("rotate half", HF Llama):
-// x·cos + rotate_half(x)·sin.
-FLYWHEEL_VECTOR_CLONES
-void Rope(float* __restrict x, int64_t heads, int64_t dim, const float* __restrict cos,
-          const float* __restrict sin) {
-  const int64_t half = dim / 2;
-  for (int64_t h = 0; h < heads; ++h) {
-    float* v = x + h * dim;
-    for (int64_t i = 0; i < half; ++i) {
-      const float a = v[i], b = v[i + half];
-      v[i] = a * cos[i] - b * sin[i];
-      v[i + half] = b * cos[i + half] + a * sin[i + half];
-    }
-  }
-}
-
-// Keys are stored in tiles of 16 positions, [capacity / 16][D][16]: the scores of a tile are D
-// vector FMAs over 16·D contiguous floats, so q·kᵀ streams through memory in order.
-inline constexpr int64_t kTile = 16;
-// The cache is far larger than the L2, and every step reads all of it once. While one (row,
-// kv head) is attended, the loops fetch the next one's keys and values at the same offsets: a
-// whole head's work ahead, spread evenly over the loops. The fetches go to L2 (prefetcht1):
-// measured faster than to L1, which they would crowd while the current head streams through.
-
-// Attention of `groups` query heads (q [groups, D]) that share one kv head, over positions
-// [0, length) of the tiled keys and the values v [capacity, D]; out [groups, D]. `scores` holds
-// groups × capacity floats. Generic version: any D.
-FLYWHEEL_INLINE void AttendScalar(const float* __restrict q, int64_t groups, int64_t dim,
-                                  const float* __restrict keys, const float* __restrict v,
-                                  int64_t length, float scale, float* __restrict scores,
-                                  float* __restrict out) {
-  for (int64_t g = 0; g < groups; ++g) {
-    float* s = scores + g * length;
-    const float* qg = q + g * dim;
-    for (int64_t j = 0; j < length; ++j) {
-      const float* k = keys + (j / kTile) * kTile * dim + j % kTile;
-      float dot = 0;
-      for (int64_t d = 0; d < dim; ++d) dot += qg[d] * k[d * kTile];
-      s[j] = dot * scale;
-    }
-    const float m = vmath::Max(s, length);
-    const float inv = 1.0f / vmath::ExpShifted(s, m, s, length);
-    float* o = out + g * dim;
-    for (int64_t d = 0; d < dim; ++d) o[d] = 0;
-    for (int64_t j = 0; j < length; ++j) {
-      const float p = s[j];
-      const float* vj = v + j * dim;
-      for (int64_t d = 0; d < dim; ++d) o[d] += p * vj[d];
-    }
-    for (int64_t d = 0; d < dim; ++d) o[d] *= inv;
-  }
-}
-
-// Scores of kG query heads (q [kG, D]) for kB consecutive key tiles: kG·kB independent FMA
-// chains over d, no stores in the inner loop. scores: head g's row starts at g·stride.
-template <int kVecs, int kG, int kB>
-FLYWHEEL_INLINE void ScoreTiles(const float* __restrict q, const float* __restrict keys,
-                                const float* next_keys, float scale, float* __restrict scores,
-                                int64_t stride) {
-  using vmath::V16;
-  constexpr int kDim = 16 * kVecs;
-  constexpr int64_t kTileSize = kTile * kDim;
-  V16 acc[kG][kB] = {};
-  // The next head's kB tiles at this offset: kB·D cache lines, spread over the D iterations.
-  const char* next = reinterpret_cast<const char*>(next_keys);
-  for (int d = 0; d < kDim; ++d) {
-    for (int b = 0; b < kB; ++b) __builtin_prefetch(next + (d * kB + b) * 64, 0, 2);
-    V16 k[kB];
-    for (int b = 0; b < kB; ++b) k[b] = vmath::Load(keys + b * kTileSize + d * kTile);
-    for (int g = 0; g < kG; ++g) {
-      const V16 qd = vmath::Broadcast(q[g * kDim + d]);
-      for (int b = 0; b < kB; ++b) acc[g][b] += qd * k[b];
-    }
-  }
-  const V16 scale_v = vmath::Broadcast(scale);
-  for (int g = 0; g < kG; ++g) {
-    for (int b = 0; b < kB; ++b) vmath::Store(scores + g * stride + b * kTile, acc[g][b] * scale_v);
-  }
-}
-
-// The same for D = 16·kVecs and kG query heads at once, register-blocked with 16-float vectors:
-// the kG heads share every key and value load; scores are computed kBlock tiles at a time.
-// Whole tiles are read;
-// scores past `length` are set to −inf, so those positions weigh 0.
-template <int kVecs, int kG>
-FLYWHEEL_INLINE void AttendVec(const float* __restrict q, const float* __restrict keys,
-                               const float* __restrict v, const float* next_keys,
-                               const float* next_values, int64_t length, float scale,
-                               float* __restrict scores, float* __restrict out) {
-  using vmath::V16;
-  constexpr int kDim = 16 * kVecs;
-  constexpr int64_t kTileSize = kTile * kDim;
-  constexpr int kBlock = kG == 1 ? 8 : 4;
-  const int64_t tiles = (length + kTile - 1) / kTile;
-  const int64_t padded = tiles * kTile;
-  int64_t t = 0;
-  for (; t + kBlock <= tiles; t += kBlock) {
-    ScoreTiles<kVecs, kG, kBlock>(q, keys + t * kTileSize, next_keys + t * kTileSize, scale,
-                                  scores + t * kTile, padded);
-  }
-  for (; t < tiles; ++t) {
-    ScoreTiles<kVecs, kG, 1>(q, keys + t * kTileSize, next_keys + t * kTileSize, scale,
-                             scores + t * kTile, padded);
-  }
-  float inv[kG];
-  for (int g = 0; g < kG; ++g) {
-    float* s = scores + g * padded;
-    for (int64_t i = length; i < padded; ++i) s[i] = -std::numeric_limits<float>::infinity();
-    V16 vmax = vmath::Broadcast(-std::numeric_limits<float>::infinity());
-    for (int64_t i = 0; i < padded; i += kTile) {
-      const V16 x = vmath::Load(s + i);
-      vmax = x > vmax ? x : vmax;
-    }
-    const V16 m = vmath::Broadcast(vmath::HorizontalMax(vmax));
-    V16 sum{};
-    for (int64_t i = 0; i < padded; i += kTile) {
-      const V16 e = vmath::Exp(vmath::Load(s + i) - m);
-      vmath::Store(s + i, e);
-      sum += e;
-    }
-    inv[g] = 1.0f / vmath::HorizontalSum(sum);
-  }
-  // out = probabilities · values, kUnroll positions per iteration into separate accumulators.
-  constexpr int kUnroll = kG * kVecs <= 8 ? 2 : 1;
-  V16 acc[kUnroll][kG][kVecs] = {};
-  int64_t i = 0;
-  for (; i + kUnroll <= length; i += kUnroll) {
-    // The next head's values at these positions.
-    for (int c = 0; c < kVecs * kUnroll; ++c) {
-      __builtin_prefetch(reinterpret_cast<const char*>(next_values + i * kDim) + c * 64, 0, 2);
-    }
-    for (int u = 0; u < kUnroll; ++u) {
-      V16 vv[kVecs];
-      for (int c = 0; c < kVecs; ++c) vv[c] = vmath::Load(v + (i + u) * kDim + 16 * c);
-      for (int g = 0; g < kG; ++g) {
-        const V16 p = vmath::Broadcast(scores[g * padded + i + u]);
-        for (int c = 0; c < kVecs; ++c) acc[u][g][c] += p * vv[c];
-      }
-    }
-  }
-  for (; i < length; ++i) {
-    for (int g = 0; g < kG; ++g) {
-      const V16 p = vmath::Broadcast(scores[g * padded + i]);
-      for (int c = 0; c < kVecs; ++c) acc[0][g][c] += p * vmath::Load(v + i * kDim + 16 * c);
-    }
-  }
-  for (int g = 0; g < kG; ++g) {
-    for (int c = 0; c < kVecs; ++c) {
-      V16 total = acc[0][g][c];
-      for (int u = 1; u < kUnroll; ++u) total += acc[u][g][c];
-      vmath::Store(out + g * kDim + 16 * c, total * vmath::Broadcast(inv[g]));
-    }
-  }
-}
-
-template <int kVecs>
-FLYWHEEL_INLINE void AttendGroups(const float* q, int64_t groups, const float* keys, const float* v,
-                                  const float* next_keys, const float* next_values, int64_t length,
-                                  float scale, float* scores, float* out) {
-  constexpr int kDim = 16 * kVecs;
-  int64_t g = 0;
-  for (; g + 2 <= groups; g += 2) {
-    AttendVec<kVecs, 2>(q + g * kDim, keys, v, next_keys, next_values, length, scale, scores,
-                        out + g * kDim);
-  }
-  if (g < groups) {
-    AttendVec<kVecs, 1>(q + g * kDim, keys, v, next_keys, next_values, length, scale, scores,
-                        out + g * kDim);
-  }
-}
-
-FLYWHEEL_VECTOR_CLONES
-void AttendHead(const float* q, int64_t groups, int64_t dim, const float* keys, const float* v,
-                const float* next_keys, const float* next_values, int64_t length, float scale,
-                float* scores, float* out) {
-  switch (dim) {
-    case 32:
-      return AttendGroups<2>(q, groups, keys, v, next_keys, next_values, length, scale, scores,
-                             out);
-    case 64:
-      return AttendGroups<4>(q, groups, keys, v, next_keys, next_values, length, scale, scores,
-                             out);
-    case 128:
-      return AttendGroups<8>(q, groups, keys, v, next_keys, next_values, length, scale, scores,
-                             out);
-    default:
-      return AttendScalar(q, groups, dim, keys, v, length, scale, scores, out);
-  }
+  simd::Linear(x, m, w.data.data(), w.n, w.k, y, accumulate);
 }
 
 torch::Tensor Contiguous(const torch::Tensor& t) { return t.detach().contiguous(); }
@@ -440,9 +168,9 @@ void CpuDecoder::Attend(int64_t layer, const DecodeRow& row, const DecodeRow* ne
       next_values = Values(layer, next_row->slot, 0);
     }
     // Query head h * groups + g reads kv head h (the HF repeat_kv order).
-    AttendHead(q + h * groups * head_dim_, groups, head_dim_, Keys(layer, row.slot, h),
-               Values(layer, row.slot, h), next_keys, next_values, length, scale, scores_.data(),
-               out + h * groups * head_dim_);
+    simd::AttendHead(q + h * groups * head_dim_, groups, head_dim_, Keys(layer, row.slot, h),
+                     Values(layer, row.slot, h), next_keys, next_values, length, scale,
+                     scores_.data(), out + h * groups * head_dim_);
   }
 }
 
@@ -454,6 +182,7 @@ void CpuDecoder::Forward(const CpuDecoderWeights& w, std::span<const DecodeRow> 
   const int64_t qkv_width = q_width + 2 * kv_width;
   const int64_t inter = options_.intermediate_size;
   const int64_t groups = options_.num_heads / options_.num_kv_heads;
+  const float eps = static_cast<float>(options_.rms_norm_eps);
   for (const DecodeRow& r : rows) {
     TORCH_CHECK(r.slot >= 0 && r.slot < slots_ && r.position >= 0 && r.position < capacity_ &&
                     r.position < options_.max_seq_len,
@@ -479,8 +208,7 @@ void CpuDecoder::Forward(const CpuDecoderWeights& w, std::span<const DecodeRow> 
   }
   for (int64_t l = 0; l < options_.num_layers; ++l) {
     const auto& layer = w.layers[l];
-    RmsNormRows(x_.data(), n, hidden, layer.input_norm.data_ptr<float>(), options_.rms_norm_eps,
-                h_.data());
+    simd::RmsNormRows(x_.data(), n, hidden, layer.input_norm.data_ptr<float>(), eps, h_.data());
     Linear(h_.data(), n, layer.qkv, qkv_.data(), false);
     if (layer.qkv_bias.defined()) {
       const float* bias = layer.qkv_bias.data_ptr<float>();
@@ -496,8 +224,8 @@ void CpuDecoder::Forward(const CpuDecoderWeights& w, std::span<const DecodeRow> 
       const float* v = k + kv_width;
       const float* cos = rope_cos_.data() + row.position * d;
       const float* sin = rope_sin_.data() + row.position * d;
-      Rope(q, options_.num_heads, d, cos, sin);
-      Rope(k, options_.num_kv_heads, d, cos, sin);
+      simd::Rope(q, options_.num_heads, d, cos, sin);
+      simd::Rope(k, options_.num_kv_heads, d, cos, sin);
       for (int64_t h = 0; h < options_.num_kv_heads; ++h) {
         float* keys =
             Keys(l, row.slot, h) + (row.position / kTile) * kTile * d + row.position % kTile;
@@ -510,10 +238,9 @@ void CpuDecoder::Forward(const CpuDecoderWeights& w, std::span<const DecodeRow> 
              att_.data() + r * q_width);
     }
     Linear(att_.data(), n, layer.o_proj, x_.data(), /*accumulate=*/true);
-    RmsNormRows(x_.data(), n, hidden, layer.post_norm.data_ptr<float>(), options_.rms_norm_eps,
-                h_.data());
+    simd::RmsNormRows(x_.data(), n, hidden, layer.post_norm.data_ptr<float>(), eps, h_.data());
     Linear(h_.data(), n, layer.gate_up, gate_up_.data(), false);
-    SiluMul(gate_up_.data(), n, inter, act_.data());
+    simd::SiluMul(gate_up_.data(), n, inter, act_.data());
     Linear(act_.data(), n, layer.down, x_.data(), /*accumulate=*/true);
   }
   const int64_t m = static_cast<int64_t>(logit_rows.size());
@@ -521,8 +248,8 @@ void CpuDecoder::Forward(const CpuDecoderWeights& w, std::span<const DecodeRow> 
   for (int64_t i = 0; i < m; ++i) {
     const int64_t r = logit_rows[i];
     TORCH_CHECK(r >= 0 && r < n, "CPU decoder: logit row ", r, " out of range");
-    RmsNormRows(x_.data() + r * hidden, 1, hidden, w.final_norm.data_ptr<float>(),
-                options_.rms_norm_eps, final_.data() + i * hidden);
+    simd::RmsNormRows(x_.data() + r * hidden, 1, hidden, w.final_norm.data_ptr<float>(), eps,
+                      final_.data() + i * hidden);
   }
   Linear(final_.data(), m, w.lm_head, logits, false);
 }

@@ -12,9 +12,11 @@
 //   rows that want logits: final RMSNorm ─▶ LM head GEMM ─▶ logits [m, V]
 //
 // GEMMs run over weights packed once per snapshot (PackedLinear); o_proj and down_proj add
-// straight onto the residual stream. Prefill and decode are the same call: a sequence with several
-// pending tokens contributes one row per token; because every row's keys are stored before any
-// row attends, a row sees the earlier rows of its own sequence (causal) and nothing else.
+// straight onto the residual stream. The float loops are model/simd_kernels.h (Highway, the
+// best vector target of the CPU chosen at run time). Prefill and decode are the same call: a
+// sequence with several pending tokens contributes one row per token; because every row's keys
+// are stored before any row attends, a row sees the earlier rows of its own sequence (causal) and
+// nothing else.
 //
 // Exactness: the same formulas as TransformerImpl::Hidden/Logits in float32 (the RoPE table is
 // computed by MakeRotary itself); results differ from the LibTorch path only by summation order,
@@ -36,6 +38,7 @@
 #include <torch/torch.h>
 
 #include "flywheel/model/model_options.h"
+#include "flywheel/model/simd_kernels.h"
 #include "flywheel/model/transformer.h"
 
 namespace flywheel {
@@ -54,7 +57,7 @@ struct DecodeRow {
 // per snapshot; a BLAS call would repack W at every call, which at decode sizes costs as much as
 // the product.
 struct PackedLinear {
-  static constexpr int64_t kPackWidth = 64;
+  static constexpr int64_t kPackWidth = simd::kPackWidth;
   int64_t n = 0;            // outputs
   int64_t k = 0;            // inputs
   std::vector<float> data;  // [ceil(n / kPackWidth)][k][kPackWidth]

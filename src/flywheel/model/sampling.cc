@@ -7,7 +7,7 @@
 #include <limits>
 #include <numeric>
 
-#include "flywheel/model/vector_math.h"
+#include "flywheel/model/simd_kernels.h"
 
 namespace flywheel {
 
@@ -66,30 +66,22 @@ int64_t DrawToken(const float* probs, int64_t vocab_size, std::mt19937_64& rng) 
   return last_possible;
 }
 
-
 namespace {
 
 // z = logits / temperature, as the LibTorch version divides a float32 tensor by the scalar.
-FLYWHEEL_VECTOR_CLONES
 void Scale(const float* logits, int64_t n, float temperature, float* z) {  // may alias
   if (temperature == 1.0f) {
     if (z != logits) std::memcpy(z, logits, n * sizeof(float));
     return;
   }
-  for (int64_t i = 0; i < n; ++i) z[i] = logits[i] / temperature;
+  simd::Divide(logits, temperature, z, n);
 }
 
 // In place: z → log_softmax(z) (x − max − log Σ exp(x − max)); `scratch` holds n floats.
-FLYWHEEL_VECTOR_CLONES
-void LogSoftmaxInPlace(float* __restrict z, int64_t n, float* __restrict scratch) {
-  const float m = vmath::Max(z, n);
-  const float shift = m + std::log(vmath::ExpShifted(z, m, scratch, n));
+void LogSoftmaxInPlace(float* z, int64_t n, float* scratch) {
+  const float m = simd::Max(z, n);
+  const float shift = m + std::log(simd::ExpShifted(z, m, scratch, n));
   for (int64_t i = 0; i < n; ++i) z[i] -= shift;
-}
-
-FLYWHEEL_VECTOR_CLONES
-void ExpRow(const float* __restrict a, int64_t n, float* __restrict out) {
-  vmath::ExpInto(a, out, n);
 }
 
 }  // namespace
@@ -118,7 +110,7 @@ void SamplingLogProbsRow(const float* logits, int64_t vocab, const SamplingParam
     const float m = z[order[0]];
     double total = 0;
     for (int64_t r = 0; r < vocab; ++r) {
-      scratch[r] = vmath::Exp(z[order[r]] - m);
+      scratch[r] = simd::Exp(z[order[r]] - m);
       total += scratch[r];
     }
     const float sum = static_cast<float>(total);
@@ -137,7 +129,7 @@ void SamplingLogProbsRow(const float* logits, int64_t vocab, const SamplingParam
 int64_t SampleRow(const float* logits, int64_t vocab, const SamplingParams& params,
                   std::mt19937_64& rng, float* logprobs, float* probs) {
   SamplingLogProbsRow(logits, vocab, params, logprobs);
-  ExpRow(logprobs, vocab, probs);
+  simd::ExpShifted(logprobs, 0.0f, probs, vocab);
   return DrawToken(probs, vocab, rng);
 }
 
