@@ -1,7 +1,5 @@
 #include "bench/bench.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -39,13 +37,6 @@ double Percentile(std::vector<double> samples, double q) {
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-void SetBlasThreads(int64_t threads) {
-  using SetFn = void (*)(int);
-  if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
-    fn(static_cast<int>(threads));
-  }
 }
 
 std::string PythonPeerSkipReason() {

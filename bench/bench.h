@@ -61,9 +61,6 @@ double Percentile(std::vector<double> samples, double q);
 // Seconds of steady-clock time since `start`.
 double SecondsSince(std::chrono::steady_clock::time_point start);
 
-// OpenBLAS's thread pool is separate from LibTorch's; without this it uses every core.
-void SetBlasThreads(int64_t threads);
-
 // Python peers run under Debian's interpreter, the one python3-torch is installed for.
 inline constexpr char kPeerPython[] = "/usr/bin/python3";
 

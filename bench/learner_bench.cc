@@ -32,6 +32,7 @@
 #include "flywheel/learner/advantages.h"
 #include "flywheel/learner/learner_step.h"
 #include "flywheel/learner/packer.h"
+#include "flywheel/model/blas_threads.h"
 #include "flywheel/model/safetensors.h"
 #include "flywheel/model/torch_status.h"
 #include "flywheel/model/transformer.h"
@@ -188,7 +189,7 @@ absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
     return absl::InvalidArgumentError("learner bench: threads, steps and batch must be > 0");
   }
   at::set_num_threads(static_cast<int>(threads));
-  SetBlasThreads(threads);
+  (void)SetBlasThreads(static_cast<int>(threads));  // no-op where the BLAS is not OpenBLAS
 
   LearnerOptions o;
   o.loss = PolicyLossKind::kTruncatedIs;

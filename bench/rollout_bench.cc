@@ -41,6 +41,7 @@
 #include "flywheel/actor/rollout_engine.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
+#include "flywheel/model/blas_threads.h"
 #include "flywheel/model/safetensors.h"
 #include "flywheel/model/simd_kernels.h"
 #include "flywheel/model/torch_status.h"
@@ -225,7 +226,7 @@ absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args) {
     return absl::InvalidArgumentError(
         "rollout bench: batch, prompt, threads must be > 0 and new_tokens >= 2");
   }
-  SetBlasThreads(s.threads);
+  (void)SetBlasThreads(static_cast<int>(s.threads));  // no-op where the BLAS is not OpenBLAS
   ASSIGN_OR_RETURN(Transformer model, MakeTransformer(s.model));
   ASSIGN_OR_RETURN(s.snapshot, MakeSnapshot(model, 1));
   std::mt19937_64 rng(7);

@@ -1,3 +1,4 @@
+#include "flywheel/runtime/blas_choice.h"
 #include "flywheel/runtime/embedded_job.h"
 
 #include <algorithm>
@@ -7,6 +8,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <spdlog/spdlog.h>
 
 #include "absl/time/clock.h"
 #include "flywheel/actor/actor.h"
@@ -72,6 +75,7 @@ class Job {
   std::unique_ptr<EnvExecutor> executor_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<LearnerSession> learner_;
+  BlasChoice blas_;
   std::unique_ptr<Buffer> buffer_;
   std::vector<std::unique_ptr<TaskSource>> tasks_;
   std::vector<std::unique_ptr<Actor>> actors_;
@@ -86,6 +90,9 @@ absl::Status Job::Init(const EmbeddedJobOptions& options) {
   ASSIGN_OR_RETURN(tokenizer_, MakeTokenizer(factory_->vocabulary()));
   ASSIGN_OR_RETURN(ModelOptions model_options,
                    ResolveModelOptions(config_, *tokenizer_, factory_->task_name()));
+  ASSIGN_OR_RETURN(blas_, ChooseBlasThreads(BlasRole::kEmbedded, config_.run.blas_threads,
+                                            model_options, config_.learner.token_budget));
+  spdlog::info("{}", blas_.DebugString());
   ASSIGN_OR_RETURN(learner_, LearnerSession::Open(config_, model_options, options.resume));
 
   BufferOptions buffer_options = config_.buffer;
@@ -315,6 +322,7 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
       {"latency_audit", audit.ToJson()},
       {"verdict", audit.Verdict()},
       {"stopped_by", std::string(stopped_by)},
+      {"blas", blas_.ToJson()},
       // Every group the buffer handed out was given to the learner; the rest is counted here.
       {"groups",
        {{"sampled", info.sampled},

@@ -1,3 +1,4 @@
+#include "flywheel/runtime/blas_choice.h"
 #include "flywheel/runtime/remote_actor.h"
 
 #include <spdlog/spdlog.h>
@@ -89,6 +90,10 @@ absl::Status RemoteActorProcess::Init() {
   ASSIGN_OR_RETURN(tokenizer_, MakeTokenizer(factory_->vocabulary()));
   ASSIGN_OR_RETURN(model_options_,
                    ResolveModelOptions(config_, *tokenizer_, factory_->task_name()));
+  ASSIGN_OR_RETURN(const BlasChoice blas,
+                   ChooseBlasThreads(BlasRole::kActorProcess, config_.run.blas_threads,
+                                     model_options_, config_.learner.token_budget));
+  spdlog::info("{}: {}", name_, blas.DebugString());
 
   // The newest weights first: a restarted or late actor never generates with stale ones.
   weights_ = WeightsClient::Connect(options_.weights_address, options_.auth_token);

@@ -1,3 +1,4 @@
+#include "flywheel/runtime/blas_choice.h"
 #include "flywheel/runtime/remote_learner.h"
 
 #include <spdlog/spdlog.h>
@@ -66,6 +67,7 @@ class RemoteLearner {
   std::unique_ptr<EnvFactory> factory_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<LearnerSession> learner_;
+  BlasChoice blas_;
   std::unique_ptr<RemoteBuffer> buffer_;
   std::unique_ptr<WeightsServer> weights_;
   absl::Time buffer_last_ok_ = absl::Now();
@@ -97,6 +99,9 @@ absl::Status RemoteLearner::Init() {
                " (group advantages need whole groups)"));
   }
 
+  ASSIGN_OR_RETURN(blas_, ChooseBlasThreads(BlasRole::kLearnerProcess, config_.run.blas_threads,
+                                            model_options, config_.learner.token_budget));
+  spdlog::info("learner: {}", blas_.DebugString());
   ASSIGN_OR_RETURN(learner_, LearnerSession::Open(config_, model_options, options_.resume));
   RETURN_IF_ERROR(buffer_->SetLearnerVersion(learner_->version()));
 
@@ -233,6 +238,7 @@ absl::StatusOr<RemoteLearnerResult> RemoteLearner::Train() {
       {"last_success_rate", result.last_success},
       {"best_success_rate", best_success},
       {"stopped", result.stopped},
+      {"blas", blas_.ToJson()},
       {"stopped_by", stopped_by},
       {"trajectories_by_actor", actor_trajectories},
   };

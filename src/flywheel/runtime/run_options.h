@@ -27,6 +27,7 @@ struct RunOptions {
   double success_reward = 1.0;      // an episode succeeds when its final reward reaches this
   int64_t eval_episodes = 0;        // after training, play this many with the final weights
   double max_pipeline_batches = 0;  // async admission control; 0 = off (see VisitFields)
+  int64_t blas_threads = 0;         // OpenBLAS pool size of this process; 0 = auto (blas_choice.h)
 
   template <typename V>
   void VisitFields(V& v) {
@@ -43,6 +44,9 @@ struct RunOptions {
             "trained on are fewer than this many learner batches; 0 = off");
     v.Field("eval_episodes", eval_episodes,
             "after training, evaluate the final policy on this many episodes; 0 = off");
+    v.Field("blas_threads", blas_threads,
+            "OpenBLAS threads of this process; 0 = auto: 1 for train and actor, measured for "
+            "a separate learner");
   }
 
   absl::Status Validate() const {
@@ -55,6 +59,9 @@ struct RunOptions {
       return absl::InvalidArgumentError("run.max_pipeline_batches must be >= 0 (0 = off)");
     }
     if (eval_episodes < 0) return absl::InvalidArgumentError("run.eval_episodes must be >= 0");
+    if (blas_threads < 0) {
+      return absl::InvalidArgumentError("run.blas_threads must be >= 0 (0 = auto)");
+    }
     if (max_wall_seconds < 0) {
       return absl::InvalidArgumentError("run.max_wall_seconds must be >= 0");
     }

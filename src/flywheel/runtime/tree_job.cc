@@ -1,3 +1,4 @@
+#include "flywheel/runtime/blas_choice.h"
 #include "flywheel/runtime/tree_job.h"
 
 #include <torch/torch.h>
@@ -53,6 +54,9 @@ absl::StatusOr<TreeJobResult> RunTreeJob(const JobConfig& config, const TreeJobR
                    MakeRepairHarnessTokenizer(harness.repair));
   ASSIGN_OR_RETURN(const ModelOptions model_options,
                    ResolveModelOptions(config, *tokenizer, "repair harness"));
+  ASSIGN_OR_RETURN(const BlasChoice blas,
+                   ChooseBlasThreads(BlasRole::kEmbedded, config.run.blas_threads, model_options,
+                                     config.learner.token_budget));
   torch::manual_seed(static_cast<uint64_t>(config.run.seed));
   ASSIGN_OR_RETURN(Transformer model, MakeTransformer(model_options));
 
@@ -202,7 +206,8 @@ absl::StatusOr<TreeJobResult> RunTreeJob(const JobConfig& config, const TreeJobR
       {"calls", calls_path.string()},
       {"stopped_by",
        result.steps >= config.run.max_steps ? "max_steps" : std::string(stop.Reason())},
-      {"elapsed_seconds", Seconds(start)}};
+      {"elapsed_seconds", Seconds(start)},
+      {"blas", blas.ToJson()}};
   RETURN_IF_ERROR(run_dir->WriteSummary(summary));
   return result;
 }
