@@ -5,6 +5,7 @@
 
 #include "flywheel/cli/command.h"
 #include "flywheel/core/logging.h"
+#include "flywheel/core/malloc_tuning.h"
 
 namespace flywheel::cli {
 
@@ -16,6 +17,7 @@ int ReportError(const absl::Status& status) {
 namespace {
 
 int Main(int argc, char** argv) {
+  TuneMallocForTensors();  // before any thread starts (core/malloc_tuning.h says why)
   CLI::App app{"flywheel: asynchronous reinforcement learning for language-model agents"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "flywheel 0.1.0");

@@ -1,4 +1,3 @@
-#include "flywheel/runtime/blas_choice.h"
 #include "flywheel/runtime/embedded_job.h"
 
 #include <algorithm>
@@ -22,6 +21,7 @@
 #include "flywheel/env/env_factory.h"
 #include "flywheel/env/task_source.h"
 #include "flywheel/model/weight_snapshot.h"
+#include "flywheel/runtime/blas_choice.h"
 #include "flywheel/runtime/latency_audit.h"
 #include "flywheel/runtime/learner_session.h"
 #include "flywheel/runtime/policy_eval.h"

@@ -1,4 +1,3 @@
-#include "flywheel/runtime/blas_choice.h"
 #include "flywheel/runtime/remote_actor.h"
 
 #include <spdlog/spdlog.h>
@@ -17,6 +16,7 @@
 #include "flywheel/env/env_executor.h"
 #include "flywheel/env/env_factory.h"
 #include "flywheel/env/task_source.h"
+#include "flywheel/runtime/blas_choice.h"
 #include "flywheel/runtime/policy_setup.h"
 #include "flywheel/runtime/remote_buffer.h"
 #include "flywheel/runtime/remote_connect.h"

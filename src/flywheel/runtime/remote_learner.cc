@@ -1,4 +1,3 @@
-#include "flywheel/runtime/blas_choice.h"
 #include "flywheel/runtime/remote_learner.h"
 
 #include <spdlog/spdlog.h>
@@ -15,6 +14,7 @@
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/env/env_factory.h"
+#include "flywheel/runtime/blas_choice.h"
 #include "flywheel/runtime/learner_session.h"
 #include "flywheel/runtime/policy_setup.h"
 #include "flywheel/runtime/progress.h"

@@ -1,4 +1,3 @@
-#include "flywheel/runtime/blas_choice.h"
 #include "flywheel/runtime/tree_job.h"
 
 #include <torch/torch.h>
@@ -11,6 +10,7 @@
 #include "flywheel/core/strings.h"
 #include "flywheel/learner/tree_learner.h"
 #include "flywheel/model/weight_snapshot.h"
+#include "flywheel/runtime/blas_choice.h"
 #include "flywheel/runtime/policy_setup.h"
 #include "flywheel/runtime/run_directory.h"
 #include "flywheel/runtime/run_stop.h"
