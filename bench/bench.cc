@@ -48,9 +48,11 @@ std::string PythonPeerSkipReason() {
 
 absl::StatusOr<nlohmann::json> RunPythonPeer(const BenchArgs& args, const std::string& script,
                                              const std::string& arguments, int64_t threads,
-                                             const std::string& out_path) {
+                                             const std::string& out_path,
+                                             const std::string& environment) {
   const std::string cmd =
-      StrCat("OPENBLAS_NUM_THREADS=", threads, " OMP_NUM_THREADS=", threads, " ", kPeerPython,
+      StrCat(environment, environment.empty() ? "" : " ", "OPENBLAS_NUM_THREADS=", threads,
+             " OMP_NUM_THREADS=", threads, " ", kPeerPython,
              " '", args.source_dir, "/", script, "' ", arguments, " > '", out_path, "'");
   const int rc = std::system(cmd.c_str());
   std::ifstream in(out_path);

@@ -68,10 +68,12 @@ inline constexpr char kPeerPython[] = "/usr/bin/python3";
 std::string PythonPeerSkipReason();
 
 // Runs `script` (relative to the repository) with `arguments` under kPeerPython, with LibTorch
-// and BLAS limited to `threads`, and parses the JSON it writes to `out_path`.
+// and BLAS limited to `threads`, and parses the JSON it writes to `out_path`. `environment`
+// ("NAME=value …") is set for the peer's process only.
 absl::StatusOr<nlohmann::json> RunPythonPeer(const BenchArgs& args, const std::string& script,
                                              const std::string& arguments, int64_t threads,
-                                             const std::string& out_path);
+                                             const std::string& out_path,
+                                             const std::string& environment = "");
 
 }  // namespace flywheel::bench
 

@@ -9,8 +9,12 @@
 //                  (--param torch_backend=off skips it)
 //   (b) recompute: the same model recomputing the whole sequence at every step (no cache)
 //   (c) python:    plain eager PyTorch (bench/rollout_python.py) with its own KV cache
+//   (c*) python limited, per SIMD target other than the best, to the instructions of that
+//                  target (LibTorch's CPU capability and OpenBLAS's core type, see
+//                  SameIsaEnvironment): the peer a user of a machine with that target would run
 // and the ratios speedup_vs_recompute = a/b, speedup_vs_python = a/c, speedup_vs_torch_ops = a/a',
-// and per target speedup_vs_torch_ops_per_target = a*/a', speedup_vs_python_per_target = a*/c.
+// and per target speedup_vs_torch_ops_per_target = a*/a', speedup_vs_python_per_target = a*/c,
+// speedup_vs_python_same_isa_per_target = a*/c*.
 //
 // (b) grows quadratically with the generated length; by default it times `recompute_samples`
 // steps spread over the whole generation and integrates the per-step time linearly between
@@ -167,7 +171,22 @@ struct PythonResult {
   nlohmann::json json;
 };
 
-absl::StatusOr<PythonResult> RunPython(const Setup& s, const BenchArgs& args, int64_t check) {
+// The Python peer as it runs on a CPU whose best instructions are those of a SIMD target: on an
+// SSE4-only machine LibTorch's own kernels run their non-AVX code and OpenBLAS its Nehalem
+// kernels, so a decoder target is compared with the peer a user of that machine would have.
+// LibTorch's CPU capability and OpenBLAS's core type are both chosen per process at load time
+// (ATEN_CPU_CAPABILITY, OPENBLAS_CORETYPE), which is why only the subprocess peer can be matched.
+// Empty for the machine's own best target (the peer runs as it is).
+std::string SameIsaEnvironment(const std::string& target, bool best) {
+  if (best) return "";
+  if (target.rfind("AVX3", 0) == 0) return "OPENBLAS_CORETYPE=SkylakeX";
+  if (target == "AVX2") return "ATEN_CPU_CAPABILITY=avx2 OPENBLAS_CORETYPE=Haswell";
+  if (target == "SSE4") return "ATEN_CPU_CAPABILITY=default OPENBLAS_CORETYPE=Nehalem";
+  return "ATEN_CPU_CAPABILITY=default OPENBLAS_CORETYPE=Core2";  // SCALAR / EMU128: pre-SSE4.1
+}
+
+absl::StatusOr<PythonResult> RunPython(const Setup& s, const BenchArgs& args, int64_t check,
+                                       const std::string& environment = "") {
   PythonResult result;
   result.skipped = PythonPeerSkipReason();
   if (!result.skipped.empty()) return result;
@@ -192,7 +211,7 @@ absl::StatusOr<PythonResult> RunPython(const Setup& s, const BenchArgs& args, in
   std::ofstream(spec_path) << spec.dump();
   auto json = RunPythonPeer(args, "bench/rollout_python.py",
                             StrCat("--weights '", weights, "' --spec '", spec_path, "'"),
-                            s.threads, out_path);
+                            s.threads, out_path, environment);
   std::filesystem::remove_all(dir);
   if (!json.ok()) return json.status();
   result.json = std::move(*json);
@@ -260,6 +279,11 @@ absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args) {
   // (a), (a*), (a') and (c) alternate, `rounds` times each.
   std::vector<double> engine_runs, python_runs, engine_cpu, python_cpu, torch_runs;
   std::vector<std::vector<double>> target_runs(targets.size());
+  std::vector<std::vector<double>> same_isa_python_runs(targets.size());
+  std::vector<std::string> same_isa_env(targets.size());
+  for (size_t i = 0; i < targets.size(); ++i) {
+    same_isa_env[i] = SameIsaEnvironment(simd::TargetName(targets[i]), targets[i] == targets[0]);
+  }
   std::string auto_choice;
   PythonResult py;
   if (!run_python) py.skipped = "python variant off (--param python=off)";
@@ -284,6 +308,14 @@ absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args) {
       if (py.ran) {
         python_runs.push_back(py.json["seconds"].get<double>());
         python_cpu.push_back(py.json["cpu_seconds"].get<double>());
+        for (size_t i = 0; i < targets.size(); ++i) {
+          if (same_isa_env[i].empty()) {
+            same_isa_python_runs[i].push_back(python_runs.back());
+            continue;
+          }
+          ASSIGN_OR_RETURN(const PythonResult matched, RunPython(s, args, check, same_isa_env[i]));
+          same_isa_python_runs[i].push_back(matched.json["seconds"].get<double>());
+        }
       }
     }
   }
@@ -332,8 +364,9 @@ absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args) {
                    fmt::format("{:.0f}", engine_tps), fmt::format("{:.2f}", engine_s)}};
   // (a*) per SIMD target, with its ratios to the LibTorch-ops engine and to eager Python.
   nlohmann::json per_target = nlohmann::json::object(), vs_torch = nlohmann::json::object(),
-                 vs_python = nlohmann::json::object();
+                 vs_python = nlohmann::json::object(), vs_same_isa = nlohmann::json::object();
   double min_vs_torch = std::numeric_limits<double>::infinity(), min_vs_python = min_vs_torch;
+  double min_vs_same_isa = min_vs_torch;
   for (size_t i = 0; i < targets.size(); ++i) {
     const std::string name = simd::TargetName(targets[i]);
     const double t_s = Median(target_runs[i]);
@@ -354,9 +387,31 @@ absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args) {
       min_vs_python = std::min(min_vs_python, t_tps / py_tps);
       ratios += fmt::format("{}{:.2f}x python", ratios.empty() ? "" : ", ", t_tps / py_tps);
     }
+    if (!same_isa_python_runs[i].empty()) {
+      const double peer_tps = generated / Median(same_isa_python_runs[i]);
+      per_target[name]["python_same_isa"] = {
+          {"tokens_per_s", peer_tps},
+          {"environment", same_isa_env[i].empty() ? "as it is" : same_isa_env[i]},
+          {"seconds_per_round", same_isa_python_runs[i]}};
+      vs_same_isa[name] = t_tps / peer_tps;
+      min_vs_same_isa = std::min(min_vs_same_isa, t_tps / peer_tps);
+      ratios += fmt::format(", {:.2f}x python on {}", t_tps / peer_tps, name);
+    }
     report.table.push_back(
         {fmt::format("engine, CPU decoder on {}{} ({})", name, i == 0 ? ", default" : "", ratios),
          fmt::format("{:.0f}", t_tps), fmt::format("{:.2f}", t_s)});
+  }
+  // Where a target's decoder is slower than LibTorch ops, the engine's `auto` must notice: run it
+  // once under that target and record what it chose (a user on such a CPU gets that engine).
+  for (size_t i = 0; i < targets.size() && run_torch; ++i) {
+    const std::string name = simd::TargetName(targets[i]);
+    if (per_target[name]["tokens_per_s"].get<double>() >= torch_tps) continue;
+    simd::ScopedTarget scoped(targets[i]);
+    ASSIGN_OR_RETURN(const Timing t, RunEngine(s, {}, s.new_tokens, nullptr));
+    per_target[name]["auto"] = {{"chose", t.backend}, {"tokens_per_s", generated / t.seconds}};
+    report.table.push_back(
+        {fmt::format("engine, backend auto under {} (chose {})", name, t.backend),
+         fmt::format("{:.0f}", generated / t.seconds), fmt::format("{:.2f}", t.seconds)});
   }
   report.results["engine_cpu_targets"] = per_target;
   report.config["simd_targets_compiled"] = simd::CompiledTargetNames();
@@ -398,6 +453,9 @@ absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args) {
     report.ratios["speedup_vs_python"] = engine_tps / py_tps;
     report.ratios["speedup_vs_python_per_target"] = vs_python;
     report.ratios["min_speedup_vs_python_over_targets"] = min_vs_python;
+    // Each target against the peer limited to the same instructions (SameIsaEnvironment).
+    report.ratios["speedup_vs_python_same_isa_per_target"] = vs_same_isa;
+    report.ratios["min_speedup_vs_python_same_isa_over_targets"] = min_vs_same_isa;
     // The same ratio in CPU time: robust to other processes on a shared machine.
     report.ratios["speedup_vs_python_cpu_time"] = engine_cpu_tps / (generated / Median(python_cpu));
     report.table.push_back(
