@@ -10,26 +10,25 @@
 namespace flywheel::dist {
 
 absl::Status BroadcastBytes(Communicator& comm, std::string& bytes, int root) {
-  const std::string what =
-      StrCat("broadcasting bytes from rank ", root, " (rank ", comm.rank(), " of ", comm.size(), ")");
+  const std::string what = StrCat("broadcasting bytes from rank ", root, " (rank ", comm.rank(),
+                                  " of ", comm.size(), ")");
   torch::Tensor length;
-  RETURN_IF_ERROR(TorchCall(what, [&] {
-    length = torch::full({1}, static_cast<int64_t>(bytes.size()), torch::kInt64);
-  }));
+  RETURN_IF_ERROR(TorchCall(
+      what, [&] { length = torch::full({1}, static_cast<int64_t>(bytes.size()), torch::kInt64); }));
   RETURN_IF_ERROR(comm.Broadcast(length, root));
   const int64_t n = length.item<int64_t>();
   if (n < 0) return absl::DataLossError(StrCat(what, ": received a negative length ", n));
   if (comm.rank() != root) bytes.resize(static_cast<size_t>(n));
   if (n == 0) return absl::OkStatus();
   torch::Tensor payload;
-  RETURN_IF_ERROR(TorchCall(what, [&] {
-    payload = torch::from_blob(bytes.data(), {n}, torch::kUInt8);
-  }));
+  RETURN_IF_ERROR(
+      TorchCall(what, [&] { payload = torch::from_blob(bytes.data(), {n}, torch::kUInt8); }));
   return comm.Broadcast(payload, root);
 }
 
 absl::Status AgreeOk(Communicator& comm, bool ok) {
-  const std::string what = StrCat("agreeing on the step (rank ", comm.rank(), " of ", comm.size(), ")");
+  const std::string what =
+      StrCat("agreeing on the step (rank ", comm.rank(), " of ", comm.size(), ")");
   torch::Tensor failed;
   RETURN_IF_ERROR(TorchCall(what, [&] {
     failed = torch::zeros({comm.size()}, torch::kInt32);

@@ -37,16 +37,16 @@ absl::Status LivenessOptions::Validate() const {
     return absl::InvalidArgumentError("liveness: interval must be > 0");
   }
   if (stale_after < 2 * interval) {
-    return absl::InvalidArgumentError(
-        StrCat("liveness: stale_after (", Seconds(stale_after),
-               " s) must be at least twice the heartbeat interval (", Seconds(interval), " s)"));
+    return absl::InvalidArgumentError(StrCat("liveness: stale_after (", Seconds(stale_after),
+                                             " s) must be at least twice the heartbeat interval (",
+                                             Seconds(interval), " s)"));
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<Liveness>> Liveness::Start(c10::intrusive_ptr<c10d::Store> store,
-                                                         int my_id, std::vector<int> peers,
-                                                         LivenessOptions options) {
+                                                          int my_id, std::vector<int> peers,
+                                                          LivenessOptions options) {
   RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<Liveness> liveness(
       new Liveness(std::move(store), my_id, std::move(peers), std::move(options)));
@@ -57,7 +57,10 @@ absl::StatusOr<std::unique_ptr<Liveness>> Liveness::Start(c10::intrusive_ptr<c10
 
 Liveness::Liveness(c10::intrusive_ptr<c10d::Store> store, int my_id, std::vector<int> peers,
                    LivenessOptions options)
-    : store_(std::move(store)), id_(my_id), options_(std::move(options)), peers_(std::move(peers)) {}
+    : store_(std::move(store)),
+      id_(my_id),
+      options_(std::move(options)),
+      peers_(std::move(peers)) {}
 
 Liveness::~Liveness() { Stop(); }
 
@@ -65,8 +68,9 @@ std::string Liveness::Key(int id) const { return StrCat(options_.key_prefix, id)
 
 absl::Status Liveness::Beat() {
   const std::string now = StrCat(absl::ToUnixMicros(absl::Now()));
-  absl::Status s = TorchCall(StrCat("liveness: heartbeat of rank ", id_),
-                             [&] { store_->set(Key(id_), {now.begin(), now.end()}); });
+  absl::Status s = TorchCall(StrCat("liveness: heartbeat of rank ", id_), [&] {
+    store_->set(Key(id_), {now.begin(), now.end()});
+  });
   if (s.ok()) beats_.fetch_add(1, std::memory_order_relaxed);
   absl::MutexLock lock(&mu_);
   beat_error_ = s;
@@ -92,7 +96,8 @@ void Liveness::Stop() {
     stop_ = true;
   }
   if (thread_.joinable()) thread_.join();
-  (void)TorchCall("liveness: leaving", [&] { store_->set(Key(id_), std::vector<uint8_t>(kLeft, kLeft + 4)); });
+  (void)TorchCall("liveness: leaving",
+                  [&] { store_->set(Key(id_), std::vector<uint8_t>(kLeft, kLeft + 4)); });
 }
 
 void Liveness::SetPeers(std::vector<int> peers) {
@@ -156,9 +161,11 @@ absl::Status Liveness::Explain(const absl::Status& collective_error) {
     std::vector<std::string> never_seen;
     absl::Duration min_left = absl::InfiniteDuration();  // until the next alive peer turns stale
     for (const Peer& peer : *peers) {
-      if (peer.state == State::kStopped || peer.state == State::kLeft) gone.push_back(Describe(peer));
+      if (peer.state == State::kStopped || peer.state == State::kLeft)
+        gone.push_back(Describe(peer));
       if (peer.state == State::kNeverSeen) never_seen.push_back(Describe(peer));
-      if (peer.state == State::kAlive) min_left = std::min(min_left, options_.stale_after - peer.age);
+      if (peer.state == State::kAlive)
+        min_left = std::min(min_left, options_.stale_after - peer.age);
     }
     if (!gone.empty()) return annotated(Join(gone, "; "));
     const absl::Time now = absl::Now();

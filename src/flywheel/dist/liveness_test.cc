@@ -137,7 +137,8 @@ TEST(LivenessChild, AllReduceUntilAPeerDies) {
   int rank = 0, world = 0, port = 0;
   ASSERT_EQ(std::sscanf(spec, "%d,%d,%d", &rank, &world, &port), 3);
   const auto die = [&](const absl::Status& s) {
-    std::fprintf(stderr, "flywheel test child rank %d: %s\n", rank, std::string(s.message()).c_str());
+    std::fprintf(stderr, "flywheel test child rank %d: %s\n", rank,
+                 std::string(s.message()).c_str());
     std::fflush(stderr);
     std::_Exit(kChildExitOnError);
   };
@@ -180,8 +181,7 @@ TEST(LivenessChild, AllReduceUntilAPeerDies) {
 class LivenessProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           StrCat("flywheel_liveness_test_", getpid());
+    dir_ = std::filesystem::temp_directory_path() / StrCat("flywheel_liveness_test_", getpid());
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override {
@@ -268,10 +268,12 @@ TEST_F(LivenessProcessTest, SurvivorsOfASigkilledRankFailNamingIt) {
     const int status = Await(rank, killed + absl::Seconds(60));
     ASSERT_NE(status, -1) << "rank " << rank << " still runs 60 s after rank " << kVictim
                           << " was killed; its stderr: " << Stderr(rank);
-    EXPECT_TRUE(WIFEXITED(status)) << "rank " << rank << " died of signal "
-                                   << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << ": "
-                                   << Stderr(rank);
-    if (WIFEXITED(status)) EXPECT_EQ(WEXITSTATUS(status), kChildExitOnError);
+    EXPECT_TRUE(WIFEXITED(status))
+        << "rank " << rank << " died of signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0)
+        << ": " << Stderr(rank);
+    if (WIFEXITED(status)) {
+      EXPECT_EQ(WEXITSTATUS(status), kChildExitOnError);
+    }
     std::cout << "rank " << rank << " exited " << absl::FormatDuration(absl::Now() - killed)
               << " after the kill: " << Stderr(rank);
     EXPECT_NE(Stderr(rank).find(StrCat("rank ", kVictim, " stopped (no heartbeat for")),

@@ -61,7 +61,8 @@ absl::Status MembershipOptions::Validate() const {
   if (group.timeout <= std::chrono::milliseconds(0)) {
     return absl::InvalidArgumentError("membership: group timeout must be > 0");
   }
-  if (group.threads < 1) return absl::InvalidArgumentError("membership: group threads must be >= 1");
+  if (group.threads < 1)
+    return absl::InvalidArgumentError("membership: group threads must be >= 1");
   return absl::OkStatus();
 }
 
@@ -88,8 +89,9 @@ absl::Status Membership::ProposeEpoch(int64_t epoch, const std::vector<int>& mem
     current.assign(value.begin(), value.end());
   }));
   if (current != wanted) {
-    return absl::AlreadyExistsError(StrCat("membership: epoch ", epoch, " was already proposed as [",
-                                           current, "], not [", wanted, "]"));
+    return absl::AlreadyExistsError(StrCat("membership: epoch ", epoch,
+                                           " was already proposed as [", current, "], not [",
+                                           wanted, "]"));
   }
   return absl::OkStatus();
 }
@@ -110,16 +112,16 @@ absl::StatusOr<std::vector<int>> Membership::AwaitEpoch(int64_t epoch, absl::Tim
     text.assign(value.begin(), value.end());
   });
   if (!proposed) {
-    return absl::DeadlineExceededError(StrCat("membership: epoch ", epoch,
-                                              " was not proposed by the deadline (", s.message(),
-                                              ")"));
+    return absl::DeadlineExceededError(StrCat(
+        "membership: epoch ", epoch, " was not proposed by the deadline (", s.message(), ")"));
   }
   RETURN_IF_ERROR(s);
   return Decode(epoch, text);
 }
 
-absl::StatusOr<std::unique_ptr<Communicator>> Membership::FormGroup(
-    int64_t epoch, const std::vector<int>& members, int my_id) {
+absl::StatusOr<std::unique_ptr<Communicator>> Membership::FormGroup(int64_t epoch,
+                                                                    const std::vector<int>& members,
+                                                                    int my_id) {
   RETURN_IF_ERROR(options_.Validate());
   RETURN_IF_ERROR(CheckMembers(epoch, members));
   ASSIGN_OR_RETURN(int rank, RankOf(members, my_id));
@@ -132,9 +134,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Membership::FormGroup(
     }
   }));
   if (!proposed.empty() && proposed != Encode(members)) {
-    return absl::FailedPreconditionError(
-        StrCat("membership: worker ", my_id, " forms epoch ", epoch, " with [", Encode(members),
-               "] but it was proposed as [", proposed, "]"));
+    return absl::FailedPreconditionError(StrCat("membership: worker ", my_id, " forms epoch ",
+                                                epoch, " with [", Encode(members),
+                                                "] but it was proposed as [", proposed, "]"));
   }
   CommunicatorOptions group = options_.group;
   group.name = StrCat(group.name, " epoch ", epoch);

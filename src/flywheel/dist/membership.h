@@ -4,8 +4,9 @@
 //
 // Every worker has a global id that never changes (its rendezvous rank, or the scheduler's
 // worker id). Epoch e is an ordered member list of global ids; the group of epoch e is a Gloo
-// group over a c10d::PrefixStore of the store (keys "epoch/<e>/…") in which a worker's rank is its index in the list.
-// Each epoch has fresh keys, so forming epoch e+1 never meets the addresses of epoch e.
+// group over a c10d::PrefixStore of the store (keys "epoch/<e>/…") in which a worker's rank is
+// its index in the list. Each epoch has fresh keys, so forming epoch e+1 never meets the
+// addresses of epoch e.
 //
 //   coordinator (elastic scheduler)     worker 0        worker 1        worker 2 (joins)
 //   ProposeEpoch(1, {0,1})  ─────────▶  AwaitEpoch(1)   AwaitEpoch(1)

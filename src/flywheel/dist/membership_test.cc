@@ -38,7 +38,7 @@ TEST(MembershipTest, GroupsReformAsWorkersJoinAndLeaveWithoutRestartingSurvivors
   std::vector<absl::Notification> proposed(epochs.size() + 1);
   absl::Mutex mu;
   std::map<int, std::vector<Step>> steps;  // guarded by mu
-  std::map<int, int> formed;  // epoch -> members that formed it; guarded by mu
+  std::map<int, int> formed;               // epoch -> members that formed it; guarded by mu
 
   // One thread per worker for its whole life: a survivor is never restarted.
   auto worker = [&](int id) {
@@ -77,12 +77,12 @@ TEST(MembershipTest, GroupsReformAsWorkersJoinAndLeaveWithoutRestartingSurvivors
     const int want = static_cast<int>(epochs[e].size());
     {
       absl::MutexLock lock(&mu);
-      auto all_formed = [&] {
-        return formed[static_cast<int>(e)] == want;
-      };
+      auto all_formed = [&] { return formed[static_cast<int>(e)] == want; };
       ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&all_formed), absl::Seconds(30)));
     }
-    if (e + 1 < epochs.size()) ASSERT_TRUE(coordinator.ProposeEpoch(e + 1, epochs[e + 1]).ok());
+    if (e + 1 < epochs.size()) {
+      ASSERT_TRUE(coordinator.ProposeEpoch(e + 1, epochs[e + 1]).ok());
+    }
     proposed[e + 1].Notify();
   }
   for (auto& t : threads) t.join();

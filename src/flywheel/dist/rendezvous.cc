@@ -65,9 +65,9 @@ absl::StatusOr<std::string> AwaitRankZeroValue(c10d::Store& store, const std::st
     value = String(store.get(key));
   });
   if (!s.ok()) {
-    return absl::DeadlineExceededError(
-        StrCat("rendezvous at ", where, ": rank 0 did not publish its ", key, " within ",
-               Seconds(timeout), " s (", s.message(), ")"));
+    return absl::DeadlineExceededError(StrCat("rendezvous at ", where,
+                                              ": rank 0 did not publish its ", key, " within ",
+                                              Seconds(timeout), " s (", s.message(), ")"));
   }
   return value;
 }
@@ -81,9 +81,9 @@ absl::Status RendezvousOptions::Validate() const {
         StrCat("rendezvous: world size must be >= 1, got ", world_size, " (--world-size)"));
   }
   if (rank < 0 || rank >= world_size) {
-    return absl::InvalidArgumentError(StrCat("rendezvous: rank ", rank,
-                                             " is outside the world of ", world_size,
-                                             " ranks: --rank must be in 0..", world_size - 1));
+    return absl::InvalidArgumentError(StrCat("rendezvous: rank ", rank, " is outside the world of ",
+                                             world_size, " ranks: --rank must be in 0..",
+                                             world_size - 1));
   }
   if (port < 0 || port > 65535 || (port == 0 && world_size > 1)) {
     return absl::InvalidArgumentError(
@@ -146,9 +146,8 @@ absl::StatusOr<int> PickFreePort(const std::string& host) {
     socklen_t len = sizeof(bound);
     if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
         getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) == 0) {
-      port = bound.ss_family == AF_INET6
-                 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
-                 : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+      port = bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
+                                         : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
     } else {
       error = std::strerror(errno);
     }
@@ -192,10 +191,10 @@ absl::Status AwaitAll(c10d::Store& store, const RendezvousOptions& options,
     ASSIGN_OR_RETURN(std::string world0,
                      AwaitRankZeroValue(store, "world_size", where, remaining()));
     if (world0 != world) {
-      return Abort(store, absl::FailedPreconditionError(StrCat(
-                              "rendezvous at ", where, ": rank ", r, " was started with world size ",
-                              n, " but rank 0 with ", world0,
-                              ": start every rank with the same --world-size")));
+      return Abort(store, absl::FailedPreconditionError(
+                              StrCat("rendezvous at ", where, ": rank ", r,
+                                     " was started with world size ", n, " but rank 0 with ",
+                                     world0, ": start every rank with the same --world-size")));
     }
     ASSIGN_OR_RETURN(std::string hash0,
                      AwaitRankZeroValue(store, "config_hash", where, remaining()));
@@ -229,11 +228,12 @@ absl::Status AwaitAll(c10d::Store& store, const RendezvousOptions& options,
           if (!store.check({ready_keys[i]})) missing.push_back(i);
         }
       }));
-      return Abort(store, absl::DeadlineExceededError(StrCat(
-                              "rendezvous at ", where, ": rank", missing.size() == 1 ? " " : "s ",
-                              Join(missing, ", "), " of ", n, " did not arrive within ",
-                              Seconds(options.timeout),
-                              " s: are they started, with the same --rendezvous and --world-size?")));
+      return Abort(
+          store,
+          absl::DeadlineExceededError(StrCat(
+              "rendezvous at ", where, ": rank", missing.size() == 1 ? " " : "s ",
+              Join(missing, ", "), " of ", n, " did not arrive within ", Seconds(options.timeout),
+              " s: are they started, with the same --rendezvous and --world-size?")));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -247,9 +247,8 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> Rendezvous::Join(const RendezvousOpt
   // Rank 0 hosts the store, which dies with it: it waits a little longer than the others, so
   // that it is the one to name missing ranks, and it stays up until the others have read an
   // error (or a few seconds passed), so that every rank reports the reason, not a lost store.
-  const absl::Time deadline =
-      absl::Now() + absl::FromChrono(options.timeout) + (r == 0 ? absl::ZeroDuration()
-                                                                : absl::Seconds(2));
+  const absl::Time deadline = absl::Now() + absl::FromChrono(options.timeout) +
+                              (r == 0 ? absl::ZeroDuration() : absl::Seconds(2));
   std::string where = StrCat(options.host, ":", options.port);
 
   c10::intrusive_ptr<c10d::TCPStore> tcp;
@@ -259,9 +258,8 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> Rendezvous::Join(const RendezvousOpt
   tcp_options.numWorkers = options.world_size;
   tcp_options.waitWorkers = false;  // waited for in AwaitAll, so that errors name who is missing
   tcp_options.timeout = options.timeout;
-  absl::Status connected = TorchCall("c10d", [&] {
-    tcp = c10::make_intrusive<c10d::TCPStore>(options.host, tcp_options);
-  });
+  absl::Status connected = TorchCall(
+      "c10d", [&] { tcp = c10::make_intrusive<c10d::TCPStore>(options.host, tcp_options); });
   if (!connected.ok()) {
     const std::string why(connected.message().substr(6));  // drop "c10d: "
     if (r == 0) {
@@ -313,9 +311,10 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Store>> Rendezvous::Connect() const {
   tcp_options.isServer = false;
   tcp_options.timeout = options_.timeout;
   c10::intrusive_ptr<c10d::Store> store;
-  RETURN_IF_ERROR(TorchCall(
-      StrCat("rendezvous: rank ", options_.rank, ": connecting again to ", options_.host, ":", port_),
-      [&] { store = c10::make_intrusive<c10d::TCPStore>(options_.host, tcp_options); }));
+  RETURN_IF_ERROR(
+      TorchCall(StrCat("rendezvous: rank ", options_.rank, ": connecting again to ", options_.host,
+                       ":", port_),
+                [&] { store = c10::make_intrusive<c10d::TCPStore>(options_.host, tcp_options); }));
   return store;
 }
 

@@ -82,9 +82,9 @@ TEST(RendezvousOptionsTest, ParsesHostPort) {
 
 TEST(RendezvousTest, RanksJoinAndShareTheStore) {
   const int port = FreePort();
-  auto joined = JoinAll({Options(port, 3, 0, milliseconds(20000)),
-                         Options(port, 3, 1, milliseconds(20000)),
-                         Options(port, 3, 2, milliseconds(20000))});
+  auto joined =
+      JoinAll({Options(port, 3, 0, milliseconds(20000)), Options(port, 3, 1, milliseconds(20000)),
+               Options(port, 3, 2, milliseconds(20000))});
   for (auto& r : joined) ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ((*joined[2])->rank(), 2);
   EXPECT_EQ((*joined[2])->world_size(), 3);
@@ -115,9 +115,9 @@ TEST(RendezvousTest, UnreachableStoreFailsWithinTheTimeoutNamingTheAddress) {
 
 TEST(RendezvousTest, TwoProcessesWithTheSameRankBothFail) {
   const int port = FreePort();
-  auto joined = JoinAll({Options(port, 3, 0, milliseconds(20000)),
-                         Options(port, 3, 1, milliseconds(20000)),
-                         Options(port, 3, 1, milliseconds(20000))});
+  auto joined =
+      JoinAll({Options(port, 3, 0, milliseconds(20000)), Options(port, 3, 1, milliseconds(20000)),
+               Options(port, 3, 1, milliseconds(20000))});
   for (auto& r : joined) {
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), absl::StatusCode::kAlreadyExists) << r.status();
@@ -141,8 +141,8 @@ TEST(RendezvousTest, ConfigMismatchFailsEveryRankWithBothHashes) {
 
 TEST(RendezvousTest, WorldSizeMismatchIsAnError) {
   const int port = FreePort();
-  auto joined = JoinAll({Options(port, 2, 0, milliseconds(20000)),
-                         Options(port, 3, 1, milliseconds(20000))});
+  auto joined =
+      JoinAll({Options(port, 2, 0, milliseconds(20000)), Options(port, 3, 1, milliseconds(20000))});
   for (auto& r : joined) {
     ASSERT_FALSE(r.ok());
     EXPECT_TRUE(Contains(r.status(), "--world-size")) << r.status();
@@ -151,8 +151,8 @@ TEST(RendezvousTest, WorldSizeMismatchIsAnError) {
 
 TEST(RendezvousTest, MissingRanksAreNamedAtTheDeadline) {
   const int port = FreePort();
-  auto joined = JoinAll({Options(port, 4, 0, milliseconds(1500)),
-                         Options(port, 4, 1, milliseconds(1500))});
+  auto joined =
+      JoinAll({Options(port, 4, 0, milliseconds(1500)), Options(port, 4, 1, milliseconds(1500))});
   for (auto& r : joined) {
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
