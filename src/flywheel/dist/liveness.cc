@@ -154,8 +154,12 @@ absl::Status Liveness::Explain(const absl::Status& collective_error) {
   while (true) {
     absl::StatusOr<std::vector<Peer>> peers = Check();
     if (!peers.ok()) {
-      return annotated(StrCat("could not read the heartbeats (", peers.status().message(),
-                              "): the store is hosted by rank 0, which may have stopped"));
+      if (options_.store_host < 0 || options_.store_host == id_) {
+        return annotated(StrCat("heartbeats unreadable: ", peers.status().message()));
+      }
+      return annotated(StrCat("rank ", options_.store_host,
+                              " probably stopped: the store it hosts is unreachable (",
+                              peers.status().message(), ")"));
     }
     std::vector<std::string> gone;
     std::vector<std::string> never_seen;

@@ -47,6 +47,9 @@ struct LivenessOptions {
   absl::Duration stale_after = absl::Seconds(3);
   // Keys are "<key_prefix><id>".
   std::string key_prefix = "heartbeat/";
+  // The id of the rank whose process hosts the store (the rendezvous's rank 0), named when the
+  // store itself is unreachable; -1 when the store lives elsewhere.
+  int store_host = 0;
 
   absl::Status Validate() const;
 };

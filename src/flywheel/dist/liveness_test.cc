@@ -237,13 +237,17 @@ class LivenessProcessTest : public ::testing::Test {
     }
   }
 
+  void KillAndExpect(int victim, const std::string& expected);
+
   std::filesystem::path dir_;
   std::vector<pid_t> pids_;
 };
 
-TEST_F(LivenessProcessTest, SurvivorsOfASigkilledRankFailNamingIt) {
+// Starts kWorld ranks, waits until each is in its all-reduce loop, SIGKILLs `victim`, and checks
+// that the others exit non-zero within 60 s with `expected` in their stderr.
+void LivenessProcessTest::KillAndExpect(int victim, const std::string& expected) {
   constexpr int kWorld = 3;
-  constexpr int kVictim = 2;
+  const int kVictim = victim;
   absl::StatusOr<int> port = PickFreePort();
   ASSERT_TRUE(port.ok()) << port.status();
   for (int rank = 0; rank < kWorld; ++rank) Spawn(rank, kWorld, *port);
@@ -276,11 +280,19 @@ TEST_F(LivenessProcessTest, SurvivorsOfASigkilledRankFailNamingIt) {
     }
     std::cout << "rank " << rank << " exited " << absl::FormatDuration(absl::Now() - killed)
               << " after the kill: " << Stderr(rank);
-    EXPECT_NE(Stderr(rank).find(StrCat("rank ", kVictim, " stopped (no heartbeat for")),
-              std::string::npos)
+    EXPECT_NE(Stderr(rank).find(expected), std::string::npos)
         << "rank " << rank << ": " << Stderr(rank);
   }
   EXPECT_LT(absl::Now() - killed, absl::Seconds(60));
+}
+
+TEST_F(LivenessProcessTest, SurvivorsOfASigkilledRankFailNamingIt) {
+  KillAndExpect(2, "rank 2 stopped (no heartbeat for");
+}
+
+// Rank 0 hosts the store: with it gone the heartbeats cannot be read, and the error says so.
+TEST_F(LivenessProcessTest, SurvivorsOfASigkilledRankZeroFailNamingIt) {
+  KillAndExpect(0, "rank 0 probably stopped: the store it hosts is unreachable");
 }
 
 }  // namespace
