@@ -258,8 +258,18 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> Rendezvous::Join(const RendezvousOpt
   tcp_options.numWorkers = options.world_size;
   tcp_options.waitWorkers = false;  // waited for in AwaitAll, so that errors name who is missing
   tcp_options.timeout = options.timeout;
-  absl::Status connected = TorchCall(
-      "c10d", [&] { tcp = c10::make_intrusive<c10d::TCPStore>(options.host, tcp_options); });
+  // c10d retries a refused connection only for some timeouts (it gave up at once with 1.5 s in
+  // tests), so the other ranks retry themselves until the timeout: they may start before rank 0.
+  const absl::Time connect_by = absl::Now() + absl::FromChrono(options.timeout);
+  absl::Status connected;
+  while (true) {
+    connected = TorchCall(
+        "c10d", [&] { tcp = c10::make_intrusive<c10d::TCPStore>(options.host, tcp_options); });
+    if (connected.ok() || r == 0 || absl::Now() + absl::Milliseconds(100) >= connect_by) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    tcp_options.timeout = std::max(std::chrono::milliseconds(1),
+                                   absl::ToChronoMilliseconds(connect_by - absl::Now()));
+  }
   if (!connected.ok()) {
     const std::string why(connected.message().substr(6));  // drop "c10d: "
     if (r == 0) {
