@@ -244,9 +244,10 @@ absl::Status AwaitAll(c10d::Store& store, const RendezvousOptions& options,
 absl::StatusOr<std::unique_ptr<Rendezvous>> Rendezvous::Join(const RendezvousOptions& options) {
   RETURN_IF_ERROR(options.Validate());
   const int r = options.rank;
-  // Rank 0 hosts the store, which dies with it: it waits a little longer than the others, so
-  // that it is the one to name missing ranks, and it stays up until the others have read an
-  // error (or a few seconds passed), so that every rank reports the reason, not a lost store.
+  // Rank 0 hosts the store, which dies with it: the others wait 2 s longer than rank 0, so that
+  // rank 0 is the one to name missing ranks (and publish them), and rank 0 stays up until the
+  // others have read an error (or a few seconds passed), so that every rank reports the reason,
+  // not a lost store.
   const absl::Time deadline = absl::Now() + absl::FromChrono(options.timeout) +
                               (r == 0 ? absl::ZeroDuration() : absl::Seconds(2));
   std::string where = StrCat(options.host, ":", options.port);
@@ -281,6 +282,7 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> Rendezvous::Join(const RendezvousOpt
                                          where, " within ", Seconds(options.timeout), " s (", why,
                                          "): is rank 0 running, and is --rendezvous its address?"));
   }
+  tcp->setTimeout(options.timeout);  // the retries above may have shortened it
   const int port = tcp->getPort();
   where = StrCat(options.host, ":", port);
   c10::intrusive_ptr<c10d::Store> store = tcp;
