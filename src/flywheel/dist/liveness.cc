@@ -161,6 +161,7 @@ absl::Status Liveness::Explain(const absl::Status& collective_error) {
                               " probably stopped: the store it hosts is unreachable (",
                               peers.status().message(), ")"));
     }
+    if (peers->empty()) return collective_error;  // nobody else to blame
     std::vector<std::string> gone;
     std::vector<std::string> never_seen;
     absl::Duration min_left = absl::InfiniteDuration();  // until the next alive peer turns stale

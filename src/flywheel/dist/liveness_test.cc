@@ -111,6 +111,13 @@ TEST(LivenessTest, ExplainSaysWhenEveryPeerIsAlive) {
   EXPECT_TRUE((*a)->Explain(absl::OkStatus()).ok());
 }
 
+TEST(LivenessTest, ARankAloneReturnsTheErrorAtOnce) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  auto a = Liveness::Start(store, 0, {0}, FastOptions());
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ((*a)->Explain(kCollectiveError), kCollectiveError);
+}
+
 TEST(LivenessTest, APeerThatStoppedOnPurposeLeft) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   auto a = Liveness::Start(store, 0, {0, 1, 2}, FastOptions());
