@@ -28,6 +28,7 @@ void AddServeCommand(CLI::App& app, Invocation& invocation);
 void AddTrainCommand(CLI::App& app, Invocation& invocation);
 void AddLearnerCommand(CLI::App& app, Invocation& invocation);
 void AddActorCommand(CLI::App& app, Invocation& invocation);
+void AddLaunchCommand(CLI::App& app, Invocation& invocation);
 
 }  // namespace flywheel::cli
 

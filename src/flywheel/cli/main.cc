@@ -34,6 +34,7 @@ int Main(int argc, char** argv) {
   AddTrainCommand(app, invocation);
   AddLearnerCommand(app, invocation);
   AddActorCommand(app, invocation);
+  AddLaunchCommand(app, invocation);
 
   try {
     app.parse(argc, argv);
