@@ -63,6 +63,7 @@ LearnerStep::LearnerStep(const LearnerOptions& options, int64_t run_max_steps,
                                     : std::move(parallel.units)),
       run_max_steps_(run_max_steps),
       initial_version_(initial_version),
+      transformer_(parallel.transformer),
       tracker_(clock) {
   init_status_ = ValidateUnits(units_, static_cast<int64_t>(parameters_.size()));
   if (init_status_.ok()) init_status_ = SetCommunicator(parallel.communicator);
@@ -76,25 +77,25 @@ LearnerStep::LearnerStep(const LearnerOptions& options, int64_t run_max_steps,
 LearnerStep::~LearnerStep() = default;
 
 absl::Status LearnerStep::SetCommunicator(dist::Communicator* communicator) {
-  if (options_.sharding == ShardingMode::kFull) {
-    return absl::UnimplementedError(
-        "learner.sharding = \"full\" (ZeRO-3) is not implemented yet; use \"grads_optimizer\" "
-        "or \"none\"");
-  }
-  if (options_.sharding == ShardingMode::kGradsOptimizer) {
+  if (options_.sharding != ShardingMode::kNone) {
+    const char* mode = options_.sharding == ShardingMode::kFull ? "full" : "grads_optimizer";
     if (communicator == nullptr) {
       return absl::FailedPreconditionError(
-          "learner.sharding = \"grads_optimizer\" needs a process group (a communicator)");
+          StrCat("learner.sharding = \"", mode, "\" needs a process group (a communicator)"));
     }
     if (shards_ && (shards_->world_size() != communicator->size() ||
                     shards_->rank() != communicator->rank())) {
       return absl::FailedPreconditionError(
-          StrCat("learner.sharding = \"grads_optimizer\": the group changed from rank ",
-                 shards_->rank(), " of ", shards_->world_size(), " to rank ", communicator->rank(),
-                 " of ", communicator->size(), "; re-shard through a sharded checkpoint"));
+          StrCat("learner.sharding = \"", mode, "\": the group changed from rank ", shards_->rank(),
+                 " of ", shards_->world_size(), " to rank ", communicator->rank(), " of ",
+                 communicator->size(), "; re-shard through a sharded checkpoint"));
     }
     comm_ = communicator;
     if (!shards_) RETURN_IF_ERROR(BuildShards());
+    if (options_.sharding == ShardingMode::kFull && !fully_sharded_) {
+      ASSIGN_OR_RETURN(fully_sharded_, FullyShardedLayers::Create(transformer_, shards_.get()));
+    }
+    if (fully_sharded_) fully_sharded_->set_communicator(comm_);
     return absl::OkStatus();
   }
   comm_ = communicator;
@@ -133,7 +134,10 @@ absl::Status LearnerStep::ReduceGradients(LearnerStepResult& result) {
     auto timer = tracker_.Time(Phase::kBackward);  // what the backward did not hide
     ASSIGN_OR_RETURN(result.comm, reducer_->Finish());
   }
-  if (shards_) {
+  if (fully_sharded_) {
+    auto timer = tracker_.Time(Phase::kBackward);  // the layers' reduce-scatters ran in backward
+    RETURN_IF_ERROR(fully_sharded_->EndStep());
+  } else if (shards_) {
     auto timer = tracker_.Time(Phase::kOptimizer);
     RETURN_IF_ERROR(shards_->ReduceScatterGrads(*comm_));
   }
@@ -150,6 +154,7 @@ void LearnerStep::MeasureHeldBytes(LearnerStepResult& result) const {
     result.grad_bytes += bytes(p.grad());
   }
   for (const torch::Tensor& p : optimizer_->parameters()) {
+    if (fully_sharded_) result.param_bytes += bytes(p);  // the shards are the parameters
     if (shards_) result.grad_bytes += bytes(p.grad());
     result.optimizer_bytes += optimizer_->StateBytes(p);
   }
@@ -274,6 +279,13 @@ absl::StatusOr<LearnerStepResult> LearnerStep::Step(std::vector<Trajectory> batc
   // Data parallel: the reducer sums gradients over the group (none without one).
   GradientReducer* reducer = comm_ != nullptr ? reducer_.get() : nullptr;
   ClearGradients();
+  if (fully_sharded_) {
+    if (const absl::Status s = fully_sharded_->BeginStep(); !s.ok()) {
+      fully_sharded_->FreeAll();
+      tracker_.EndStep();
+      return Annotate(s, context);
+    }
+  }
   for (size_t k = 0; k < mine.size(); ++k) {
     // The last backward drives the bucketed all-reduce (data_parallel.h).
     if (k + 1 == mine.size() && reducer) reducer->Arm(comm_);
@@ -283,12 +295,14 @@ absl::StatusOr<LearnerStepResult> LearnerStep::Step(std::vector<Trajectory> batc
         AccumulateMicroBatch(mine[k] < 0 ? padding : packed.micro_batches[mine[k]], result);
     if (!s.ok()) {
       if (reducer) reducer->Disarm();
+      if (fully_sharded_) fully_sharded_->FreeAll();
       ClearGradients();
       tracker_.EndStep();
       return Annotate(s, context);
     }
   }
   if (const absl::Status s = ReduceGradients(result); !s.ok()) {
+    if (fully_sharded_) fully_sharded_->FreeAll();
     ClearGradients();
     tracker_.EndStep();
     return Annotate(s, context);
@@ -298,7 +312,8 @@ absl::StatusOr<LearnerStepResult> LearnerStep::Step(std::vector<Trajectory> batc
   {
     auto timer = tracker_.Time(Phase::kOptimizer);
     info = optimizer_->Step();
-    if (info.ok() && shards_) gathered = shards_->AllGatherParams(*comm_);
+    // ZeRO-2 replicates the parameters again; fully sharded, they stay in the shards.
+    if (info.ok() && shards_ && !fully_sharded_) gathered = shards_->AllGatherParams(*comm_);
   }
   result.times = tracker_.EndStep();
   if (!info.ok()) return Annotate(info.status(), context);
@@ -313,6 +328,13 @@ absl::StatusOr<LearnerStepResult> LearnerStep::Step(std::vector<Trajectory> batc
 
 namespace flywheel {
 
+int64_t LearnerStep::UnitLength(size_t u) const {
+  if (shards_) return shards_->unit_length(u);  // fully sharded parameters hold no storage
+  int64_t length = 0;
+  for (int64_t i : units_[u].parameters) length += parameters_[i].numel();
+  return length;
+}
+
 absl::StatusOr<TrainerShard> LearnerStep::ExportShard() {
   TrainerShard out;
   out.world_size = world_size();
@@ -324,8 +346,7 @@ absl::StatusOr<TrainerShard> LearnerStep::ExportShard() {
     for (size_t u = 0; u < units_.size(); ++u) {
       std::vector<torch::Tensor> params, exp_avg, exp_avg_sq;
       for (int64_t i : units_[u].parameters) params.push_back(parameters_[i]);
-      int64_t length = 0;
-      for (const torch::Tensor& p : params) length += p.numel();
+      const int64_t length = UnitLength(u);
       const int64_t shard = ShardLength(length, out.world_size);
       out.unit_names.push_back(units_[u].name);
       out.unit_lengths.push_back(length);
@@ -364,8 +385,7 @@ absl::Status LearnerStep::ImportState(const TrainerShard& full) {
                                              units_.size(), " (whole units expected)"));
   }
   for (size_t u = 0; u < units_.size(); ++u) {
-    int64_t length = 0;
-    for (int64_t i : units_[u].parameters) length += parameters_[i].numel();
+    const int64_t length = UnitLength(u);
     if (full.unit_names[u] != units_[u].name || full.unit_lengths[u] != length ||
         full.params[u].numel() != length) {
       return absl::InvalidArgumentError(
@@ -379,7 +399,7 @@ absl::Status LearnerStep::ImportState(const TrainerShard& full) {
     for (size_t u = 0; u < units_.size(); ++u) {
       std::vector<torch::Tensor> params;
       for (int64_t i : units_[u].parameters) params.push_back(parameters_[i]);
-      UnflattenInto(full.params[u], params);  // replicated in both modes
+      if (!fully_sharded_) UnflattenInto(full.params[u], params);  // replicated
       if (shards_) {
         const int64_t shard = shards_->shard_length(u);
         const int64_t padded = shard * shards_->world_size();
@@ -403,6 +423,15 @@ absl::Status LearnerStep::ImportState(const TrainerShard& full) {
   }));
   optimizer_->RestoreCounters(full.step, full.version);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<torch::Tensor>> LearnerStep::FullParameters() {
+  if (fully_sharded_) return shards_->GatherCopies(*comm_);
+  return TorchCallOr("copying the parameters", [&] {
+    std::vector<torch::Tensor> out;
+    for (const torch::Tensor& p : parameters_) out.push_back(p.detach().clone());
+    return out;
+  });
 }
 
 absl::Status LearnerStep::BroadcastState(int root) {

@@ -41,6 +41,7 @@
 #include "flywheel/core/trajectory.h"
 #include "flywheel/dist/communicator.h"
 #include "flywheel/learner/data_parallel.h"
+#include "flywheel/learner/fully_sharded.h"
 #include "flywheel/learner/learner_options.h"
 #include "flywheel/learner/losses.h"
 #include "flywheel/learner/optimizer.h"
@@ -90,6 +91,10 @@ struct ParallelContext {
   // Flat units for sharding and sharded checkpoints (indices into `parameters`); empty = all
   // parameters in one unit. TransformerUnits gives one unit per decoder layer.
   std::vector<ShardUnit> units;
+  // sharding = "full" only: the model whose decoder layers are gathered one at a time (borrowed;
+  // `parameters` must be its parameters, `units` its TransformerUnits). Between steps its
+  // parameters hold no storage: read the weights with FullParameters().
+  TransformerImpl* transformer = nullptr;
 };
 
 class LearnerStep {
@@ -124,6 +129,10 @@ class LearnerStep {
   // them): parameters and moments, this rank's slice of them when sharded, and the counters.
   absl::Status ImportState(const TrainerShard& full);
 
+  // Copies of the whole parameters (parameter order). Fully sharded, they are gathered from the
+  // shards: every rank calls it (e.g. to publish a weight snapshot).
+  absl::StatusOr<std::vector<torch::Tensor>> FullParameters();
+
   // The optimiser: over the parameters, or over this rank's flat shards when sharded.
   Optimizer& optimizer() { return *optimizer_; }
   UtilisationTracker& tracker() { return tracker_; }
@@ -138,6 +147,7 @@ class LearnerStep {
   absl::Status BuildShards();
   void ClearGradients();
   void MeasureHeldBytes(LearnerStepResult& result) const;
+  int64_t UnitLength(size_t u) const;
 
   LearnerOptions options_;
   LossOptions loss_options_;
@@ -151,11 +161,13 @@ class LearnerStep {
   std::vector<ShardUnit> units_;
   int64_t run_max_steps_;
   int64_t initial_version_;
-  dist::Communicator* comm_ = nullptr;        // borrowed (ParallelContext)
-  std::unique_ptr<GradientReducer> reducer_;  // data parallel with a communicator
-  std::unique_ptr<FlatShards> shards_;        // sharding = grads_optimizer
-  std::unique_ptr<Optimizer> optimizer_;      // over parameters_, or over shards_->shards()
-  absl::Status init_status_;                  // a construction error, returned by Step
+  dist::Communicator* comm_ = nullptr;                 // borrowed (ParallelContext)
+  std::unique_ptr<GradientReducer> reducer_;           // data parallel with a communicator
+  std::unique_ptr<FlatShards> shards_;                 // sharding = grads_optimizer or full
+  TransformerImpl* transformer_ = nullptr;             // borrowed (ParallelContext), full only
+  std::unique_ptr<FullyShardedLayers> fully_sharded_;  // sharding = full
+  std::unique_ptr<Optimizer> optimizer_;  // over parameters_, or over shards_->shards()
+  absl::Status init_status_;              // a construction error, returned by Step
   UtilisationTracker tracker_;
   // Carried over from the previous step (carry_over), with their advantages.
   std::vector<Trajectory> held_;

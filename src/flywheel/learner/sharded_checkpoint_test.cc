@@ -55,7 +55,7 @@ class ShardedCheckpointTest : public ::testing::Test {
       TinyPolicy policy(run.seed);
       LearnerStep learner(options, testing::kParallelRunSteps, policy.Parameters(),
                           policy.Forward(), nullptr, 1.0, RealClock(), 0,
-                          ParallelContext{comm, policy.Units()});
+                          ParallelContext{comm, policy.Units(), policy.model.get()});
       if (!run.load.empty()) {
         const absl::Status loaded = LoadShardedCheckpoint(run.load, learner);
         ASSERT_TRUE(loaded.ok()) << loaded;
@@ -71,7 +71,9 @@ class ShardedCheckpointTest : public ::testing::Test {
           if (rank == 0) saved_ = *saved;
         }
       }
-      weights[rank] = policy.Weights();
+      auto full = learner.FullParameters();  // every rank: gathers when fully sharded
+      ASSERT_TRUE(full.ok()) << full.status();
+      weights[rank] = *full;
     };
     if (run.world_size == 1 && run.sharding == ShardingMode::kNone) {
       body(0, nullptr);  // one process, no communicator at all
@@ -149,6 +151,38 @@ TEST_F(ShardedCheckpointTest, ShardedOptimizerStateReshardsToOtherModes) {
   std::printf(
       "[ sharded checkpoint ] ZeRO-2 at N = 4 → ZeRO-2 at N = 2: %.3g, → one process: "
       "%.3g (max |w - w_ref|)\n",
+      MaxAbsDiff(at2, reference), MaxAbsDiff(at1, reference));
+  EXPECT_LT(MaxAbsDiff(at2, reference), 1e-5);
+  EXPECT_LT(MaxAbsDiff(at1, reference), 1e-5);
+}
+
+TEST_F(ShardedCheckpointTest, FullyShardedStateReshards) {
+  const std::vector<torch::Tensor> reference =
+      ReferenceWeights(ParallelLearnerOptions(PolicyLossKind::kDecoupledPpo), 5);
+  const auto uninterrupted = Train({.world_size = 4,
+                                    .sharding = ShardingMode::kFull,
+                                    .end_step = 5,
+                                    .load = "",
+                                    .save_after = 3});
+  ASSERT_FALSE(saved_.empty());
+  const auto at4 = Train({.world_size = 4,
+                          .sharding = ShardingMode::kFull,
+                          .first_step = 3,
+                          .end_step = 5,
+                          .load = saved_,
+                          .seed = 99});
+  EXPECT_TRUE(BitEqual(at4, uninterrupted)) << MaxAbsDiff(at4, uninterrupted);
+  const auto at2 = Train({.world_size = 2,
+                          .sharding = ShardingMode::kFull,
+                          .first_step = 3,
+                          .end_step = 5,
+                          .load = saved_,
+                          .seed = 99});
+  const auto at1 =
+      Train({.world_size = 1, .first_step = 3, .end_step = 5, .load = saved_, .seed = 99});
+  std::printf(
+      "[ sharded checkpoint ] full at N = 4 → full at N = 2: %.3g, → one process: %.3g "
+      "(max |w - w_ref|)\n",
       MaxAbsDiff(at2, reference), MaxAbsDiff(at1, reference));
   EXPECT_LT(MaxAbsDiff(at2, reference), 1e-5);
   EXPECT_LT(MaxAbsDiff(at1, reference), 1e-5);

@@ -103,6 +103,7 @@ FlatShards::FlatShards(std::vector<torch::Tensor> parameters, std::vector<ShardU
       units_(std::move(units)),
       world_size_(world_size),
       rank_(rank) {
+  for (const torch::Tensor& p : parameters_) shapes_.push_back(p.sizes().vec());
   for (const ShardUnit& u : units_) {
     int64_t length = 0;
     for (int64_t i : u.parameters) length += parameters_[i].numel();
@@ -116,27 +117,93 @@ std::vector<torch::Tensor> FlatShards::UnitParameters(size_t u) const {
   return out;
 }
 
+absl::Status FlatShards::ReduceScatterUnit(size_t u, std::span<const torch::Tensor> grads,
+                                           dist::Communicator& comm, bool accumulate) {
+  const int64_t shard = shard_length(u);
+  const std::string what = StrCat("reduce-scatter of unit ", units_[u].name);
+  torch::Tensor full, reduced;
+  RETURN_IF_ERROR(TorchCall(what, [&] {
+    std::vector<torch::Tensor> filled;
+    const std::vector<int64_t>& params = units_[u].parameters;
+    for (size_t k = 0; k < params.size(); ++k) {
+      filled.push_back(k < grads.size() && grads[k].defined()
+                           ? grads[k]
+                           : torch::zeros(shapes_[params[k]], shards_[u].options()));
+    }
+    full = FlattenTensors(filled, shard * world_size_);
+    reduced = torch::empty({shard}, shards_[u].options().requires_grad(false));
+  }));
+  RETURN_IF_ERROR(Annotate(comm.ReduceScatterSum(full, reduced), what));
+  return TorchCall(what, [&] {
+    torch::Tensor& grad = shards_[u].mutable_grad();
+    if (accumulate && grad.defined()) {
+      grad.add_(reduced);
+    } else {
+      grad = reduced;
+    }
+  });
+}
+
 absl::Status FlatShards::ReduceScatterGrads(dist::Communicator& comm) {
   for (size_t u = 0; u < units_.size(); ++u) {
-    const int64_t shard = shard_length(u);
-    torch::Tensor full;
-    RETURN_IF_ERROR(TorchCall(StrCat("reduce-scatter of unit ", units_[u].name), [&] {
-      std::vector<torch::Tensor> grads;
-      for (int64_t i : units_[u].parameters) {
-        const torch::Tensor& p = parameters_[i];
-        grads.push_back(p.grad().defined() ? p.grad() : torch::zeros_like(p));
-      }
-      full = FlattenTensors(grads, shard * world_size_);
-      if (!shards_[u].grad().defined()) {
-        shards_[u].mutable_grad() = torch::zeros({shard}, shards_[u].options());
-      }
-    }));
-    RETURN_IF_ERROR(Annotate(comm.ReduceScatterSum(full, shards_[u].mutable_grad()),
-                             StrCat("unit ", units_[u].name)));
+    std::vector<torch::Tensor> grads;
+    for (int64_t i : units_[u].parameters) grads.push_back(parameters_[i].grad());
+    RETURN_IF_ERROR(ReduceScatterUnit(u, grads, comm, /*accumulate=*/false));
     // Only the shard of the gradient stays.
     for (int64_t i : units_[u].parameters) parameters_[i].mutable_grad() = torch::Tensor();
   }
   return absl::OkStatus();
+}
+
+absl::Status FlatShards::GatherUnit(size_t u, dist::Communicator& comm) {
+  const int64_t shard = shard_length(u);
+  const std::string what = StrCat("all-gather of unit ", units_[u].name);
+  torch::Tensor full;
+  RETURN_IF_ERROR(TorchCall(what, [&] {
+    full = torch::empty({shard * world_size_}, shards_[u].options().requires_grad(false));
+  }));
+  RETURN_IF_ERROR(Annotate(comm.AllGather(shards_[u].detach(), full), what));
+  return TorchCall(what, [&] {
+    int64_t offset = 0;
+    for (int64_t i : units_[u].parameters) {
+      const std::vector<int64_t>& shape = shapes_[i];
+      int64_t numel = 1;
+      for (int64_t d : shape) numel *= d;
+      parameters_[i].set_data(full.narrow(0, offset, numel).view(shape));
+      offset += numel;
+    }
+  });
+}
+
+void FlatShards::FreeUnit(size_t u) {
+  for (int64_t i : units_[u].parameters) {
+    parameters_[i].set_data(torch::empty({0}, parameters_[i].options().requires_grad(false)));
+    parameters_[i].mutable_grad() = torch::Tensor();
+  }
+}
+
+absl::StatusOr<std::vector<torch::Tensor>> FlatShards::GatherCopies(
+    dist::Communicator& comm) const {
+  std::vector<torch::Tensor> out(parameters_.size());
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const int64_t shard = shard_length(u);
+    const std::string what = StrCat("gathering the parameters of unit ", units_[u].name);
+    torch::Tensor full;
+    RETURN_IF_ERROR(TorchCall(what, [&] {
+      full = torch::empty({shard * world_size_}, shards_[u].options().requires_grad(false));
+    }));
+    RETURN_IF_ERROR(Annotate(comm.AllGather(shards_[u].detach(), full), what));
+    RETURN_IF_ERROR(TorchCall(what, [&] {
+      int64_t offset = 0;
+      for (int64_t i : units_[u].parameters) {
+        int64_t numel = 1;
+        for (int64_t d : shapes_[i]) numel *= d;
+        out[i] = full.narrow(0, offset, numel).view(shapes_[i]).clone();
+        offset += numel;
+      }
+    }));
+  }
+  return out;
 }
 
 absl::Status FlatShards::AllGatherParams(dist::Communicator& comm) {

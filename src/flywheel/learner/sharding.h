@@ -11,6 +11,10 @@
 // steps the shards only, and the updated shards are all-gathered back into the parameters.
 // AdamW is elementwise, so stepping flat slices equals stepping the tensors they came from.
 //
+// full (ZeRO-3 / FSDP, fully_sharded.h) keeps the parameters as shards only: a unit's
+// parameters get storage (GatherUnit) just before their compute and lose it after (FreeUnit),
+// and each unit's gradients are reduce-scattered into its shard as soon as they exist.
+//
 // The same layout is what a sharded checkpoint stores (sharded_checkpoint.h), whatever the
 // sharding mode; loading at another N re-slices each unit's flat vector.
 #ifndef FLYWHEEL_LEARNER_SHARDING_H_
@@ -84,6 +88,17 @@ class FlatShards {
   // Every rank's updated shard into the (replicated) parameters.
   absl::Status AllGatherParams(dist::Communicator& comm);
 
+  // Σ over ranks of `grads` (the unit's parameter gradients, undefined = zeros), slice `rank`,
+  // into (accumulate) or as (overwrite) the unit's shard gradient.
+  absl::Status ReduceScatterUnit(size_t u, std::span<const torch::Tensor> grads,
+                                 dist::Communicator& comm, bool accumulate);
+  // Fully sharded: the unit's parameters become views of the all-gathered flat unit (full
+  // shapes, their own storage), or hold no storage at all (0 elements).
+  absl::Status GatherUnit(size_t u, dist::Communicator& comm);
+  void FreeUnit(size_t u);
+  // Copies of every parameter, whole, gathered from the shards (parameter order).
+  absl::StatusOr<std::vector<torch::Tensor>> GatherCopies(dist::Communicator& comm) const;
+
   int world_size() const { return world_size_; }
   int rank() const { return rank_; }
   const std::vector<ShardUnit>& units() const { return units_; }
@@ -102,6 +117,7 @@ class FlatShards {
   int world_size_;
   int rank_;
   std::vector<torch::Tensor> shards_;
+  std::vector<std::vector<int64_t>> shapes_;  // per parameter, as built (before any FreeUnit)
 };
 
 }  // namespace flywheel

@@ -135,15 +135,77 @@ INSTANTIATE_TEST_SUITE_P(LossesAndWorldSizes, ShardedTrainingTest,
                                                               PolicyLossKind::kDecoupledPpo),
                                             ::testing::Values(2, 4)));
 
-TEST(ShardedTrainingTest, FullShardingIsRefusedNamingTheKey) {
+class FullyShardedTrainingTest : public ::testing::TestWithParam<std::tuple<PolicyLossKind, int>> {
+};
+
+TEST_P(FullyShardedTrainingTest, FullShardingEqualsSingleProcessWithAQuarterOfEverything) {
+  const auto [loss, world_size] = GetParam();
+  LearnerOptions options = ParallelLearnerOptions(loss);
+  const std::vector<torch::Tensor> reference = ReferenceWeights(options, 5);
+  options.sharding = ShardingMode::kFull;
+
+  std::vector<std::vector<torch::Tensor>> weights(world_size);
+  std::vector<LearnerStepResult> last(world_size);
+  RunRanks(world_size, [&](int rank, dist::Communicator& comm) {
+    TinyPolicy policy;
+    LearnerStep learner(options, testing::kParallelRunSteps, policy.Parameters(), policy.Forward(),
+                        nullptr, 1.0, RealClock(), 0,
+                        ParallelContext{&comm, policy.Units(), policy.model.get()});
+    // Between steps the model's parameters hold no storage: only the shards do.
+    for (const torch::Tensor& p : policy.Parameters()) ASSERT_EQ(p.numel(), 0);
+    for (int64_t s = 0; s < 5; ++s) {
+      auto result = learner.Step(BatchForStep(s));
+      ASSERT_TRUE(result.ok()) << "rank " << rank << ": " << result.status();
+      last[rank] = *std::move(result);
+    }
+    auto full = learner.FullParameters();
+    ASSERT_TRUE(full.ok()) << full.status();
+    weights[rank] = *full;
+  });
+  const double diff = MaxAbsDiff(weights[0], reference);
+  EXPECT_LT(diff, 1e-5);
+  for (int r = 1; r < world_size; ++r) EXPECT_TRUE(BitEqual(weights[r], weights[0])) << r;
+
+  int64_t p_bytes = 0;
+  for (const torch::Tensor& w : reference) p_bytes += w.numel() * w.element_size();
+  std::printf(
+      "[ full ] N = %d: max |w - w_ref| = %.3g; unsharded per rank: %lld bytes of "
+      "params + grads + optimizer\n",
+      world_size, diff, static_cast<long long>(4 * p_bytes));
+  for (int r = 0; r < world_size; ++r) {
+    const LearnerStepResult& res = last[r];
+    const int64_t total = res.param_bytes + res.grad_bytes + res.optimizer_bytes;
+    std::printf(
+        "[ full ]   rank %d holds params %lld, grads %lld, optimizer %lld bytes (%.4f of "
+        "unsharded)\n",
+        r, static_cast<long long>(res.param_bytes), static_cast<long long>(res.grad_bytes),
+        static_cast<long long>(res.optimizer_bytes), static_cast<double>(total) / (4.0 * p_bytes));
+    // 1/N of each, plus at most one padding element per unit and tensor.
+    EXPECT_NEAR(static_cast<double>(res.param_bytes), static_cast<double>(p_bytes) / world_size,
+                3 * 4.0);
+    EXPECT_NEAR(static_cast<double>(res.grad_bytes), static_cast<double>(p_bytes) / world_size,
+                3 * 4.0);
+    EXPECT_NEAR(static_cast<double>(res.optimizer_bytes),
+                2.0 * static_cast<double>(p_bytes) / world_size, 2 * 3 * 4.0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(LossesAndWorldSizes, FullyShardedTrainingTest,
+                         ::testing::Combine(::testing::Values(PolicyLossKind::kTruncatedIs,
+                                                              PolicyLossKind::kDecoupledPpo),
+                                            ::testing::Values(2, 4)));
+
+TEST(FullyShardedTrainingTest, FullShardingNeedsTheTransformer) {
   LearnerOptions options = ParallelLearnerOptions(PolicyLossKind::kDecoupledPpo);
   options.sharding = ShardingMode::kFull;
-  TinyPolicy policy;
-  LearnerStep learner(options, 10, policy.Parameters(), policy.Forward());
-  auto result = learner.Step(BatchForStep(0));
-  ASSERT_FALSE(result.ok());
-  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(result.status().message(), HasSubstr("learner.sharding"));
+  RunRanks(1, [&](int, dist::Communicator& comm) {
+    TinyPolicy policy;
+    LearnerStep learner(options, 10, policy.Parameters(), policy.Forward(), nullptr, 1.0,
+                        RealClock(), 0, ParallelContext{&comm, policy.Units()});
+    auto result = learner.Step(BatchForStep(0));
+    ASSERT_FALSE(result.ok());
+    EXPECT_THAT(result.status().message(), HasSubstr("learner.sharding = \"full\""));
+  });
 }
 
 }  // namespace
