@@ -107,7 +107,8 @@ struct LearnerOptions {
   int64_t publish_every = 1;  // steps between weight snapshots to actors
 
   // Data-parallel / sharded training over a process group (learner/data_parallel.h).
-  int64_t world_size = 1;  // learner ranks; every rank packs the same global batch
+  // Learner ranks the job starts; a LearnerStep takes the size of the group it is given.
+  int64_t world_size = 1;
   ShardingMode sharding = ShardingMode::kNone;
   double grad_bucket_mb = 25.0;  // gradient all-reduce bucket size (PyTorch DDP's default)
 

@@ -22,7 +22,8 @@
 //            ─▶ Σ_ranks gradients ─▶ Optimizer (global norm clip) ─▶ same weights on all ranks
 //
 // A rank that fails a micro-batch leaves its peers waiting in the next collective until the
-// communicator's timeout; they then fail too (no rank steps with a partial gradient).
+// communicator's timeout; they then fail too (no rank steps with a partial gradient). The
+// group's collectives are then out of step: continue on a new group (SetCommunicator).
 //
 // Not thread-safe: the learner thread owns it. Waiting for data happens outside; report it with
 // tracker().Add(Phase::kWaitData, …) before Step.
