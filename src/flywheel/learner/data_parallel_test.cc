@@ -5,9 +5,11 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "flywheel/learner/parallel_test_util.h"
 
@@ -197,6 +199,42 @@ INSTANTIATE_TEST_SUITE_P(LossesAndWorldSizes, DataParallelTest,
                                                               PolicyLossKind::kPpoClip,
                                                               PolicyLossKind::kDecoupledPpo),
                                             ::testing::Values(2, 4)));
+
+TEST(DataParallelFailureTest, ARankWhoseForwardFailsMakesItsPeersFailWithinTheTimeout) {
+  const LearnerOptions options = ParallelLearnerOptions(PolicyLossKind::kDecoupledPpo);
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<absl::Status> status(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      torch::set_num_threads(1);
+      dist::CommunicatorOptions co;
+      co.timeout = std::chrono::milliseconds(2000);
+      auto comm = dist::Communicator::Create(store, rank, 2, co);
+      ASSERT_TRUE(comm.ok()) << comm.status();
+      TinyPolicy policy;
+      PolicyForward forward = policy.Forward();
+      if (rank == 1) {
+        forward = [](const PackedMicroBatch&) -> absl::StatusOr<torch::Tensor> {
+          return absl::InternalError("out of memory");
+        };
+      }
+      LearnerStep learner(options, 10, policy.Parameters(), forward, nullptr, 1.0, RealClock(), 0,
+                          ParallelContext{comm->get(), policy.Units()});
+      const std::vector<torch::Tensor> before = policy.Weights();
+      status[rank] = learner.Step(BatchForStep(0)).status();
+      EXPECT_EQ(learner.version(), 0);
+      EXPECT_TRUE(BitEqual(policy.Weights(), before)) << "rank " << rank << " stepped";
+      if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_THAT(status[1].message(), ::testing::HasSubstr("out of memory"));
+  EXPECT_FALSE(status[0].ok());
+  EXPECT_THAT(status[0].message(), ::testing::HasSubstr("all-reduce")) << status[0];
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+}
 
 TEST(DataParallelMembershipTest, GroupsOfTwoThenThreeThenTwoContinueTheSameTraining) {
   const LearnerOptions options = ParallelLearnerOptions(PolicyLossKind::kDecoupledPpo);
