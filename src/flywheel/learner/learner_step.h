@@ -11,11 +11,12 @@
 // step is taken per batch, so those are exactly the weights of this forward pass: log π_prox is
 // the detached log π of the same forward, and no second forward pass is needed.
 //
-// Data parallel / sharded (learner.world_size > 1; data_parallel.h, sharding.h): every rank of a
-// process group constructs a LearnerStep with a ParallelContext and calls Step with the SAME
-// global batch. Each rank runs its share of the micro-batches; gradients are summed over the
-// ranks (all-reduced in buckets during the last backward, or reduce-scattered into flat shards
-// with learner.sharding = "grads_optimizer"), so every rank ends the step with the weights that
+// Data parallel / sharded (learner.world_size > 1; data_parallel.h, sharding.h,
+// fully_sharded.h): every rank of a process group constructs a LearnerStep with a
+// ParallelContext and calls Step with the SAME global batch. Each rank runs its share of the
+// micro-batches; gradients are summed over the ranks (all-reduced in buckets during the last
+// backward, or reduce-scattered into flat shards with learner.sharding = "grads_optimizer" or
+// "full"), so every rank ends the step with the weights (or its shard of the weights) that
 // single-process training on the global batch would have:
 //
 //   rank r:  same batch ─▶ same Packer output ─▶ AssignMicroBatches[r] ─▶ fwd/bwd ×k
