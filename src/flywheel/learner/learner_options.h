@@ -52,6 +52,16 @@ enum class TooLongPolicy { kError, kDrop };
 inline constexpr config::ChoiceName<TooLongPolicy> kTooLongPolicyNames[] = {
     {"error", TooLongPolicy::kError}, {"drop", TooLongPolicy::kDrop}};
 
+// How the learner's ranks split the training state (ZeRO, Rajbhandari et al. 2020).
+//   none:            data parallel; every rank holds all parameters, gradients, optimiser state
+//   grads_optimizer: ZeRO-2; parameters replicated, gradients and AdamW moments sharded
+//   full:            ZeRO-3 / FSDP; parameters sharded too, gathered per layer for compute
+enum class ShardingMode { kNone, kGradsOptimizer, kFull };
+inline constexpr config::ChoiceName<ShardingMode> kShardingModeNames[] = {
+    {"none", ShardingMode::kNone},
+    {"grads_optimizer", ShardingMode::kGradsOptimizer},
+    {"full", ShardingMode::kFull}};
+
 struct LearnerOptions {
   // Loss.
   PolicyLossKind loss = PolicyLossKind::kDecoupledPpo;
@@ -96,6 +106,12 @@ struct LearnerOptions {
   int64_t keep_last = 3;
   int64_t publish_every = 1;  // steps between weight snapshots to actors
 
+  // Data-parallel / sharded training over a process group (learner/data_parallel.h).
+  // Learner ranks the job starts; a LearnerStep takes the size of the group it is given.
+  int64_t world_size = 1;
+  ShardingMode sharding = ShardingMode::kNone;
+  double grad_bucket_mb = 25.0;  // gradient all-reduce bucket size (PyTorch DDP's default)
+
   template <typename V>
   void VisitFields(V& v) {
     v.Choice("loss", loss, kPolicyLossKindNames, "policy loss");
@@ -133,6 +149,12 @@ struct LearnerOptions {
     v.Field("checkpoint_every", checkpoint_every, "steps between checkpoints; 0 = never");
     v.Field("keep_last", keep_last, "complete checkpoints kept");
     v.Field("publish_every", publish_every, "steps between weight snapshots to actors");
+    v.Field("world_size", world_size, "learner ranks (data parallel); 1 = one process");
+    v.Choice("sharding", sharding, kShardingModeNames,
+             "state split over ranks: none (data parallel), grads_optimizer (ZeRO-2), "
+             "full (ZeRO-3)");
+    v.Field("grad_bucket_mb", grad_bucket_mb,
+            "MiB of gradients per all-reduce bucket, launched while backward still runs");
   }
 
   absl::Status Validate() const {
@@ -186,6 +208,10 @@ struct LearnerOptions {
     if (checkpoint_every < 0) return error("checkpoint_every must be >= 0 (0 = never)");
     if (keep_last < 1) return error("keep_last must be >= 1");
     if (publish_every < 1) return error("publish_every must be >= 1");
+    if (world_size < 1) return error(StrCat("world_size (", world_size, ") must be >= 1"));
+    if (!(grad_bucket_mb > 0)) {
+      return error(StrCat("grad_bucket_mb (", grad_bucket_mb, ") must be > 0"));
+    }
     return absl::OkStatus();
   }
 };

@@ -28,6 +28,9 @@ advantage = "grpo_no_std"
 buckets = [128, 512]
 token_budget = 1024
 too_long = "drop"
+world_size = 4
+sharding = "grads_optimizer"
+grad_bucket_mb = 1.5
 )",
                        o)
                   .ok());
@@ -36,6 +39,9 @@ too_long = "drop"
   EXPECT_EQ(o.advantage, AdvantageKind::kGrpoNoStd);
   EXPECT_EQ(o.buckets, (std::vector<int64_t>{128, 512}));
   EXPECT_EQ(o.too_long, TooLongPolicy::kDrop);
+  EXPECT_EQ(o.world_size, 4);
+  EXPECT_EQ(o.sharding, ShardingMode::kGradsOptimizer);
+  EXPECT_DOUBLE_EQ(o.grad_bucket_mb, 1.5);
 }
 
 TEST(LearnerOptionsTest, RejectsBadValuesNamingTheKey) {
@@ -52,6 +58,12 @@ TEST(LearnerOptionsTest, RejectsBadValuesNamingTheKey) {
               HasSubstr("warmup_steps"));
   o = {};
   EXPECT_THAT(BindText("loss = \"ppo\"", o).message(), HasSubstr("ppo_clip"));
+  o = {};
+  EXPECT_THAT(BindText("world_size = 0", o).message(), HasSubstr("learner.world_size"));
+  o = {};
+  EXPECT_THAT(BindText("grad_bucket_mb = 0", o).message(), HasSubstr("learner.grad_bucket_mb"));
+  o = {};
+  EXPECT_THAT(BindText("sharding = \"zero3\"", o).message(), HasSubstr("grads_optimizer"));
 }
 
 }  // namespace

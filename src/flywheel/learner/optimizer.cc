@@ -44,13 +44,24 @@ absl::StatusOr<OptimizerStepInfo> Optimizer::Step() {
   OptimizerStepInfo info;
   info.lr = options_.schedule.At(step_);
   const std::string context = StrCat("optimiser step ", step_);
+  double sum_sq = 0;
   RETURN_IF_ERROR(TorchCall(context, [&] {
     torch::NoGradGuard no_grad;
-    // Global L2 norm over all gradients, then scale as torch.nn.utils.clip_grad_norm_ does.
-    double sum_sq = 0;
     for (const torch::Tensor& p : parameters_) {
       if (p.grad().defined()) sum_sq += p.grad().to(torch::kDouble).pow(2).sum().item<double>();
     }
+  }));
+  if (square_sum_reducer_) {
+    absl::StatusOr<double> global = square_sum_reducer_(sum_sq);
+    if (!global.ok()) {
+      ZeroGrad();
+      return Annotate(global.status(), StrCat(context, ": global gradient norm"));
+    }
+    sum_sq = *global;
+  }
+  RETURN_IF_ERROR(TorchCall(context, [&] {
+    torch::NoGradGuard no_grad;
+    // Global L2 norm over all gradients, then scale as torch.nn.utils.clip_grad_norm_ does.
     info.grad_norm = std::sqrt(sum_sq);
     if (!std::isfinite(info.grad_norm)) return;
     if (options_.grad_clip > 0 && info.grad_norm > options_.grad_clip) {
@@ -74,6 +85,38 @@ absl::StatusOr<OptimizerStepInfo> Optimizer::Step() {
   info.step = ++step_;
   info.version = ++version_;
   return info;
+}
+
+Optimizer::Moments Optimizer::MomentsOf(const torch::Tensor& parameter) const {
+  const auto& state = adamw_->state();
+  auto it = state.find(c10::guts::to_string(parameter.unsafeGetTensorImpl()));
+  if (it == state.end()) {
+    return {torch::zeros_like(parameter), torch::zeros_like(parameter), 0};
+  }
+  const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+  return {s.exp_avg(), s.exp_avg_sq(), s.step()};
+}
+
+int64_t Optimizer::StateBytes(const torch::Tensor& parameter) const {
+  const auto& state = adamw_->state();
+  auto it = state.find(c10::guts::to_string(parameter.unsafeGetTensorImpl()));
+  if (it == state.end()) return 0;
+  const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+  int64_t bytes = 0;
+  for (const torch::Tensor& t : {s.exp_avg(), s.exp_avg_sq(), s.max_exp_avg_sq()}) {
+    if (t.defined()) bytes += t.numel() * static_cast<int64_t>(t.element_size());
+  }
+  return bytes;
+}
+
+void Optimizer::SetMoments(const torch::Tensor& parameter, Moments moments) {
+  auto s = std::make_unique<torch::optim::AdamWParamState>();
+  s->step(moments.step);
+  s->exp_avg(
+      moments.exp_avg.detach().reshape(parameter.sizes()).clone(at::MemoryFormat::Contiguous));
+  s->exp_avg_sq(
+      moments.exp_avg_sq.detach().reshape(parameter.sizes()).clone(at::MemoryFormat::Contiguous));
+  adamw_->state()[c10::guts::to_string(parameter.unsafeGetTensorImpl())] = std::move(s);
 }
 
 absl::Status Optimizer::Save(torch::serialize::OutputArchive& archive) const {

@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,6 +59,29 @@ class Optimizer {
   int64_t version() const { return version_; }
   double current_lr() const { return options_.schedule.At(step_); }
 
+  // Sharded training (learner/sharding.h): the optimiser holds only this rank's slice of the
+  // gradients, so the global norm needs the other ranks' sums of squares. The reducer gets the
+  // local Σ g² and returns the global one (an all-reduce); unset = the local sum is global.
+  using SquareSumReducer = std::function<absl::StatusOr<double>(double local_sum_sq)>;
+  void SetSquareSumReducer(SquareSumReducer reducer) { square_sum_reducer_ = std::move(reducer); }
+
+  // AdamW moments of one of this optimiser's parameters (zeros and step 0 before its first
+  // step), for flat, re-shardable checkpoints (learner/sharded_checkpoint.h).
+  struct Moments {
+    torch::Tensor exp_avg;
+    torch::Tensor exp_avg_sq;
+    int64_t step = 0;
+  };
+  Moments MomentsOf(const torch::Tensor& parameter) const;
+  // Bytes of optimiser state held for `parameter` (0 before its first step).
+  int64_t StateBytes(const torch::Tensor& parameter) const;
+  void SetMoments(const torch::Tensor& parameter, Moments moments);
+  void RestoreCounters(int64_t step, int64_t version) {
+    step_ = step;
+    version_ = version;
+  }
+  const std::vector<torch::Tensor>& parameters() const { return parameters_; }
+
   // Optimiser state (AdamW moments and step counts) plus step and version.
   absl::Status Save(torch::serialize::OutputArchive& archive) const;
   absl::Status Load(torch::serialize::InputArchive& archive);
@@ -68,6 +92,7 @@ class Optimizer {
   std::vector<torch::Tensor> parameters_;
   OptimizerOptions options_;
   std::unique_ptr<torch::optim::AdamW> adamw_;
+  SquareSumReducer square_sum_reducer_;  // null: this optimiser sees the whole gradient
   int64_t step_ = 0;
   int64_t version_ = 0;
 };

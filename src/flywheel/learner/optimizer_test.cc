@@ -120,6 +120,47 @@ TEST(OptimizerTest, NonFiniteGradientSkipsTheStep) {
   EXPECT_EQ(p.grad().abs().sum().item<float>(), 0.0f);
 }
 
+TEST(OptimizerTest, TheSquareSumReducerMakesTheClipGlobal) {
+  // This optimiser holds a slice of the gradient (norm 3); the other slices add 16 to Σ g².
+  torch::Tensor a = torch::zeros({1}, torch::kDouble).requires_grad_(true);
+  a.mutable_grad() = torch::tensor({3.0}, torch::kDouble);
+  Optimizer opt({a}, Plain(1e-3, /*clip=*/1.0));
+  opt.SetSquareSumReducer([](double local) -> absl::StatusOr<double> { return local + 16.0; });
+  auto info = opt.Step();
+  ASSERT_TRUE(info.ok());
+  EXPECT_DOUBLE_EQ(info->grad_norm, 5.0);
+  EXPECT_NEAR(a.grad().item<double>(), 0.6, 1e-6);
+  opt.SetSquareSumReducer(
+      [](double) -> absl::StatusOr<double> { return absl::DeadlineExceededError("peer gone"); });
+  a.mutable_grad() = torch::tensor({3.0}, torch::kDouble);
+  info = opt.Step();
+  ASSERT_FALSE(info.ok());
+  EXPECT_THAT(info.status().message(), HasSubstr("peer gone"));
+  EXPECT_EQ(opt.version(), 1);
+}
+
+TEST(OptimizerTest, MomentsCopiedIntoAFreshOptimiserContinueIdentically) {
+  auto make = [] { return torch::tensor({1.0f, -2.0f, 0.5f}).requires_grad_(true); };
+  torch::Tensor p = make(), q = make();
+  Optimizer a({p}, Plain(0.01)), b({q}, Plain(0.01));
+  EXPECT_EQ(a.MomentsOf(p).step, 0);
+  EXPECT_EQ(a.StateBytes(p), 0);
+  p.mutable_grad() = torch::tensor({0.3f, -1.0f, 0.2f});
+  ASSERT_TRUE(a.Step().ok());
+  EXPECT_EQ(a.StateBytes(p), 2 * 3 * 4);
+  {
+    torch::NoGradGuard no_grad;
+    q.copy_(p);
+  }
+  b.SetMoments(q, a.MomentsOf(p));
+  b.RestoreCounters(a.step(), a.version());
+  for (torch::Tensor* t : {&p, &q}) t->mutable_grad() = torch::tensor({-0.1f, 0.4f, 2.0f});
+  ASSERT_TRUE(a.Step().ok());
+  ASSERT_TRUE(b.Step().ok());
+  EXPECT_TRUE(torch::equal(p, q));
+  EXPECT_EQ(b.version(), 2);
+}
+
 TEST(OptimizerTest, FromLearnerOptionsResolvesTheHorizon) {
   LearnerOptions l;
   l.total_steps = 0;

@@ -1,9 +1,9 @@
 #include "flywheel/model/transformer.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <cmath>
 #include <limits>
-
-#include <ATen/CPUGeneratorImpl.h>
 
 #include "flywheel/core/strings.h"
 #include "flywheel/model/document_attention.h"
@@ -251,8 +251,11 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens,
         MakeRotary(layout.positions.to(device), options_.head_dim(), options_.rope_theta);
     // [B, 1, L, D] → [B, L, 1, D]: the packed path keeps activations token-major.
     const Rotary token_major{rotary.cos.transpose(1, 2), rotary.sin.transpose(1, 2)};
-    for (const auto& layer : model_->decoder) {
-      x = layer->ForwardDocuments(x, token_major, layout.doc_lengths);
+    for (size_t i = 0; i < model_->decoder.size(); ++i) {
+      const DecoderLayer& layer = model_->decoder[i];
+      x = layer_runner_
+              ? layer_runner_(static_cast<int64_t>(i), layer, x, token_major, layout.doc_lengths)
+              : layer->ForwardDocuments(x, token_major, layout.doc_lengths);
     }
     return Logits(model_->norm->forward(x));
   }

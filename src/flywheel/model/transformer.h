@@ -18,9 +18,11 @@
 #ifndef FLYWHEEL_MODEL_TRANSFORMER_H_
 #define FLYWHEEL_MODEL_TRANSFORMER_H_
 
-#include <cstdint>
-
 #include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <vector>
 
 #include "flywheel/model/attention_layout.h"
 #include "flywheel/model/kv_store.h"
@@ -159,10 +161,21 @@ class TransformerImpl : public torch::nn::Module {
   const ModelOptions& options() const { return options_; }
   int64_t NumParameters() const;
 
+  // Runs decoder layer `index` of the packed training path (forward with doc_lengths): returns
+  // layer->ForwardDocuments(x, rotary, doc_lengths) or what replaces it. The one hook a wrapper
+  // needs to put code around each layer's compute, e.g. fully sharded training
+  // (learner/fully_sharded.h) gathering a layer's parameters just before it runs and freeing
+  // them after. Unset (the default) = the layer runs as is. Not used by the inference paths.
+  using LayerRunner = std::function<torch::Tensor(
+      int64_t index, const DecoderLayer& layer, const torch::Tensor& x, const Rotary& rotary,
+      const std::vector<std::vector<int64_t>>& doc_lengths)>;
+  void SetLayerRunner(LayerRunner runner) { layer_runner_ = std::move(runner); }
+
  private:
   ModelOptions options_;
   DecoderStack model_{nullptr};
   LinearWeights lm_head_{nullptr};  // null when tied to the embedding
+  LayerRunner layer_runner_;        // unset: layers run as they are
 };
 TORCH_MODULE(Transformer);
 
