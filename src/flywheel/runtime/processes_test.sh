@@ -56,7 +56,7 @@ wait_exit() {
 echo "token-$RANDOM-$RANDOM" >"$TMP/token"
 echo "not-the-token" >"$TMP/wrong"
 CONFIG="$SOURCE/examples/guess.toml"
-SETS=(run.runs_dir="\"$TMP/runs\"" run.name='"dist"' run.max_steps=20 run.max_wall_seconds=75
+SETS=(run.runs_dir="\"$TMP/runs\"" run.name='"dist"' run.max_steps=30 run.max_wall_seconds=110
       run.batch_groups=2 actor.group_size=4 actor.episodes_in_flight=8
       env.latency.model='"constant"' env.latency.mean_ms=1 learner.checkpoint_every=5)
 METRICS="$TMP/runs/dist/metrics.jsonl"
@@ -148,7 +148,7 @@ wait_exit "$LEARNER_PID" 90
 [[ "$STATUS" == 0 ]] || fail "the learner did not exit 0 after the kill (status $STATUS)"
 LINES=$(metrics_lines)
 ((LINES > KILL_LINES)) || fail "no learner step after the kill ($LINES lines)"
-[[ $(field step) == 20 ]] || fail "the learner did not reach max_steps"
+[[ $(field step) == 30 ]] || fail "the learner did not reach max_steps"
 # Trajectories of the surviving actor, trained on after the kill, carry newer weights.
 after=$(tail -n +"$((KILL_LINES + 1))" "$METRICS" | python3 -c "
 import json, sys
