@@ -111,6 +111,9 @@ struct LearnerOptions {
   int64_t world_size = 1;
   ShardingMode sharding = ShardingMode::kNone;
   double grad_bucket_mb = 25.0;  // gradient all-reduce bucket size (PyTorch DDP's default)
+  // Tensor-parallel ranks per data-parallel replica (learner/tensor_parallel.h): world_size =
+  // DP x tensor_parallel; each decoder layer is split over tensor_parallel ranks.
+  int64_t tensor_parallel = 1;
 
   template <typename V>
   void VisitFields(V& v) {
@@ -155,6 +158,9 @@ struct LearnerOptions {
              "full (ZeRO-3)");
     v.Field("grad_bucket_mb", grad_bucket_mb,
             "MiB of gradients per all-reduce bucket, launched while backward still runs");
+    v.Field("tensor_parallel", tensor_parallel,
+            "ranks each decoder layer is split over (Megatron-style heads / MLP width); "
+            "world_size = data-parallel replicas x tensor_parallel");
   }
 
   absl::Status Validate() const {
@@ -211,6 +217,19 @@ struct LearnerOptions {
     if (world_size < 1) return error(StrCat("world_size (", world_size, ") must be >= 1"));
     if (!(grad_bucket_mb > 0)) {
       return error(StrCat("grad_bucket_mb (", grad_bucket_mb, ") must be > 0"));
+    }
+    if (tensor_parallel < 1) {
+      return error(StrCat("tensor_parallel (", tensor_parallel, ") must be >= 1"));
+    }
+    if (world_size % tensor_parallel != 0) {
+      return error(StrCat("tensor_parallel (", tensor_parallel,
+                          ") must divide learner.world_size (", world_size,
+                          "): world_size = data-parallel replicas x tensor_parallel"));
+    }
+    if (tensor_parallel > 1 && sharding != ShardingMode::kNone) {
+      return error(StrCat("tensor_parallel (", tensor_parallel,
+                          ") > 1 works with learner.sharding = \"none\" only (data parallel "
+                          "over the replicas)"));
     }
     return absl::OkStatus();
   }

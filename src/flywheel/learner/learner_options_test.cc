@@ -64,6 +64,17 @@ TEST(LearnerOptionsTest, RejectsBadValuesNamingTheKey) {
   EXPECT_THAT(BindText("grad_bucket_mb = 0", o).message(), HasSubstr("learner.grad_bucket_mb"));
   o = {};
   EXPECT_THAT(BindText("sharding = \"zero3\"", o).message(), HasSubstr("grads_optimizer"));
+  o = {};
+  EXPECT_THAT(BindText("tensor_parallel = 0", o).message(), HasSubstr("learner.tensor_parallel"));
+  o = {};
+  EXPECT_THAT(BindText("world_size = 6\ntensor_parallel = 4", o).message(),
+              HasSubstr("learner.tensor_parallel (4) must divide learner.world_size (6)"));
+  o = {};
+  EXPECT_THAT(BindText("world_size = 4\ntensor_parallel = 2\nsharding = \"full\"", o).message(),
+              HasSubstr("learner.sharding"));
+  o = {};
+  EXPECT_TRUE(BindText("world_size = 4\ntensor_parallel = 2", o).ok());
+  EXPECT_EQ(o.tensor_parallel, 2);
 }
 
 }  // namespace

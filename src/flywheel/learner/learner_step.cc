@@ -38,6 +38,8 @@ nlohmann::json LearnerStepResult::ToJson() const {
           {"rank", rank},
           {"world_size", world_size},
           {"rank_micro_batches", rank_micro_batches},
+          {"tp_rank", tp_rank},
+          {"tensor_parallel", tensor_parallel},
           {"comm_bytes", comm_bytes},
           {"comm_seconds", comm.comm_seconds},
           {"comm_overlap", comm.overlap()},
@@ -64,6 +66,7 @@ LearnerStep::LearnerStep(const LearnerOptions& options, int64_t run_max_steps,
       run_max_steps_(run_max_steps),
       initial_version_(initial_version),
       transformer_(parallel.transformer),
+      tensor_parallel_(parallel.tensor_parallel),
       tracker_(clock) {
   init_status_ = ValidateUnits(units_, static_cast<int64_t>(parameters_.size()));
   if (init_status_.ok()) init_status_ = SetCommunicator(parallel.communicator);
@@ -72,6 +75,36 @@ LearnerStep::LearnerStep(const LearnerOptions& options, int64_t run_max_steps,
         parameters_, OptimizerOptions::FromLearnerOptions(options_, run_max_steps_),
         initial_version_);
   }
+  if (init_status_.ok()) init_status_ = SetUpTensorParallel();
+}
+
+absl::Status LearnerStep::SetUpTensorParallel() {
+  const int64_t t = options_.tensor_parallel;
+  if (tensor_parallel_ == nullptr) {
+    if (t == 1) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        StrCat("learner.tensor_parallel = ", t,
+               " needs this rank's slice of the model (ParallelContext.tensor_parallel)"));
+  }
+  if (tensor_parallel_->size() != t) {
+    return absl::FailedPreconditionError(StrCat("learner.tensor_parallel = ", t,
+                                                " but the TP group has ", tensor_parallel_->size(),
+                                                " ranks"));
+  }
+  if (options_.sharding != ShardingMode::kNone) {
+    return absl::FailedPreconditionError(
+        "learner.tensor_parallel > 1 works with learner.sharding = \"none\" only");
+  }
+  if (tensor_parallel_->splits().size() != parameters_.size()) {
+    return absl::FailedPreconditionError(
+        StrCat("tensor parallel: the learner has ", parameters_.size(),
+               " parameters, the TP slice of the model ", tensor_parallel_->splits().size(),
+               " (pass its parameters())"));
+  }
+  // Each rank sees its slices' gradients: the clip needs the norm of the whole model's.
+  optimizer_->SetSquareSumReducer(
+      [this](double) -> absl::StatusOr<double> { return tensor_parallel_->GlobalGradSquareSum(); });
+  return absl::OkStatus();
 }
 
 LearnerStep::~LearnerStep() = default;
@@ -267,6 +300,10 @@ absl::StatusOr<LearnerStepResult> LearnerStep::Step(std::vector<Trajectory> batc
   // This rank's share of the micro-batches (all of them in one process).
   result.rank = rank();
   result.world_size = world_size();
+  if (tensor_parallel_ != nullptr) {
+    result.tp_rank = tensor_parallel_->rank();
+    result.tensor_parallel = tensor_parallel_->size();
+  }
   std::vector<int64_t> mine;
   if (result.world_size == 1) {
     for (int64_t i = 0; i < result.micro_batches; ++i) mine.push_back(i);
@@ -336,6 +373,10 @@ int64_t LearnerStep::UnitLength(size_t u) const {
 }
 
 absl::StatusOr<TrainerShard> LearnerStep::ExportShard() {
+  if (tensor_parallel_ != nullptr) {
+    return absl::UnimplementedError(
+        "sharded checkpoints of a tensor-parallel learner (learner.tensor_parallel > 1)");
+  }
   TrainerShard out;
   out.world_size = world_size();
   out.rank = rank();
@@ -379,6 +420,10 @@ absl::StatusOr<TrainerShard> LearnerStep::ExportShard() {
 }
 
 absl::Status LearnerStep::ImportState(const TrainerShard& full) {
+  if (tensor_parallel_ != nullptr) {
+    return absl::UnimplementedError(
+        "importing a training state into a tensor-parallel learner (learner.tensor_parallel > 1)");
+  }
   if (full.world_size != 1 || full.unit_names.size() != units_.size()) {
     return absl::InvalidArgumentError(StrCat("importing a training state of ",
                                              full.unit_names.size(), " units into a learner of ",
@@ -427,6 +472,7 @@ absl::Status LearnerStep::ImportState(const TrainerShard& full) {
 
 absl::StatusOr<std::vector<torch::Tensor>> LearnerStep::FullParameters() {
   if (fully_sharded_) return shards_->GatherCopies(*comm_);
+  if (tensor_parallel_ != nullptr) return tensor_parallel_->FullParameters();
   return TorchCallOr("copying the parameters", [&] {
     std::vector<torch::Tensor> out;
     for (const torch::Tensor& p : parameters_) out.push_back(p.detach().clone());

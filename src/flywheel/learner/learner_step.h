@@ -22,6 +22,14 @@
 //   rank r:  same batch ─▶ same Packer output ─▶ AssignMicroBatches[r] ─▶ fwd/bwd ×k
 //            ─▶ Σ_ranks gradients ─▶ Optimizer (global norm clip) ─▶ same weights on all ranks
 //
+// Tensor parallel (learner.tensor_parallel = T > 1; tensor_parallel.h): the ranks form a DP x TP
+// mesh. `parameters` and `policy` are those of this rank's TensorParallelModel (ParallelContext
+// .tensor_parallel), `communicator` is the DP group: the T ranks of a replica run the same
+// micro-batches, the f/g all-reduces inside the layers keep their activations equal, gradients
+// are summed over the DP group and clipped by the global norm (TP slices summed over the TP
+// group, replicated parameters once). FullParameters() all-gathers the slices. T = 1 changes
+// nothing.
+//
 // A rank that fails a micro-batch leaves its peers waiting in the next collective until the
 // communicator's timeout; they then fail too (no rank steps with a partial gradient). The
 // group's collectives are then out of step: continue on a new group (SetCommunicator).
@@ -50,6 +58,7 @@
 #include "flywheel/learner/packer.h"
 #include "flywheel/learner/sharding.h"
 #include "flywheel/learner/staleness.h"
+#include "flywheel/learner/tensor_parallel.h"
 #include "flywheel/learner/utilisation.h"
 
 namespace flywheel {
@@ -77,6 +86,10 @@ struct LearnerStepResult {
   int64_t rank_micro_batches = 0;  // run by this rank, including zero-weight padding
   int64_t comm_bytes = 0;          // sent by this rank through collectives during the step
   CommStats comm;                  // the bucketed gradient all-reduce (data parallel)
+  // Tensor parallel: this rank's place in its TP group (rank / world_size above are the DP
+  // group's).
+  int tp_rank = 0;
+  int tensor_parallel = 1;
   // Bytes this rank holds at the end of the step, measured from the tensors: parameters,
   // gradients (full or shards) and optimiser state (AdamW moments).
   int64_t param_bytes = 0;
@@ -97,6 +110,10 @@ struct ParallelContext {
   // `parameters` must be its parameters, `units` its TransformerUnits). Between steps its
   // parameters hold no storage: read the weights with FullParameters().
   TransformerImpl* transformer = nullptr;
+  // learner.tensor_parallel > 1 only: this rank's slice of the model and its TP group (borrowed;
+  // `parameters` must be its parameters(), the policy its model()). `communicator` is then the
+  // DP group of the mesh (DeviceMesh), or null with one replica.
+  TensorParallelModel* tensor_parallel = nullptr;
 };
 
 class LearnerStep {
@@ -132,7 +149,8 @@ class LearnerStep {
   absl::Status ImportState(const TrainerShard& full);
 
   // Copies of the whole parameters (parameter order). Fully sharded, they are gathered from the
-  // shards: every rank calls it (e.g. to publish a weight snapshot).
+  // shards; tensor parallel, from the TP group's slices (the unsliced model, full shapes): every
+  // rank calls it (e.g. to publish a weight snapshot).
   absl::StatusOr<std::vector<torch::Tensor>> FullParameters();
 
   // The optimiser: over the parameters, or over this rank's flat shards when sharded.
@@ -147,6 +165,7 @@ class LearnerStep {
   absl::Status AccumulateMicroBatch(const PackedMicroBatch& mb, LearnerStepResult& result);
   absl::Status ReduceGradients(LearnerStepResult& result);
   absl::Status BuildShards();
+  absl::Status SetUpTensorParallel();
   void ClearGradients();
   void MeasureHeldBytes(LearnerStepResult& result) const;
   int64_t UnitLength(size_t u) const;
@@ -168,6 +187,7 @@ class LearnerStep {
   std::unique_ptr<FlatShards> shards_;                 // sharding = grads_optimizer or full
   TransformerImpl* transformer_ = nullptr;             // borrowed (ParallelContext), full only
   std::unique_ptr<FullyShardedLayers> fully_sharded_;  // sharding = full
+  TensorParallelModel* tensor_parallel_ = nullptr;     // borrowed (ParallelContext), TP > 1
   std::unique_ptr<Optimizer> optimizer_;  // over parameters_, or over shards_->shards()
   absl::Status init_status_;              // a construction error, returned by Step
   UtilisationTracker tracker_;

@@ -64,18 +64,22 @@ torch::Tensor AttentionBias(const torch::Tensor& allowed, torch::ScalarType dtyp
   return bias.unsqueeze(1).unsqueeze(1);  // [B, 1, 1, Lq, Lk]: broadcast over kv heads, groups
 }
 
-AttentionImpl::AttentionImpl(const ModelOptions& o, int64_t layer_index)
+AttentionImpl::AttentionImpl(const ModelOptions& o, int64_t layer_index, int64_t tensor_parallel)
     : layer_index_(layer_index),
-      num_heads_(o.num_heads),
-      num_kv_heads_(o.num_kv_heads),
+      num_heads_(o.num_heads / tensor_parallel),
+      num_kv_heads_(o.num_kv_heads / tensor_parallel),
       head_dim_(o.head_dim()) {
+  TORCH_CHECK_VALUE(tensor_parallel >= 1 && o.num_heads % tensor_parallel == 0 &&
+                        o.num_kv_heads % tensor_parallel == 0,
+                    "attention: tensor_parallel ", tensor_parallel, " must divide num_heads ",
+                    o.num_heads, " and num_kv_heads ", o.num_kv_heads);
   q_proj = register_module("q_proj",
-                           LinearWeights(o.hidden_size, o.num_heads * head_dim_, o.attention_bias));
+                           LinearWeights(o.hidden_size, num_heads_ * head_dim_, o.attention_bias));
   k_proj = register_module(
-      "k_proj", LinearWeights(o.hidden_size, o.num_kv_heads * head_dim_, o.attention_bias));
+      "k_proj", LinearWeights(o.hidden_size, num_kv_heads_ * head_dim_, o.attention_bias));
   v_proj = register_module(
-      "v_proj", LinearWeights(o.hidden_size, o.num_kv_heads * head_dim_, o.attention_bias));
-  o_proj = register_module("o_proj", LinearWeights(o.num_heads * head_dim_, o.hidden_size, false));
+      "v_proj", LinearWeights(o.hidden_size, num_kv_heads_ * head_dim_, o.attention_bias));
+  o_proj = register_module("o_proj", LinearWeights(num_heads_ * head_dim_, o.hidden_size, false));
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Rotary& rotary,
@@ -139,12 +143,14 @@ torch::Tensor AttentionImpl::ForwardDocuments(
       DocumentCausalAttention(q, k, v, doc_lengths, 1.0 / std::sqrt(double(head_dim_))));
 }
 
-MlpImpl::MlpImpl(const ModelOptions& o) {
-  gate_proj =
-      register_module("gate_proj", LinearWeights(o.hidden_size, o.intermediate_size, false));
-  up_proj = register_module("up_proj", LinearWeights(o.hidden_size, o.intermediate_size, false));
-  down_proj =
-      register_module("down_proj", LinearWeights(o.intermediate_size, o.hidden_size, false));
+MlpImpl::MlpImpl(const ModelOptions& o, int64_t tensor_parallel) {
+  TORCH_CHECK_VALUE(tensor_parallel >= 1 && o.intermediate_size % tensor_parallel == 0,
+                    "mlp: tensor_parallel ", tensor_parallel, " must divide intermediate_size ",
+                    o.intermediate_size);
+  const int64_t width = o.intermediate_size / tensor_parallel;
+  gate_proj = register_module("gate_proj", LinearWeights(o.hidden_size, width, false));
+  up_proj = register_module("up_proj", LinearWeights(o.hidden_size, width, false));
+  down_proj = register_module("down_proj", LinearWeights(width, o.hidden_size, false));
 }
 
 void AttentionImpl::FuseProjections() {
@@ -175,12 +181,13 @@ torch::Tensor MlpImpl::ForwardTraining(const torch::Tensor& x) const {
   return down_proj->forward(torch::silu(gate_up.narrow(-1, 0, n)) * gate_up.narrow(-1, n, n));
 }
 
-DecoderLayerImpl::DecoderLayerImpl(const ModelOptions& o, int64_t layer_index) {
+DecoderLayerImpl::DecoderLayerImpl(const ModelOptions& o, int64_t layer_index,
+                                   int64_t tensor_parallel) {
   input_layernorm = register_module("input_layernorm", RMSNorm(o.hidden_size, o.rms_norm_eps));
-  self_attn = register_module("self_attn", Attention(o, layer_index));
+  self_attn = register_module("self_attn", Attention(o, layer_index, tensor_parallel));
   post_attention_layernorm =
       register_module("post_attention_layernorm", RMSNorm(o.hidden_size, o.rms_norm_eps));
-  mlp = register_module("mlp", Mlp(o));
+  mlp = register_module("mlp", Mlp(o, tensor_parallel));
 }
 
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const Rotary& rotary,
@@ -196,19 +203,20 @@ torch::Tensor DecoderLayerImpl::ForwardDocuments(
   return h + mlp->ForwardTraining(post_attention_layernorm->forward(h));
 }
 
-DecoderStackImpl::DecoderStackImpl(const ModelOptions& o) {
+DecoderStackImpl::DecoderStackImpl(const ModelOptions& o, int64_t tensor_parallel) {
   embed_tokens = register_module("embed_tokens", EmbeddingTable(o.vocab_size, o.hidden_size));
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < o.num_layers; ++i) {
-    decoder.emplace_back(o, i);
+    decoder.emplace_back(o, i, tensor_parallel);
     layers->push_back(decoder.back());
   }
   norm = register_module("norm", RMSNorm(o.hidden_size, o.rms_norm_eps));
 }
 
-TransformerImpl::TransformerImpl(const ModelOptions& options) : options_(options) {
+TransformerImpl::TransformerImpl(const ModelOptions& options, int64_t tensor_parallel)
+    : options_(options), tensor_parallel_(tensor_parallel) {
   TORCH_CHECK_VALUE(options.vocab_size > 0, "model.vocab_size must be > 0 to build the model");
-  model_ = register_module("model", DecoderStack(options));
+  model_ = register_module("model", DecoderStack(options, tensor_parallel));
   if (!options.tie_embeddings) {
     lm_head_ =
         register_module("lm_head", LinearWeights(options.hidden_size, options.vocab_size, false));

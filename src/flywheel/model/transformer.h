@@ -15,6 +15,13 @@
 // and optionally a KvStore; training, packed documents, trees and cached decoding share one path.
 // The inference methods are const: a published snapshot's weights are never modified, so many
 // actor threads may run the same snapshot at once.
+//
+// Tensor-parallel slice (`tensor_parallel` = T > 1 in the constructors below): the model one TP
+// rank holds (learner/tensor_parallel.h). Each layer has num_heads/T query heads and
+// num_kv_heads/T kv heads of the full head_dim (q/k/v rows), the matching o_proj columns, and
+// intermediate_size/T gate/up rows and down_proj columns; embeddings, norms and the LM head are
+// whole. On its own such a model computes only its partial sums of o_proj and down_proj: it is
+// meant to run the packed training path under the TP layer runner, which adds the all-reduces.
 #ifndef FLYWHEEL_MODEL_TRANSFORMER_H_
 #define FLYWHEEL_MODEL_TRANSFORMER_H_
 
@@ -61,7 +68,8 @@ Rotary MakeRotary(const torch::Tensor& positions, int64_t head_dim, double theta
 
 class AttentionImpl : public torch::nn::Module {
  public:
-  AttentionImpl(const ModelOptions& options, int64_t layer_index);
+  // tensor_parallel = T: this rank's 1/T of the heads (see the top of the file).
+  AttentionImpl(const ModelOptions& options, int64_t layer_index, int64_t tensor_parallel = 1);
   // x [B, Lq, hidden]; bias [B, 1, 1, Lq, Lk] additive mask (0 or -inf).
   torch::Tensor forward(const torch::Tensor& x, const Rotary& rotary, const torch::Tensor& bias,
                         KvStore* store) const;
@@ -91,7 +99,8 @@ TORCH_MODULE(Attention);
 // SwiGLU (Shazeer 2020): down(silu(gate(x)) * up(x)).
 class MlpImpl : public torch::nn::Module {
  public:
-  explicit MlpImpl(const ModelOptions& options);
+  // tensor_parallel = T: this rank's 1/T of the intermediate width (see the top of the file).
+  explicit MlpImpl(const ModelOptions& options, int64_t tensor_parallel = 1);
   torch::Tensor forward(const torch::Tensor& x) const;
   void FuseProjections();  // gate and up in one GEMM; frozen weights only
   // Training: gate and up in one GEMM against the parameters concatenated on the fly.
@@ -105,7 +114,7 @@ TORCH_MODULE(Mlp);
 
 class DecoderLayerImpl : public torch::nn::Module {
  public:
-  DecoderLayerImpl(const ModelOptions& options, int64_t layer_index);
+  DecoderLayerImpl(const ModelOptions& options, int64_t layer_index, int64_t tensor_parallel = 1);
   torch::Tensor forward(const torch::Tensor& x, const Rotary& rotary, const torch::Tensor& bias,
                         KvStore* store) const;
   torch::Tensor ForwardDocuments(const torch::Tensor& x, const Rotary& rotary,
@@ -128,7 +137,7 @@ TORCH_MODULE(EmbeddingTable);
 
 class DecoderStackImpl : public torch::nn::Module {
  public:
-  explicit DecoderStackImpl(const ModelOptions& options);
+  explicit DecoderStackImpl(const ModelOptions& options, int64_t tensor_parallel = 1);
   EmbeddingTable embed_tokens{nullptr};
   torch::nn::ModuleList layers;       // registered as "layers" (names layers.N.…)
   std::vector<DecoderLayer> decoder;  // the same layers, typed
@@ -139,7 +148,9 @@ TORCH_MODULE(DecoderStack);
 class TransformerImpl : public torch::nn::Module {
  public:
   // options.vocab_size must be > 0 here (the job resolves 0 from the tokenizer first).
-  explicit TransformerImpl(const ModelOptions& options);
+  // tensor_parallel = T > 1 builds one TP rank's slice (see the top of the file); T must divide
+  // num_heads, num_kv_heads and intermediate_size.
+  explicit TransformerImpl(const ModelOptions& options, int64_t tensor_parallel = 1);
 
   // Training / scoring: logits [B, L, V] for tokens [B, L] int64 under `layout`. A packed
   // layout (doc_lengths set) takes the document-wise attention path, others the dense mask.
@@ -158,14 +169,18 @@ class TransformerImpl : public torch::nn::Module {
   // training through the fused copies would not update the parameters.
   void FuseProjectionsForInference();
 
+  // The full model's shape (also for a tensor-parallel slice).
   const ModelOptions& options() const { return options_; }
+  int64_t tensor_parallel() const { return tensor_parallel_; }
   int64_t NumParameters() const;
 
   // Runs decoder layer `index` of the packed training path (forward with doc_lengths): returns
   // layer->ForwardDocuments(x, rotary, doc_lengths) or what replaces it. The one hook a wrapper
   // needs to put code around each layer's compute, e.g. fully sharded training
   // (learner/fully_sharded.h) gathering a layer's parameters just before it runs and freeing
-  // them after. Unset (the default) = the layer runs as is. Not used by the inference paths.
+  // them after, or tensor parallel training (learner/tensor_parallel.h) adding the all-reduces
+  // of the row-parallel outputs. Unset (the default) = the layer runs as is. Not used by the
+  // inference paths.
   using LayerRunner = std::function<torch::Tensor(
       int64_t index, const DecoderLayer& layer, const torch::Tensor& x, const Rotary& rotary,
       const std::vector<std::vector<int64_t>>& doc_lengths)>;
@@ -173,6 +188,7 @@ class TransformerImpl : public torch::nn::Module {
 
  private:
   ModelOptions options_;
+  int64_t tensor_parallel_ = 1;  // 1 = the whole model
   DecoderStack model_{nullptr};
   LinearWeights lm_head_{nullptr};  // null when tied to the embedding
   LayerRunner layer_runner_;        // unset: layers run as they are
