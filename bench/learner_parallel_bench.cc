@@ -41,6 +41,7 @@
 // of data parallel at 2 ranks on the big model.
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>  // getloadavg (glibc)
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -48,8 +49,8 @@
 #include <sstream>
 #include <thread>
 
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/torch.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include "bench/registry.h"
 #include "flywheel/core/status_macros.h"
@@ -77,8 +78,8 @@ struct SizeSpec {
   ModelOptions model;
   std::vector<int64_t> buckets;
   int64_t token_budget = 0;
-  double median_len = 0;      // log-normal trajectory length
-  int64_t trajectories = 0;   // per global batch, at least (more until the packing is even)
+  double median_len = 0;     // log-normal trajectory length
+  int64_t trajectories = 0;  // per global batch, at least (more until the packing is even)
   int64_t min_micro_batches = 4;
 };
 
@@ -137,13 +138,13 @@ absl::StatusOr<GlobalBatches> MakeGlobalBatches(const SizeSpec& size, const Lear
   for (int64_t s = 0; s < steps; ++s) {
     for (int64_t count = size.trajectories;; count += 2) {
       if (count > 64 * size.trajectories) {
-        return absl::InternalError(StrCat("learner-parallel: batch ", s, " of ", size.name,
-                                          " never packs into an even number >= ",
-                                          size.min_micro_batches, " of micro-batches"));
+        return absl::InternalError(StrCat(
+            "learner-parallel: batch ", s, " of ", size.name,
+            " never packs into an even number >= ", size.min_micro_batches, " of micro-batches"));
       }
       std::mt19937_64 rng(seed + 1000 * static_cast<uint64_t>(s));
-      std::vector<Trajectory> batch = MakeBatch(rng, count, size.median_len, size.buckets.back(),
-                                                size.model.vocab_size, s);
+      std::vector<Trajectory> batch =
+          MakeBatch(rng, count, size.median_len, size.buckets.back(), size.model.vocab_size, s);
       ASSIGN_OR_RETURN(PackedStep packed, PackLikeTheLearner(o, batch));
       const auto m = static_cast<int64_t>(packed.micro_batches.size());
       if (m < size.min_micro_batches || m % 2 != 0 || !packed.held_back.empty()) continue;
@@ -350,17 +351,17 @@ nlohmann::json SideJson(const Side& side, const GlobalBatches& global, const Par
   const double theory = TheoryBytes(side.mode, p, side.ranks, k);
   const int64_t steps = static_cast<int64_t>(side.timed[0].size());
   const LearnerStepResult& last = side.timed[0].back();
-  nlohmann::json out = {{"ranks", side.ranks},
-                        {"tokens_per_s", tps},
-                        {"seconds_per_round", side.round_seconds},
-                        {"rank_micro_batches_per_step", k},
-                        {"comm_bytes_per_step_per_rank", measured},
-                        {"theory_bytes_per_step_per_rank", theory},
-                        {"comm_bytes_over_theory",
-                         theory > 0 ? nlohmann::json(measured / theory) : nlohmann::json()},
-                        {"rank0_param_bytes", last.param_bytes},
-                        {"rank0_grad_bytes", last.grad_bytes},
-                        {"rank0_optimizer_bytes", last.optimizer_bytes}};
+  nlohmann::json out = {
+      {"ranks", side.ranks},
+      {"tokens_per_s", tps},
+      {"seconds_per_round", side.round_seconds},
+      {"rank_micro_batches_per_step", k},
+      {"comm_bytes_per_step_per_rank", measured},
+      {"theory_bytes_per_step_per_rank", theory},
+      {"comm_bytes_over_theory", theory > 0 ? nlohmann::json(measured / theory) : nlohmann::json()},
+      {"rank0_param_bytes", last.param_bytes},
+      {"rank0_grad_bytes", last.grad_bytes},
+      {"rank0_optimizer_bytes", last.optimizer_bytes}};
   if (side.ranks > 1 && side.wire_known && steps > 0) {
     const double wire = static_cast<double>(side.wire_bytes) / side.ranks / steps;
     out["wire_bytes_per_step_per_rank"] = wire;
@@ -451,11 +452,13 @@ absl::StatusOr<BenchReport> RunLearnerParallelBench(const BenchArgs& args) {
   const double bucket_mb = args.GetDouble("grad_bucket_mb", 25.0);
   const std::string modes_param = args.GetString("modes", "none,grads_optimizer,full");
   if (steps <= 0 || warmup < 0) {
-    return absl::InvalidArgumentError(
-        StrCat("learner-parallel: --param steps (", steps, ") must be > 0 and warmup (", warmup,
-               ") >= 0"));
+    return absl::InvalidArgumentError(StrCat("learner-parallel: --param steps (", steps,
+                                             ") must be > 0 and warmup (", warmup, ") >= 0"));
   }
   ASSIGN_OR_RETURN(std::vector<ShardingMode> modes, ParseModes(modes_param));
+  // Other work on the machine takes cores from the 2-rank side first: the report states it.
+  double load_before = -1, load_after = -1;
+  (void)getloadavg(&load_before, 1);
   // One BLAS thread per rank; OpenBLAS's count is global (the intra-op count is per thread).
   (void)SetBlasThreads(1);
 
@@ -533,8 +536,7 @@ absl::StatusOr<BenchReport> RunLearnerParallelBench(const BenchArgs& args) {
           {"ratio", two["comm_bytes_over_theory"]},
           {"wire_bytes", two.value("wire_bytes_per_step_per_rank", nlohmann::json())},
           {"wire_ratio", two.value("wire_over_theory", nlohmann::json())}};
-      const double overlap =
-          two.contains("comm") ? two["comm"]["overlap"].get<double>() : -1.0;
+      const double overlap = two.contains("comm") ? two["comm"]["overlap"].get<double>() : -1.0;
       if (size.name == "big" && mode == ShardingMode::kNone) {
         dp_big_scaling = ratio;
         dp_big_overlap = overlap;
@@ -556,7 +558,10 @@ absl::StatusOr<BenchReport> RunLearnerParallelBench(const BenchArgs& args) {
     report.results[size.name] = per_mode;
   }
 
-  report.config = {{"threads_per_rank", 1},
+  (void)getloadavg(&load_after, 1);
+  const double cores = std::thread::hardware_concurrency();
+  report.config = {{"load_average_1min", {{"start", load_before}, {"end", load_after}}},
+                   {"threads_per_rank", 1},
                    {"blas_threads_per_rank", 1},
                    {"ranks", "threads of one process, one Gloo communicator each (HashStore)"},
                    {"steps_per_round", steps},
@@ -595,6 +600,11 @@ absl::StatusOr<BenchReport> RunLearnerParallelBench(const BenchArgs& args) {
         dp_big_scaling, kScalingGoal, dp_big_scaling >= kScalingGoal ? "met" : "MISSED",
         100 * dp_big_overlap, 100 * kOverlapGoal,
         dp_big_overlap >= kOverlapGoal ? "met" : "MISSED");
+  }
+  if (std::max(load_before, load_after) > cores - 1) {
+    report.summary += fmt::format(
+        " [load average {:.1f}/{:.1f} on {:.0f} cores: 2 ranks did not have a core each]",
+        load_before, load_after, cores);
   }
   return report;
 }
