@@ -10,6 +10,7 @@ const std::vector<BenchEntry>& Benchmarks() {
       {"packing", "learner packer: padding waste and distinct shapes over length-mixed steps vs padding each trajectory", RunPackingBench},
       {"env_executor", "episodes waiting on env latency: executor + timer queue vs blocking threads", RunEnvExecutorBench},
       {"learner", "trained tokens/s: learner step vs eager PyTorch; MFU; packer waste and shapes", RunLearnerBench},
+      {"learner-parallel", "trained tokens/s at 1 and 2 ranks per sharding mode (scaling), bytes sent per rank vs theory, all-reduce overlap", RunLearnerParallelBench},
       {"buffer", "trajectory buffer in-process and over gRPC (durable) vs Redis Streams", RunBufferBench},
       {"trajectory-tree", "learner tokens and seconds per branching execution: flat paths vs prefix trees (and per J_max)", RunTrajectoryTreeBench},
       {"pipeline", "guess training under heavy-tailed env latency: async vs colocated learner utilization, samples/s, time to a reward (and per latency median)", RunPipelineBench},

@@ -18,6 +18,7 @@ absl::StatusOr<BenchReport> RunBufferBench(const BenchArgs& args);
 double MeasureMatmulGflops(int64_t n, int repeats);
 absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args);
+absl::StatusOr<BenchReport> RunLearnerParallelBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunTrajectoryTreeBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunPipelineBench(const BenchArgs& args);
 
