@@ -132,9 +132,11 @@ absl::StatusOr<std::unique_ptr<LearnerSession>> LearnerSession::Open(
     return TorchCallOr("policy forward", [&] { return model->forward(mb.tokens, layout); });
   };
   ParallelContext parallel;
+  // Per-layer units even on one rank without sharding: a sharded checkpoint restores by unit.
+  // (They shape nothing else there.)
+  parallel.units = UnitsOf(s->model_);
   if (group != nullptr) {
     parallel.communicator = group;
-    parallel.units = UnitsOf(s->model_);
     if (config.learner.sharding == ShardingMode::kFull) parallel.transformer = s->model_.get();
   }
   absl::Status restored;
