@@ -1,9 +1,15 @@
 // flywheel learner --buffer ADDR CONFIG [--weights-listen HOST:PORT] [--auth-token-file F]
 //                  [--set k=v …] [--resume]
+//                  [--world-size N --rank R --rendezvous HOST:PORT]
 //
 // The learner of a job split into processes (see docs/distributed.md). The first line on
 // stdout says where the weights are served ("flywheel: learner serving weights on
 // 127.0.0.1:7400 …"), so scripts and tests can ask for port 0 and read the port back.
+//
+// With --world-size N (as `flywheel launch --nproc N -- learner …` appends them) the learner
+// is one rank of a group (docs/distributed-learner.md): rank 0 is the learner above, ranks > 0
+// train on the batches rank 0 sends them. --world-size sets learner.world_size, which must be
+// 1 in the config or equal to it. An error of any rank names a rank that stopped, if one did.
 #include <unistd.h>
 
 #include <iostream>
@@ -14,6 +20,9 @@
 #include "flywheel/cli/command.h"
 #include "flywheel/cli/remote_job_flags.h"
 #include "flywheel/cli/stop_signals.h"
+#include "flywheel/core/status_macros.h"
+#include "flywheel/core/strings.h"
+#include "flywheel/runtime/learner_group.h"
 #include "flywheel/runtime/remote_learner.h"
 
 namespace flywheel::cli {
@@ -23,6 +32,7 @@ void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
     RemoteJobFlags job;
     std::string weights_listen = "127.0.0.1:7400";
     bool resume = false;
+    LearnerGroupOptions group;
   };
   auto args = std::make_shared<Args>();
   CLI::App* learner = app.add_subcommand(
@@ -36,10 +46,28 @@ void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
       ->capture_default_str();
   learner->add_flag("--resume", args->resume,
                     "continue runs/<name> from its latest complete checkpoint");
+  learner->add_option("--world-size", args->group.world_size,
+                      "learner ranks in the group (sets learner.world_size)");
+  learner->add_option("--rank", args->group.rank, "this process's rank, 0..world-size-1");
+  learner->add_option("--rendezvous", args->group.rendezvous,
+                      "HOST:PORT of rank 0's rendezvous store (flywheel launch sets it)");
   learner->callback([args, &invocation] {
     invocation.run = [args] {
       auto job = args->job.LoadJob();
       if (!job.ok()) return ReportError(job.status());
+      if (absl::Status s = args->group.Validate(); !s.ok()) return ReportError(s);
+      if (absl::Status s = ApplyWorldSize(args->group.world_size, args->job.file, *job); !s.ok()) {
+        return ReportError(s);
+      }
+      std::unique_ptr<LearnerGroup> group;
+      if (args->group.world_size > 1) {
+        args->group.connect_timeout = args->job.connect_timeout();
+        auto joined = LearnerGroup::Join(args->group, *job);
+        if (!joined.ok()) {
+          return ReportError(Annotate(joined.status(), StrCat("learner rank ", args->group.rank)));
+        }
+        group = *std::move(joined);
+      }
       RemoteLearnerOptions options;
       options.buffer_address = args->job.buffer;
       options.weights_listen = args->weights_listen;
@@ -50,7 +78,9 @@ void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
       options.auth_token = *token;
       StopSignals signals;  // SIGINT/SIGTERM: stop cleanly, exit 0
       options.stop = &signals.stop();
-      options.progress = stdout;
+      options.group = group != nullptr ? group->communicator() : nullptr;
+      // Ranks > 0 print nothing per step: rank 0's progress is the group's.
+      options.progress = args->group.rank == 0 ? stdout : nullptr;
       options.progress_is_terminal = isatty(fileno(stdout)) != 0;
       options.on_serving = [&](const std::string& address) {
         std::cout << "flywheel: learner serving weights on " << address << " (buffer "
@@ -58,7 +88,21 @@ void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
                   << std::endl;
       };
       auto result = RunRemoteLearner(*job, options);
-      if (!result.ok()) return ReportError(result.status());
+      if (!result.ok()) {
+        absl::Status error = result.status();
+        if (group != nullptr) {
+          error = Annotate(group->Explain(error), StrCat("learner rank ", args->group.rank, " of ",
+                                                         args->group.world_size));
+          group->Close();
+        }
+        return ReportError(error);
+      }
+      if (group != nullptr) group->Close();
+      if (args->group.rank > 0) {
+        std::cout << "learner rank " << args->group.rank << " of " << args->group.world_size
+                  << ": followed rank 0 to step " << result->final_step << std::endl;
+        return 0;
+      }
       std::cout << "run " << job->run.runs_dir << "/" << job->run.name << ": " << result->final_step
                 << " steps" << (result->stopped ? " (stopped by signal)" : "") << ", last reward "
                 << result->last_reward << ", last success " << result->last_success << std::endl;

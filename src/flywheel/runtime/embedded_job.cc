@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <spdlog/spdlog.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include "absl/time/clock.h"
 #include "flywheel/actor/actor.h"
@@ -17,6 +18,7 @@
 #include "flywheel/buffer/buffer.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
+#include "flywheel/dist/communicator.h"
 #include "flywheel/env/env_executor.h"
 #include "flywheel/env/env_factory.h"
 #include "flywheel/env/task_source.h"
@@ -50,12 +52,42 @@ ActorStats SumStats(const std::vector<std::unique_ptr<Actor>>& actors) {
   return sum;
 }
 
+// The name of learner.sharding's value, for the summary.
+std::string ShardingName(ShardingMode mode) {
+  for (const auto& choice : kShardingModeNames) {
+    if (choice.value == mode) return std::string(choice.name);
+  }
+  return "?";
+}
+
+// Rank `rank` (> 0) of the embedded learner group: a thread that trains on the batches rank 0
+// (the job's learner loop) sends until rank 0 finishes. One intra-op thread per rank, so that
+// N ranks on N cores do not oversubscribe them.
+absl::Status RunFollowerRank(c10::intrusive_ptr<c10d::Store> store, int rank,
+                             const JobConfig& config, const ModelOptions& model_options,
+                             bool resume) {
+  torch::set_num_threads(1);
+  dist::CommunicatorOptions options;
+  options.name = "embedded learner group";
+  ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> comm,
+                   dist::Communicator::Create(std::move(store), rank,
+                                              static_cast<int>(config.learner.world_size),
+                                              options));
+  ASSIGN_OR_RETURN(std::unique_ptr<LearnerSession> session,
+                   LearnerSession::Open(config, model_options, resume, comm.get()));
+  return session->Follow();
+}
+
 // Everything the job owns, destroyed in an order that lets in-flight work end: actors stop and
 // join before the executor, the buffer and the environments they use go away.
 class Job {
  public:
   explicit Job(const JobConfig& config) : config_(config) {}
-  ~Job() { Shutdown(); }
+  ~Job() {
+    Shutdown();
+    learner_.reset();  // rank 0 of a group that did not finish tells the other ranks to stop
+    JoinFollowers().IgnoreError();
+  }
 
   absl::Status Init(const EmbeddedJobOptions& options);
   absl::StatusOr<EmbeddedJobResult> Train(const EmbeddedJobOptions& options);
@@ -69,11 +101,19 @@ class Job {
   // Episodes the actors may still start under run.max_pipeline_batches.
   int64_t AdmissionRoom() const;
   void Shutdown();
+  // learner.world_size > 1: starts ranks 1..N-1 as threads and joins rank 0's communicator.
+  absl::Status StartGroup(const ModelOptions& model_options, bool resume);
+  // Waits for ranks 1..N-1; the first error of one of them.
+  absl::Status JoinFollowers();
 
   const JobConfig config_;
   std::unique_ptr<EnvFactory> factory_;
   std::unique_ptr<EnvExecutor> executor_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  // learner.world_size > 1: rank 0's communicator (outlives learner_) and ranks 1..N-1.
+  std::unique_ptr<dist::Communicator> group_;
+  std::vector<std::thread> followers_;
+  std::vector<absl::Status> follower_status_;
   std::unique_ptr<LearnerSession> learner_;
   BlasChoice blas_;
   std::unique_ptr<Buffer> buffer_;
@@ -93,7 +133,9 @@ absl::Status Job::Init(const EmbeddedJobOptions& options) {
   ASSIGN_OR_RETURN(blas_, ChooseBlasThreads(BlasRole::kEmbedded, config_.run.blas_threads,
                                             model_options, config_.learner.token_budget));
   spdlog::info("{}", blas_.DebugString());
-  ASSIGN_OR_RETURN(learner_, LearnerSession::Open(config_, model_options, options.resume));
+  if (config_.learner.world_size > 1) RETURN_IF_ERROR(StartGroup(model_options, options.resume));
+  ASSIGN_OR_RETURN(learner_,
+                   LearnerSession::Open(config_, model_options, options.resume, group_.get()));
 
   BufferOptions buffer_options = config_.buffer;
   buffer_options.group_size = config_.actor.group_size;
@@ -128,6 +170,37 @@ absl::Status Job::Init(const EmbeddedJobOptions& options) {
         [this](Trajectory t) { return Sink(std::move(t)); }, seed + 1));
     if (admission_groups_ > 0) {
       actors_.back()->SetAdmission([this] { return AdmissionRoom(); });
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Job::StartGroup(const ModelOptions& model_options, bool resume) {
+  const int world_size = static_cast<int>(config_.learner.world_size);
+  // The ranks are threads of this process: an in-memory store instead of a rendezvous.
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  follower_status_.resize(world_size);
+  for (int rank = 1; rank < world_size; ++rank) {
+    followers_.emplace_back([this, store, rank, model_options, resume] {
+      follower_status_[rank] = RunFollowerRank(store, rank, config_, model_options, resume);
+    });
+  }
+  // This thread is rank 0, with one intra-op thread like the others.
+  torch::set_num_threads(1);
+  spdlog::info("learner group of {} ranks (threads), learner.sharding = {}", world_size,
+               ShardingName(config_.learner.sharding));
+  dist::CommunicatorOptions group_options;
+  group_options.name = "embedded learner group";
+  ASSIGN_OR_RETURN(group_, dist::Communicator::Create(store, 0, world_size, group_options));
+  return absl::OkStatus();
+}
+
+absl::Status Job::JoinFollowers() {
+  for (std::thread& t : followers_) t.join();
+  followers_.clear();
+  for (size_t rank = 1; rank < follower_status_.size(); ++rank) {
+    if (!follower_status_[rank].ok()) {
+      return Annotate(follower_status_[rank], StrCat("learner rank ", rank));
     }
   }
   return absl::OkStatus();
@@ -323,6 +396,8 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
       {"verdict", audit.Verdict()},
       {"stopped_by", std::string(stopped_by)},
       {"blas", blas_.ToJson()},
+      {"world_size", learner_->world_size()},
+      {"sharding", ShardingName(config_.learner.sharding)},
       // Every group the buffer handed out was given to the learner; the rest is counted here.
       {"groups",
        {{"sampled", info.sampled},
@@ -343,6 +418,8 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
     result.eval = eval;
     result.summary["eval"] = eval.ToJson();
   }
+  RETURN_IF_ERROR(learner_->Finish());
+  RETURN_IF_ERROR(JoinFollowers());
   RETURN_IF_ERROR(learner_->run_dir().WriteSummary(result.summary));
   return result;
 }

@@ -2,6 +2,7 @@
 
 #include "flywheel/core/config.h"
 #include "flywheel/core/status_macros.h"
+#include "flywheel/core/strings.h"
 
 namespace flywheel {
 
@@ -14,6 +15,12 @@ absl::Status JobConfig::Validate() const {
   RETURN_IF_ERROR(learner.Validate());
   RETURN_IF_ERROR(buffer.Validate());
   RETURN_IF_ERROR(tree.Validate());
+  if (tree.enabled && learner.world_size > 1) {
+    return absl::InvalidArgumentError(
+        StrCat("learner.world_size = ", learner.world_size,
+               " with tree.enabled: the tree job trains on one learner rank; set "
+               "learner.world_size = 1"));
+  }
   return absl::OkStatus();
 }
 

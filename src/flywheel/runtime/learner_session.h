@@ -2,6 +2,21 @@
 // (separate process): the policy model and its LearnerStep, the run directory with its
 // checkpoints (and --resume), and the per-step record both write to metrics.jsonl. Where the
 // batches come from and where the weights go is the caller's business.
+//
+// On a group of learner ranks (learner.world_size > 1, a communicator passed to Open), every
+// rank holds a session and rank 0 leads: its Step and Snapshot first broadcast a command (the
+// global batch, serialized with trajectory_proto.h) so that the other ranks, looping in
+// Follow(), take part in the same collectives in the same order:
+//
+//   rank 0:  caller ─Step(batch)──▶ broadcast "step" + batch ─▶ LearnerStep::Step ─▶ …
+//            caller ─Snapshot()───▶ broadcast "snapshot" (full sharding: gather the weights)
+//            caller ─Finish()─────▶ broadcast "end"
+//   rank r:  Follow(): receive ─▶ LearnerStep::Step / FullParameters ─▶ … until "end"
+//
+// Rank 0 alone owns the run directory (config, metrics, summary, full checkpoints); with
+// learner.sharding != "none" every rank writes its shard of each checkpoint into rank 0's
+// checkpoint directory (sharded_checkpoint.h), which the ranks must share. --resume loads
+// either kind at any world size. With world size 1 nothing is broadcast: today's single learner.
 #ifndef FLYWHEEL_RUNTIME_LEARNER_SESSION_H_
 #define FLYWHEEL_RUNTIME_LEARNER_SESSION_H_
 
@@ -12,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "flywheel/core/trajectory.h"
+#include "flywheel/dist/communicator.h"
 #include "flywheel/learner/checkpoint.h"
 #include "flywheel/learner/learner_step.h"
 #include "flywheel/model/transformer.h"
@@ -39,15 +55,25 @@ struct TrainedStep {
 class LearnerSession {
  public:
   // Seeds torch, builds the model, opens (or with `resume` reopens) the run directory and loads
-  // its newest complete checkpoint.
+  // its newest complete checkpoint. `group` (borrowed, outlives the session; null = one
+  // process) makes this session one rank of the learner group; every rank calls Open.
   static absl::StatusOr<std::unique_ptr<LearnerSession>> Open(const JobConfig& config,
                                                               const ModelOptions& model_options,
-                                                              bool resume);
+                                                              bool resume,
+                                                              dist::Communicator* group = nullptr);
+  // Rank 0 of a group that did not Finish() tells the others to stop (their Follow fails).
+  ~LearnerSession();
 
   // Trains on one batch and checkpoints when due. kUnavailable when nothing in it could be
-  // trained on (all too stale): fetch more.
+  // trained on (all too stale): fetch more. Rank 0 only on a group.
   absl::StatusOr<TrainedStep> Step(std::vector<Trajectory> batch, absl::Duration waited);
-  absl::StatusOr<std::shared_ptr<const WeightSnapshot>> Snapshot() const;
+  // The weights to publish. Rank 0 only on a group.
+  absl::StatusOr<std::shared_ptr<const WeightSnapshot>> Snapshot();
+
+  // Ranks > 0: trains on what rank 0 sends until its Finish (OK) or its failure (kAborted).
+  absl::Status Follow();
+  // Rank 0: ends the other ranks' Follow. No-op with one rank or once done.
+  absl::Status Finish();
   bool PublishDue(int64_t step) const { return step % config_.learner.publish_every == 0; }
 
   // Busy (compute) and waiting seconds over this session's steps.
@@ -58,15 +84,32 @@ class LearnerSession {
 
   int64_t step() { return learner_->optimizer().step(); }
   int64_t version() const { return learner_->version(); }
+  int rank() const { return learner_->rank(); }
+  int world_size() const { return learner_->world_size(); }
+  // Rank 0 only: the other ranks write nothing there.
   RunDirectory& run_dir() { return *run_dir_; }
 
  private:
+  enum class Command : char { kStep = 'S', kSnapshot = 'P', kEnd = 'E', kAbort = 'A' };
+
   explicit LearnerSession(const JobConfig& config) : config_(config) {}
+  absl::Status OpenGroup(dist::Communicator* group, bool resume);
+  absl::Status Restore(const std::string& checkpoint, ParallelContext parallel,
+                       PolicyForward forward);
+  // Rank 0 of a group: sends `command` (and the batch of kStep) to the other ranks.
+  absl::Status Broadcast(Command command, const std::vector<Trajectory>* batch);
+  absl::StatusOr<TrainedStep> Train(std::vector<Trajectory> batch, absl::Duration waited);
   absl::Status SaveCheckpoint(int64_t step);
+  bool leads() const { return group_ != nullptr && group_->size() > 1 && group_->rank() == 0; }
 
   const JobConfig config_;
   Transformer model_{nullptr};
-  std::unique_ptr<RunDirectory> run_dir_;
+  // The learner group (borrowed), or owned_group_: a group of one for sharding in one process.
+  dist::Communicator* group_ = nullptr;
+  std::unique_ptr<dist::Communicator> owned_group_;
+  bool opened_ = false;    // Open succeeded on every rank: the others are in Follow
+  bool finished_ = false;  // rank 0: Finish() sent "end"
+  std::unique_ptr<RunDirectory> run_dir_;  // rank 0 only
   std::unique_ptr<CheckpointManager> checkpoints_;
   std::unique_ptr<LearnerStep> learner_;
   double busy_seconds_ = 0;

@@ -102,7 +102,8 @@ absl::Status RemoteLearner::Init() {
   ASSIGN_OR_RETURN(blas_, ChooseBlasThreads(BlasRole::kLearnerProcess, config_.run.blas_threads,
                                             model_options, config_.learner.token_budget));
   spdlog::info("learner: {}", blas_.DebugString());
-  ASSIGN_OR_RETURN(learner_, LearnerSession::Open(config_, model_options, options_.resume));
+  ASSIGN_OR_RETURN(learner_, LearnerSession::Open(config_, model_options, options_.resume,
+                                                  options_.group));
   RETURN_IF_ERROR(buffer_->SetLearnerVersion(learner_->version()));
 
   WeightsServerOptions weights_options;
@@ -239,11 +240,35 @@ absl::StatusOr<RemoteLearnerResult> RemoteLearner::Train() {
       {"best_success_rate", best_success},
       {"stopped", result.stopped},
       {"blas", blas_.ToJson()},
+      {"world_size", learner_->world_size()},
       {"stopped_by", stopped_by},
       {"trajectories_by_actor", actor_trajectories},
   };
+  // The other ranks end with this run; a rank that died makes this fail (no summary).
+  RETURN_IF_ERROR(learner_->Finish());
   RETURN_IF_ERROR(learner_->run_dir().WriteSummary(result.summary));
   Finish();
+  return result;
+}
+
+// A rank > 0 of the learner group: the model and a LearnerSession, no buffer, no weights.
+absl::StatusOr<RemoteLearnerResult> FollowRankZero(const JobConfig& config,
+                                                   const RemoteLearnerOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<EnvFactory> factory, EnvFactory::Create(config.env));
+  ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, MakeTokenizer(factory->vocabulary()));
+  ASSIGN_OR_RETURN(ModelOptions model_options,
+                   ResolveModelOptions(config, *tokenizer, factory->task_name()));
+  ASSIGN_OR_RETURN(BlasChoice blas,
+                   ChooseBlasThreads(BlasRole::kLearnerProcess, config.run.blas_threads,
+                                     model_options, config.learner.token_budget));
+  spdlog::info("learner rank {}: {}", options.group->rank(), blas.DebugString());
+  ASSIGN_OR_RETURN(std::unique_ptr<LearnerSession> session,
+                   LearnerSession::Open(config, model_options, options.resume, options.group));
+  const int64_t first = session->step();
+  RETURN_IF_ERROR(session->Follow());
+  RemoteLearnerResult result;
+  result.final_step = session->step();
+  result.steps = result.final_step - first;
   return result;
 }
 
@@ -251,6 +276,7 @@ absl::StatusOr<RemoteLearnerResult> RemoteLearner::Train() {
 
 absl::StatusOr<RemoteLearnerResult> RunRemoteLearner(const JobConfig& config,
                                                      const RemoteLearnerOptions& options) {
+  if (options.group != nullptr && options.group->rank() > 0) return FollowRankZero(config, options);
   RemoteLearner learner(config, options);
   RETURN_IF_ERROR(learner.Init());
   return learner.Train();

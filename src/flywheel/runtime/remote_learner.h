@@ -8,7 +8,10 @@
 //
 // The learner never waits for a particular actor: it takes whatever groups the buffer
 // releases, so an actor that dies only slows the data down (its unfinished groups are
-// completed by the straggler rules of the buffer or expire). When the run ends (run.max_steps,
+// completed by the straggler rules of the buffer or expire). On a learner group (`group`,
+// learner.world_size > 1) rank 0 is all of the above and sends each batch to the other ranks
+// (learner_session.h); ranks > 0 reach no buffer and serve no weights: they train on what rank
+// 0 sends and return when it ends. When the run ends (run.max_steps,
 // run.max_wall_seconds or a stop request) the weights service reports finished for a short
 // while, so that actors stop cleanly, and then closes.
 #ifndef FLYWHEEL_RUNTIME_REMOTE_LEARNER_H_
@@ -25,6 +28,9 @@
 #include "flywheel/runtime/job_config.h"
 
 namespace flywheel {
+namespace dist {
+class Communicator;  // dist/communicator.h (torch): kept out of this torch-free header
+}
 
 struct RemoteLearnerOptions {
   std::string buffer_address;                     // host:port of `flywheel serve buffer`
@@ -38,6 +44,8 @@ struct RemoteLearnerOptions {
   // Called once the weights service listens, with the address it bound.
   std::function<void(const std::string&)> on_serving;
   const std::atomic<bool>* stop = nullptr;  // set (by a signal): end after the current step
+  // This process's rank of the learner group (borrowed, outlives the call); null = one rank.
+  dist::Communicator* group = nullptr;
 };
 
 struct RemoteLearnerResult {
