@@ -21,6 +21,14 @@ absl::Status JobConfig::Validate() const {
                " with tree.enabled: the tree job trains on one learner rank; set "
                "learner.world_size = 1"));
   }
+  if (learner.tensor_parallel > 1) {
+    // The tensor-parallel mesh (learner/tensor_parallel.h) trains inside LearnerStep; the jobs
+    // form data-parallel groups only, so refuse rather than train without it.
+    return absl::InvalidArgumentError(
+        StrCat("learner.tensor_parallel = ", learner.tensor_parallel,
+               ": flywheel train and flywheel learner form data-parallel and sharded groups "
+               "(learner.world_size, learner.sharding); set learner.tensor_parallel = 1"));
+  }
   return absl::OkStatus();
 }
 
