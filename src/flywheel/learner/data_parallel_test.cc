@@ -103,8 +103,11 @@ TEST(GradientReducerTest, SumsAccumulatedGradientsOverRanksInBuckets) {
   for (int rank = 0; rank < 2; ++rank) {
     for (int k = 0; k < 2; ++k) reference->forward(input(rank, k)).sum().backward();
   }
+  // Built here, not on the rank threads: manual_seed and the initialisers share torch's global
+  // generator, and two threads drawing from it at once would get different weights.
+  std::vector<torch::nn::Sequential> models = {build(), build()};
   RunRanks(2, [&](int rank, dist::Communicator& comm) {
-    torch::nn::Sequential model = build();
+    torch::nn::Sequential model = models[rank];
     GradientReducer reducer(model->parameters(), /*bucket_bytes=*/64);
     EXPECT_GT(reducer.num_buckets(), 2);
     // The first bucket holds the last layer's parameters (reverse registration order).
