@@ -15,6 +15,15 @@ absl::Status JobConfig::Validate() const {
   RETURN_IF_ERROR(learner.Validate());
   RETURN_IF_ERROR(buffer.Validate());
   RETURN_IF_ERROR(tree.Validate());
+  RETURN_IF_ERROR(scheduler.Validate());
+  if (run.mode == TrainMode::kElastic) {
+    // The cells are the learner's replicas: the elastic job forms its own groups per step.
+    if (learner.world_size > 1 || learner.sharding != ShardingMode::kNone || tree.enabled) {
+      return absl::InvalidArgumentError(
+          "run.mode = \"elastic\": its cells (scheduler.cells) are the learner's ranks; set "
+          "learner.world_size = 1, learner.sharding = \"none\" and tree.enabled = false");
+    }
+  }
   if (tree.enabled && learner.world_size > 1) {
     return absl::InvalidArgumentError(
         StrCat("learner.world_size = ", learner.world_size,

@@ -16,6 +16,7 @@
 #include "flywheel/model/sampling_params.h"
 #include "flywheel/runtime/run_options.h"
 #include "flywheel/runtime/tree_job_options.h"
+#include "flywheel/scheduler/scheduler_options.h"
 
 namespace flywheel {
 
@@ -28,6 +29,7 @@ struct JobConfig {
   LearnerOptions learner;
   BufferOptions buffer;
   TreeJobOptions tree;
+  SchedulerOptions scheduler;
 
   template <typename V>
   void VisitFields(V& v) {
@@ -39,6 +41,7 @@ struct JobConfig {
     v.Section("learner", learner);
     v.Section("buffer", buffer);
     v.Section("tree", tree);
+    v.Section("scheduler", scheduler);
   }
 
   // Validates every section, then the constraints between sections.

@@ -12,9 +12,13 @@ namespace flywheel {
 
 // async: actors and learner overlap, bounded by buffer.max_staleness.
 // colocated: the synchronous baseline — generate a batch, wait for it, train, publish, repeat.
-enum class TrainMode { kAsync, kColocated };
+// elastic: scheduler.cells model replicas; core cells always train, satellites move between
+// rollout and training under the water-level rule (runtime/elastic_job.h).
+enum class TrainMode { kAsync, kColocated, kElastic };
 inline constexpr config::ChoiceName<TrainMode> kTrainModeNames[] = {
-    {"async", TrainMode::kAsync}, {"colocated", TrainMode::kColocated}};
+    {"async", TrainMode::kAsync},
+    {"colocated", TrainMode::kColocated},
+    {"elastic", TrainMode::kElastic}};
 
 struct RunOptions {
   std::string name = "default";
@@ -33,7 +37,8 @@ struct RunOptions {
   void VisitFields(V& v) {
     v.Field("name", name, "run directory name under runs_dir");
     v.Field("runs_dir", runs_dir, "parent of run directories");
-    v.Choice("mode", mode, kTrainModeNames, "async = decoupled; colocated = synchronous baseline");
+    v.Choice("mode", mode, kTrainModeNames, "async = decoupled; colocated = synchronous baseline; elastic = cells that move between "
+             "rollout and training ([scheduler])");
     v.Field("seed", seed, "seed for tasks, sampling and initialisation");
     v.Field("max_steps", max_steps, "stop after this many learner steps");
     v.Field("max_wall_seconds", max_wall_seconds, "stop after this long; 0 = no limit");

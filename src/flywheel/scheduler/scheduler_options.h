@@ -1,0 +1,71 @@
+// The [scheduler] section of a job config: the cells of `flywheel train` and how they are given
+// roles. run.mode picks the rule:
+//   colocated  every cell generates a batch, then every cell trains on it (data parallel);
+//   async      a static split: actor.num_actors actor threads generate while
+//              learner.world_size learner ranks train (the split K is the actor count);
+//   elastic    `core_cells` cells always train; the other cells (satellites) move between
+//              rollout and training under the water-level rule (water_level.h).
+// No torch: the config layer includes it.
+#ifndef FLYWHEEL_SCHEDULER_SCHEDULER_OPTIONS_H_
+#define FLYWHEEL_SCHEDULER_SCHEDULER_OPTIONS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "flywheel/core/config.h"
+#include "flywheel/core/strings.h"
+
+namespace flywheel {
+
+struct SchedulerOptions {
+  int64_t cells = 2;          // model replicas of the elastic job, each one thread
+  int64_t core_cells = 1;     // elastic: cells that always train (they hold the optimiser)
+  // rollout -> train: finish the cell's in-flight episodes in place instead of handing them
+  // to another rollout cell at their last environment boundary.
+  bool drain_on_switch = false;
+  // The water-level rule (water_level.h): a satellite moves to training when the remaining
+  // work fits on one rollout cell fewer with this share of a cell's capacity to spare, and
+  // stays in a role at least min_residence_seconds.
+  double hysteresis = 0.25;
+  double min_residence_seconds = 0.5;
+  // Seconds between two looks of the rule at the water level.
+  double tick_seconds = 0.02;
+
+  template <typename V>
+  void VisitFields(V& v) {
+    v.Field("cells", cells, "model replicas (threads) of the elastic job");
+    v.Field("core_cells", core_cells, "elastic: cells that always train and hold the optimiser");
+    v.Field("drain_on_switch", drain_on_switch,
+            "a cell moving to training finishes its episodes in place instead of handing them "
+            "to another rollout cell");
+    v.Field("hysteresis", hysteresis,
+            "share of one cell's capacity the remaining work must leave free before a move to "
+            "training, in [0, 1)");
+    v.Field("min_residence_seconds", min_residence_seconds,
+            "a satellite keeps a role at least this long");
+    v.Field("tick_seconds", tick_seconds, "seconds between two looks at the water level");
+  }
+
+  absl::Status Validate() const {
+    if (cells < 2) {
+      return absl::InvalidArgumentError(StrCat(
+          "scheduler.cells must be >= 2 (a core cell and a satellite), got ", cells));
+    }
+    if (core_cells < 1 || core_cells >= cells) {
+      return absl::InvalidArgumentError(StrCat("scheduler.core_cells must be in [1, cells - 1 = ",
+                                               cells - 1, "], got ", core_cells));
+    }
+    if (!(hysteresis >= 0 && hysteresis < 1)) {
+      return absl::InvalidArgumentError("scheduler.hysteresis must be in [0, 1)");
+    }
+    if (!(min_residence_seconds >= 0)) {
+      return absl::InvalidArgumentError("scheduler.min_residence_seconds must be >= 0");
+    }
+    if (!(tick_seconds > 0)) return absl::InvalidArgumentError("scheduler.tick_seconds must be > 0");
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace flywheel
+
+#endif  // FLYWHEEL_SCHEDULER_SCHEDULER_OPTIONS_H_
