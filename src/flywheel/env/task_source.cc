@@ -22,6 +22,7 @@ TaskInstance TaskSource::Make(int64_t group, int64_t rollout) const {
 TaskInstance TaskSource::Next() {
   absl::MutexLock lock(&mu_);
   const int64_t n = next_++;
+  ++handed_out_;
   return Make(n / group_size_, n % group_size_);
 }
 
@@ -31,9 +32,15 @@ std::vector<TaskInstance> TaskSource::NextGroup() {
   if (next_ % group_size_ != 0) next_ += group_size_ - next_ % group_size_;
   const int64_t group = next_ / group_size_;
   next_ += group_size_;
+  handed_out_ += group_size_;
   std::vector<TaskInstance> out;
   for (int64_t r = 0; r < group_size_; ++r) out.push_back(Make(group, r));
   return out;
+}
+
+int64_t TaskSource::handed_out() const {
+  absl::MutexLock lock(&mu_);
+  return handed_out_;
 }
 
 }  // namespace flywheel

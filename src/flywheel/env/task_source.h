@@ -27,6 +27,9 @@ class TaskSource {
   std::vector<TaskInstance> NextGroup();
 
   int64_t group_size() const { return group_size_; }
+  // Rollouts handed out so far (Next counts one, NextGroup group_size): shared by several
+  // actors, the episodes they have dispatched.
+  int64_t handed_out() const;
 
  private:
   TaskInstance Make(int64_t group, int64_t rollout) const;
@@ -34,8 +37,9 @@ class TaskSource {
   const std::string task_;
   const uint64_t seed_;
   const int64_t group_size_;
-  absl::Mutex mu_;
-  int64_t next_ ABSL_GUARDED_BY(mu_) = 0;  // rollouts handed out
+  mutable absl::Mutex mu_;
+  int64_t next_ ABSL_GUARDED_BY(mu_) = 0;  // index of the next rollout
+  int64_t handed_out_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace flywheel
