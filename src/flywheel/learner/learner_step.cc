@@ -5,7 +5,6 @@
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/learner/advantages.h"
-#include "flywheel/learner/token_logprobs.h"
 #include "flywheel/model/torch_status.h"
 
 namespace flywheel {
@@ -55,9 +54,7 @@ LearnerStep::LearnerStep(const LearnerOptions& options, int64_t run_max_steps,
     : options_(options),
       loss_options_(LossOptions::FromLearnerOptions(options)),
       advantage_kind_(options.advantage),
-      policy_(std::move(policy)),
-      reference_(std::move(reference)),
-      temperature_(temperature),
+      accumulator_(loss_options_, std::move(policy), std::move(reference), temperature, &tracker_),
       staleness_(options.max_staleness),
       packer_(PackerOptions::FromLearnerOptions(options)),
       parameters_(std::move(parameters)),
@@ -195,47 +192,9 @@ void LearnerStep::MeasureHeldBytes(LearnerStepResult& result) const {
 
 absl::Status LearnerStep::AccumulateMicroBatch(const PackedMicroBatch& mb,
                                                LearnerStepResult& result) {
-  torch::Tensor logits, targets;
-  PolicyLossInputs in;
-  {
-    auto timer = tracker_.Time(Phase::kForward);
-    absl::StatusOr<torch::Tensor> forward = absl::UnknownError("forward did not run");
-    RETURN_IF_ERROR(TorchCall("forward", [&] { forward = policy_(mb); }));
-    RETURN_IF_ERROR(Annotate(forward.status(), "forward"));
-    logits = *std::move(forward);
-    // The packer builds host tensors; the per-token data follows the logits to their device.
-    RETURN_IF_ERROR(TorchCall("forward: log-probs", [&] {
-      const torch::Device device = logits.device();
-      targets = mb.targets.to(device);
-      in.logprobs = TokenLogprobs(logits, targets, temperature_);
-      if (options_.entropy_coef > 0) in.entropy = TokenEntropy(logits, temperature_);
-      in.behaviour_logprobs = mb.behaviour_logprobs.to(device);
-      in.advantages = mb.advantages.to(device);
-      in.trainable = mb.trainable.to(device);
-      in.loss_weights = mb.loss_weights.to(device);
-    }));
-    in.proximal_logprobs = in.logprobs.detach();  // see the header: weights at step start
-    if (options_.kl_coef > 0) {
-      torch::NoGradGuard no_grad;
-      ASSIGN_OR_RETURN(torch::Tensor ref_logits, reference_(mb));
-      RETURN_IF_ERROR(TorchCall("reference forward: log-probs", [&] {
-        in.reference_logprobs =
-            TokenLogprobs(ref_logits, targets.to(ref_logits.device()), temperature_)
-                .to(targets.device());
-      }));
-    }
-  }
-  auto timer = tracker_.Time(Phase::kBackward);
-  ASSIGN_OR_RETURN(LossOutput out, PolicyLoss(loss_options_, in));
-  RETURN_IF_ERROR(TorchCall("backward", [&] { out.loss.backward(); }));
-  result.loss += out.loss.item<double>();
+  ASSIGN_OR_RETURN(MicroBatchLoss out, accumulator_.Accumulate(mb));
+  result.loss += out.loss;
   result.diagnostics.Merge(out.diagnostics);
-  // Free this micro-batch's autograd graph while the backward phase is still timed: with
-  // per-document attention it has thousands of nodes, and tearing them down (2-4 ms per micro-
-  // batch on the bench's model) is part of the step's computation, not time the learner idles.
-  out = LossOutput{};
-  in = PolicyLossInputs{};
-  logits = torch::Tensor();
   return absl::OkStatus();
 }
 
@@ -248,7 +207,7 @@ absl::StatusOr<LearnerStepResult> LearnerStep::Step(std::vector<Trajectory> batc
                ": learner.advantage = \"vtrace\" needs a value head, which this "
                "policy does not provide"));
   }
-  if (options_.kl_coef > 0 && !reference_) {
+  if (options_.kl_coef > 0 && !accumulator_.has_reference()) {
     return absl::FailedPreconditionError(
         StrCat(context, ": learner.kl_coef > 0 needs a reference model"));
   }

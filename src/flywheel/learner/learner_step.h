@@ -4,7 +4,7 @@
 // optimiser, and utilisation accounting:
 //
 //   batch ─▶ StalenessFilter ─▶ ComputeAdvantages ─▶ Packer ─▶ for each micro-batch:
-//            logits = policy(mb); log π = TokenLogprobs(logits, targets, T); loss.backward()
+//            GradientAccumulator: logits = policy(mb); log π = TokenLogprobs(…); loss.backward()
 //        ─▶ Optimizer::Step (version + 1) ─▶ StepResult (diagnostics, lags, waste, times)
 //
 // The proximal policy of decoupled PPO is "the weights at the start of the step". One optimiser
@@ -52,6 +52,7 @@
 #include "flywheel/dist/communicator.h"
 #include "flywheel/learner/data_parallel.h"
 #include "flywheel/learner/fully_sharded.h"
+#include "flywheel/learner/gradient_accumulator.h"
 #include "flywheel/learner/learner_options.h"
 #include "flywheel/learner/losses.h"
 #include "flywheel/learner/optimizer.h"
@@ -62,11 +63,6 @@
 #include "flywheel/learner/utilisation.h"
 
 namespace flywheel {
-
-// Logits [rows, L, V] of a packed micro-batch (the model applies PackedLayout(doc_lengths, L)).
-// The micro-batch's tensors are on the host; the model moves what it reads to its device, and the
-// learner moves the per-token loss inputs to the logits' device.
-using PolicyForward = std::function<absl::StatusOr<torch::Tensor>(const PackedMicroBatch&)>;
 
 struct LearnerStepResult {
   OptimizerStepInfo optimizer;
@@ -173,9 +169,7 @@ class LearnerStep {
   LearnerOptions options_;
   LossOptions loss_options_;
   AdvantageKind advantage_kind_;
-  PolicyForward policy_;
-  PolicyForward reference_;
-  double temperature_;
+  GradientAccumulator accumulator_;  // forward, loss, backward of one micro-batch
   StalenessFilter staleness_;
   Packer packer_;
   std::vector<torch::Tensor> parameters_;  // the model's

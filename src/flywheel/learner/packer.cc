@@ -13,13 +13,18 @@
 namespace flywheel {
 namespace {
 
-// Per-token weights of the step's aggregation, computed on the host before packing (data only).
-std::vector<double> GroupWeights(const std::vector<int64_t>& trained_per_group) {
+// Per-token weights of the step's aggregation, computed on the host before packing (data only):
+// 1 / (groups · n_g), or 1 / n_g without normalisation; `groups_out` receives D = groups.
+std::vector<double> GroupWeights(const std::vector<int64_t>& trained_per_group, bool normalise,
+                                 double& groups_out) {
   int64_t groups = 0;
   for (int64_t n : trained_per_group) groups += n > 0;
+  groups_out = static_cast<double>(groups);
   std::vector<double> w(trained_per_group.size(), 0.0);
   for (size_t g = 0; g < w.size(); ++g) {
-    if (trained_per_group[g] > 0) w[g] = 1.0 / (static_cast<double>(groups) * trained_per_group[g]);
+    if (trained_per_group[g] == 0) continue;
+    w[g] = normalise ? 1.0 / (static_cast<double>(groups) * trained_per_group[g])
+                     : 1.0 / static_cast<double>(trained_per_group[g]);
   }
   return w;
 }
@@ -202,15 +207,19 @@ absl::StatusOr<PackedStep> Packer::Pack(std::span<const Trajectory> trajectories
     }
   }
   std::vector<double> weight_of(kept.size(), 0.0);  // per sequence
+  const bool normalise = options_.normalise_weights;
   switch (options_.aggregation) {
     case LossAggregation::kTokenMean:
-      for (auto& w : weight_of) w = step.trainable_tokens ? 1.0 / step.trainable_tokens : 0.0;
+      step.normaliser = static_cast<double>(step.trainable_tokens);
+      for (auto& w : weight_of) {
+        w = !normalise ? 1.0 : (step.trainable_tokens ? 1.0 / step.trainable_tokens : 0.0);
+      }
       break;
     case LossAggregation::kSequenceMean:
-      weight_of = GroupWeights(per_sequence);
+      weight_of = GroupWeights(per_sequence, normalise, step.normaliser);
       break;
     case LossAggregation::kExecutionMean: {
-      const std::vector<double> w = GroupWeights(per_execution);
+      const std::vector<double> w = GroupWeights(per_execution, normalise, step.normaliser);
       for (size_t k = 0; k < kept.size(); ++k) weight_of[k] = packed[k] ? w[execution[k]] : 0.0;
       break;
     }

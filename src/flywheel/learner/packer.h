@@ -39,9 +39,21 @@ struct PackerOptions {
   TooLongPolicy too_long = TooLongPolicy::kError;
   LossAggregation aggregation = LossAggregation::kTokenMean;
   bool carry_over = false;  // hold back what would part-fill the last micro-batch (see Pack)
+  // true: loss_weights are w_t = u_t / D, normalised over what this Pack call packed. false
+  // (deferred normalisation, for a step packed in several calls as its data arrives): they are
+  // u_t, and the caller divides the step's summed gradient by Σ PackedStep::normaliser. u_t is 1
+  // for token_mean, 1 / (trainable tokens of the sequence or execution) for sequence_mean and
+  // execution_mean; D is the number of trainable tokens, sequences or executions.
+  bool normalise_weights = true;
 
   static PackerOptions FromLearnerOptions(const LearnerOptions& o) {
-    return {o.buckets, o.token_budget, o.too_long, o.aggregation, o.carry_over};
+    PackerOptions p;
+    p.buckets = o.buckets;
+    p.token_budget = o.token_budget;
+    p.too_long = o.too_long;
+    p.aggregation = o.aggregation;
+    p.carry_over = o.carry_over;
+    return p;
   }
 };
 
@@ -55,7 +67,7 @@ struct PackedMicroBatch {
   torch::Tensor behaviour_logprobs;  // float: log μ(target), 0 where not trainable
   torch::Tensor versions;            // int64: policy version of the target, -1 where none
   torch::Tensor advantages;          // float: advantage of the target, 0 where not trainable
-  torch::Tensor loss_weights;        // float: aggregation weight (over the whole step)
+  torch::Tensor loss_weights;        // float: aggregation weight (see normalise_weights)
   torch::Tensor sequence_ids;        // int64: dense index of the packed trajectory, -1 on padding
   torch::Tensor execution_ids;       // int64: dense execution index, -1 on padding
   // Per row: the lengths of its documents in order (Σ ≤ L; the rest is padding), and the index
@@ -74,6 +86,9 @@ struct PackedStep {
   int64_t trainable_tokens = 0;               // trainable targets (what the loss averages over)
   std::vector<std::string> dropped_too_long;  // trajectory ids (too_long = "drop")
   std::vector<int64_t> held_back;  // input indices left for the next step (carry_over), ascending
+  // D of the aggregation over what was packed: trainable tokens (token_mean), or sequences /
+  // executions with a trainable token (sequence_mean / execution_mean). See normalise_weights.
+  double normaliser = 0;
 
   double padding_waste() const {
     return capacity_tokens == 0 ? 0.0 : 1.0 - static_cast<double>(real_tokens) / capacity_tokens;

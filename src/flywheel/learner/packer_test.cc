@@ -209,6 +209,31 @@ TEST(PackerTest, LossWeightsEqualAggregationOverTheWholeStep) {
   }
 }
 
+// Deferred normalisation (streaming steps): the weights are u_t and normaliser is D, with
+// u_t / D the normalised weights, for every aggregation.
+TEST(PackerTest, UnnormalisedWeightsDividedByTheNormaliserAreTheNormalisedOnes) {
+  std::vector<Trajectory> batch = {Make("a", 2, 5, 1, "e1"), Make("b", 3, 2, 2, "e1"),
+                                   Make("c", 1, 6, 3, "e2"), Make("d", 2, 1, 4, "")};
+  const std::vector<double> expected_d = {5 + 2 + 6 + 1, 4, 3};  // tokens, sequences, executions
+  int i = 0;
+  for (LossAggregation agg : {LossAggregation::kTokenMean, LossAggregation::kSequenceMean,
+                              LossAggregation::kExecutionMean}) {
+    PackerOptions o = Options({8}, 16);
+    o.aggregation = agg;
+    auto normalised = Packer(o).Pack(batch, Advantages(batch));
+    o.normalise_weights = false;
+    auto deferred = Packer(o).Pack(batch, Advantages(batch));
+    ASSERT_TRUE(normalised.ok() && deferred.ok());
+    EXPECT_EQ(deferred->normaliser, expected_d[i++]);
+    EXPECT_EQ(normalised->normaliser, deferred->normaliser);
+    ASSERT_EQ(normalised->micro_batches.size(), deferred->micro_batches.size());
+    for (size_t m = 0; m < deferred->micro_batches.size(); ++m) {
+      EXPECT_TRUE(torch::allclose(deferred->micro_batches[m].loss_weights / deferred->normaliser,
+                                  normalised->micro_batches[m].loss_weights, 1e-6, 1e-7));
+    }
+  }
+}
+
 TEST(PackerTest, CarryOverHoldsPartFilledRowsForOneStepOnly) {
   PackerOptions o = Options({8}, 16);  // 2 rows of 8 per micro-batch
   o.carry_over = true;
