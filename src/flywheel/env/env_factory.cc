@@ -5,6 +5,7 @@
 #include "flywheel/env/observation_limit.h"
 #include "flywheel/env/process/process_env.h"
 #include "flywheel/env/tasks/calc.h"
+#include "flywheel/env/tasks/copy.h"
 #include "flywheel/env/tasks/guess.h"
 #include "flywheel/env/tasks/repair.h"
 
@@ -46,6 +47,8 @@ std::unique_ptr<Environment> EnvFactory::NewUnwrapped() const {
       return std::make_unique<CalcEnv>(options_.calc);
     case EnvKind::kRepair:
       return std::make_unique<RepairEnv>(options_.repair);
+    case EnvKind::kCopy:
+      return std::make_unique<CopyEnv>(options_.copy);
     case EnvKind::kProcess:
       return std::make_unique<ProcessEnv>(pool_);
   }
@@ -70,6 +73,8 @@ absl::StatusOr<std::unique_ptr<Policy>> EnvFactory::MakeExpert() const {
       return MakeCalcExpert();
     case EnvKind::kRepair:
       return MakeRepairExpert(options_.repair);
+    case EnvKind::kCopy:
+      return MakeCopyExpert();
     case EnvKind::kProcess:
       break;
   }
@@ -84,6 +89,8 @@ absl::StatusOr<std::unique_ptr<Policy>> EnvFactory::MakeRandom(uint64_t seed) co
       return MakeCalcRandom(options_.calc, seed);
     case EnvKind::kRepair:
       return MakeRepairRandom(options_.repair, seed);
+    case EnvKind::kCopy:
+      return MakeCopyRandom(options_.copy, seed);
     case EnvKind::kProcess:
       break;
   }

@@ -12,7 +12,7 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(EnvFactoryTest, BuiltInTasksWithTheirVocabulariesAndPolicies) {
-  for (EnvKind kind : {EnvKind::kGuess, EnvKind::kCalc, EnvKind::kRepair}) {
+  for (EnvKind kind : {EnvKind::kGuess, EnvKind::kCalc, EnvKind::kRepair, EnvKind::kCopy}) {
     EnvOptions options;
     options.kind = kind;
     auto factory = EnvFactory::Create(options);

@@ -1,8 +1,9 @@
 // Environment configuration: the [env] section of a job config.
 //
 //   [env]
-//   kind = "guess"                 # guess | calc | repair | process
+//   kind = "guess"                 # guess | calc | repair | copy | process
 //   [env.guess]    range = 16, max_guesses = 6
+//   [env.copy]     min_length = 4, max_length = 64, length_alpha = 1.2, alphabet = 10
 //   [env.latency]  model = "lognormal", mean_ms = 200, sigma = 1.0
 //   [env.tool_latency] model = "pareto", mean_ms = 500, alpha = 1.5   # calc's tool calls
 //   [env.process]  command = ["python3", "examples/envs/guess_env.py"], copies = 8
@@ -20,10 +21,11 @@
 
 namespace flywheel {
 
-enum class EnvKind { kGuess, kCalc, kRepair, kProcess };
+enum class EnvKind { kGuess, kCalc, kRepair, kCopy, kProcess };
 inline constexpr config::ChoiceName<EnvKind> kEnvKindNames[] = {{"guess", EnvKind::kGuess},
                                                                 {"calc", EnvKind::kCalc},
                                                                 {"repair", EnvKind::kRepair},
+                                                                {"copy", EnvKind::kCopy},
                                                                 {"process", EnvKind::kProcess}};
 
 enum class LatencyKind { kNone, kConstant, kLognormal, kPareto, kTrace };
@@ -157,6 +159,41 @@ struct RepairOptions {
   }
 };
 
+// copy (tasks/copy.h): the string's length is a bounded Pareto on [min_length, max_length], so
+// the tokens an episode generates are heavy-tailed (p50 6, p90 21, p99 53 at the defaults).
+struct CopyOptions {
+  int64_t min_length = 4;     // shortest string, also the Pareto's scale x_m
+  int64_t max_length = 64;    // longest string; actor.max_new_tokens must be >= max_length + 2
+  double length_alpha = 1.2;  // tail index: smaller = heavier tail (1.2: p99 / p50 ~ 9)
+  int64_t alphabet = 10;      // the digits are 0 .. alphabet - 1
+
+  template <typename V>
+  void VisitFields(V& v) {
+    v.Field("min_length", min_length, "shortest digit string (the Pareto's scale)");
+    v.Field("max_length", max_length,
+            "longest digit string; actor.max_new_tokens must be >= max_length + 2");
+    v.Field("length_alpha", length_alpha,
+            "tail index of the bounded Pareto of lengths, > 0 (smaller = heavier tail)");
+    v.Field("alphabet", alphabet, "digits 0 .. alphabet - 1, in [2, 10]");
+  }
+  absl::Status Validate() const {
+    if (min_length < 1) return absl::InvalidArgumentError("env.copy.min_length must be >= 1");
+    if (max_length < min_length || max_length > 4096) {
+      return absl::InvalidArgumentError(StrCat("env.copy.max_length = ", max_length,
+                                               " must be in [env.copy.min_length = ", min_length,
+                                               ", 4096]"));
+    }
+    if (!(length_alpha > 0 && length_alpha <= 100)) {  // NaN fails too
+      return absl::InvalidArgumentError(
+          "env.copy.length_alpha must be in (0, 100] (the Pareto's tail index; smaller = heavier)");
+    }
+    if (alphabet < 2 || alphabet > 10) {
+      return absl::InvalidArgumentError("env.copy.alphabet must be in [2, 10] (decimal digits)");
+    }
+    return absl::OkStatus();
+  }
+};
+
 // An environment run as N copies of a user command speaking docs/env-protocol.md.
 struct ProcessOptions {
   std::vector<std::string> command;   // argv; the first word is looked up on PATH
@@ -200,6 +237,7 @@ struct EnvOptions {
   GuessOptions guess;
   CalcOptions calc;
   RepairOptions repair;
+  CopyOptions copy;
   ProcessOptions process;
 
   template <typename V>
@@ -213,6 +251,7 @@ struct EnvOptions {
     v.Section("guess", guess);
     v.Section("calc", calc);
     v.Section("repair", repair);
+    v.Section("copy", copy);
     v.Section("process", process);
   }
 
@@ -226,6 +265,7 @@ struct EnvOptions {
     if (absl::Status s = guess.Validate(); !s.ok()) return s;
     if (absl::Status s = calc.Validate(); !s.ok()) return s;
     if (absl::Status s = repair.Validate(); !s.ok()) return s;
+    if (absl::Status s = copy.Validate(); !s.ok()) return s;
     if (absl::Status s = process.Validate(); !s.ok()) return s;
     if (kind == EnvKind::kProcess && process.command.empty()) {
       return absl::InvalidArgumentError(

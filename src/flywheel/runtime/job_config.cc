@@ -3,8 +3,34 @@
 #include "flywheel/core/config.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
+#include "flywheel/env/tasks/copy.h"
 
 namespace flywheel {
+namespace {
+
+// A copy answer is one policy turn as long as the string: a turn cut by actor.max_new_tokens or
+// a sequence cut by model.max_seq_len can never be exact, so the longest strings would teach
+// nothing and the heavy tail of generation lengths the task exists for would be clipped.
+absl::Status ValidateCopyLengths(const JobConfig& job) {
+  const int64_t answer = CopyAnswerTokens(job.env.copy);
+  if (job.actor.max_new_tokens < answer) {
+    return absl::InvalidArgumentError(
+        StrCat("actor.max_new_tokens = ", job.actor.max_new_tokens,
+               " cannot hold a copy answer of env.copy.max_length = ", job.env.copy.max_length,
+               " digits, the end marker and end-of-turn; set actor.max_new_tokens >= ", answer));
+  }
+  // BOS, the string, end-of-turn, then the answer.
+  const int64_t episode = job.env.copy.max_length + 2 + answer;
+  if (job.model.max_seq_len < episode) {
+    return absl::InvalidArgumentError(
+        StrCat("model.max_seq_len = ", job.model.max_seq_len,
+               " cannot hold a copy episode of env.copy.max_length = ", job.env.copy.max_length,
+               "; set model.max_seq_len >= ", episode));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status JobConfig::Validate() const {
   RETURN_IF_ERROR(run.Validate());
@@ -30,6 +56,7 @@ absl::Status JobConfig::Validate() const {
                " with tree.enabled: the tree job trains on one learner rank; set "
                "learner.world_size = 1"));
   }
+  if (env.kind == EnvKind::kCopy) RETURN_IF_ERROR(ValidateCopyLengths(*this));
   if (learner.tensor_parallel > 1) {
     // The tensor-parallel mesh (learner/tensor_parallel.h) trains inside LearnerStep; the jobs
     // form data-parallel groups only, so refuse rather than train without it.

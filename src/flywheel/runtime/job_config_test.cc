@@ -59,6 +59,22 @@ TEST(JobConfigTest, OverridesApplyAndPrintedConfigReadsBack) {
   EXPECT_EQ(again->run.name, "a");
 }
 
+TEST(JobConfigTest, CopyAnswersMustFitOneTurnAndTheSequence) {
+  const std::string path = WriteTemp("flywheel_copy.toml",
+                                     "[env]\nkind = \"copy\"\n[env.copy]\nmax_length = 40\n"
+                                     "[actor]\nmax_new_tokens = 8\n");
+  auto short_turn = LoadJobConfig(path);
+  ASSERT_FALSE(short_turn.ok());
+  EXPECT_THAT(short_turn.status().message(), HasSubstr("actor.max_new_tokens >= 42"));
+  EXPECT_THAT(short_turn.status().message(), HasSubstr(path));
+  auto short_sequence = LoadJobConfig(path, {"actor.max_new_tokens=42", "model.max_seq_len=80"});
+  ASSERT_FALSE(short_sequence.ok());
+  EXPECT_THAT(short_sequence.status().message(), HasSubstr("model.max_seq_len >= 84"));
+  EXPECT_TRUE(LoadJobConfig(path, {"actor.max_new_tokens=42", "model.max_seq_len=84"}).ok());
+  // Other tasks keep their short turns.
+  EXPECT_TRUE(LoadJobConfig(path, {"env.kind=\"guess\""}).ok());
+}
+
 TEST(JobConfigTest, MissingFileIsNotFound) {
   auto job = LoadJobConfig("/nonexistent/job.toml");
   EXPECT_EQ(job.status().code(), absl::StatusCode::kNotFound);
