@@ -46,6 +46,8 @@ TEST(TaskSourceTest, NextGroupIsWholeEvenAfterSingleRollouts) {
     EXPECT_EQ(group[r].seed, group[0].seed);
   }
   EXPECT_NE(group[0].seed, single.seed);
+  // The skipped rollouts of group 0 were never handed out.
+  EXPECT_EQ(tasks.handed_out(), 4);
 }
 
 }  // namespace
