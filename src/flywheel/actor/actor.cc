@@ -16,9 +16,33 @@ struct Actor::Episode {
   std::vector<int64_t> turn_tokens;  // generated in the current policy turn
   int64_t turns = 0;
   double total_reward = 0;
-  absl::Time started;       // the reset came back: the time budget counts from here
-  absl::Time call_started;  // when the env call in flight began
+  absl::Time started;           // the reset came back: the time budget counts from here
+  absl::Time call_started;      // when the env call in flight began
+  bool call_in_flight = false;  // otherwise a policy turn is generating
+  // The last environment boundary: the reply that opened the current policy turn, and the
+  // trajectory's size before its tokens. Suspend cuts the trajectory back to it.
+  std::string observation;
+  int64_t turn_start = 0;
 };
+
+namespace {
+
+// Tokens of the environment's turn that follows `t`: BOS first in a new trajectory, and an
+// end-of-turn closing a policy turn that max_new_tokens cut before a stop token.
+std::vector<int64_t> ObservationTurn(const Trajectory& t, const std::vector<int64_t>& observation,
+                                     const SpecialTokens& special) {
+  std::vector<int64_t> tokens;
+  if (t.tokens.empty()) tokens.push_back(special.bos);
+  if (!t.tokens.empty() && t.trainable.back() && t.tokens.back() != special.end_of_turn &&
+      t.tokens.back() != special.eos) {
+    tokens.push_back(special.end_of_turn);
+  }
+  tokens.insert(tokens.end(), observation.begin(), observation.end());
+  tokens.push_back(special.end_of_turn);
+  return tokens;
+}
+
+}  // namespace
 
 Actor::Actor(std::string actor_id, const ActorOptions& options, const SamplingParams& sampling,
              std::unique_ptr<RolloutEngine> engine, const EnvFactory* env_factory,
@@ -69,6 +93,7 @@ void Actor::Post(Event event) {
 
 void Actor::BeginCall(Episode& ep) {
   ep.call_started = absl::Now();
+  ep.call_in_flight = true;
   absl::MutexLock lock(&mu_);
   ++calls_in_flight_;
 }
@@ -85,7 +110,8 @@ absl::Status Actor::StartEpisode() {
   ep->env = env_factory_->NewEnvironment();
   ep->started = absl::Now();
   Trajectory& t = ep->trajectory;
-  t.id = StrCat(actor_id_, "/", ep->index);
+  // Numbered by starts, not by index: adopted episodes take indices too.
+  t.id = StrCat(actor_id_, "/", started_);
   t.execution_id = t.id;
   t.group_id = StrCat(ep->task.task, "/", ep->task.seed);
   t.task_id = StrCat(ep->task.task, "/", ep->task.seed);
@@ -95,8 +121,12 @@ absl::Status Actor::StartEpisode() {
   BeginCall(*ep);
   Episode* raw = ep.get();
   episodes_[ep->index] = std::move(ep);
-  in_flight_.store(static_cast<int64_t>(episodes_.size()), std::memory_order_relaxed);
+  UpdateInFlight();
   ++started_;
+  {
+    absl::MutexLock lock(&mu_);
+    ++stats_.episodes_started;
+  }
   const int64_t index = raw->index;
   executor_->StartReset(raw->env.get(), raw->task, [this, index](absl::StatusOr<StepResult> r) {
     Post(Event{index, Event::kReset, std::move(r)});
@@ -104,7 +134,18 @@ absl::Status Actor::StartEpisode() {
   return absl::OkStatus();
 }
 
+void Actor::UpdateInFlight() {
+  in_flight_.store(static_cast<int64_t>(episodes_.size()), std::memory_order_relaxed);
+}
+
+void Actor::AtBoundary(Episode& ep, const std::string& observation) {
+  ep.observation = observation;
+  ep.turn_start = ep.trajectory.size();
+  ep.turn_tokens.clear();
+}
+
 absl::Status Actor::StartPolicyTurn(Episode& ep, const std::string& observation) {
+  AtBoundary(ep, observation);
   // The environment's turn: its text closed by end-of-turn (BOS first), never trainable.
   auto encoded = tokenizer_->Encode(observation);
   if (!encoded.ok()) {
@@ -112,24 +153,18 @@ absl::Status Actor::StartPolicyTurn(Episode& ep, const std::string& observation)
                  encoded.status().message());
     return Finish(ep, Termination::kEnvError, std::nullopt);
   }
-  std::vector<int64_t> tokens;
   const SpecialTokens& special = tokenizer_->special();
-  if (ep.sequence < 0) tokens.push_back(special.bos);
-  // A policy turn cut by max_new_tokens ended without a stop token: close it for the model.
-  if (!ep.turn_tokens.empty() && ep.turn_tokens.back() != special.end_of_turn &&
-      ep.turn_tokens.back() != special.eos) {
-    tokens.push_back(special.end_of_turn);
-  }
-  tokens.insert(tokens.end(), encoded->begin(), encoded->end());
-  tokens.push_back(special.end_of_turn);
+  const std::vector<int64_t> tokens = ObservationTurn(ep.trajectory, *encoded, special);
   for (int64_t token : tokens) ep.trajectory.AppendPrompt(static_cast<int32_t>(token));
-  ep.turn_tokens.clear();
 
   if (ep.sequence < 0) {
+    // A new episode, or one adopted from another actor: the sequence holds the whole history,
+    // prefilled with this engine's weights at its next Step.
     SequenceOptions seq;
     seq.sampling = sampling_;
     seq.seed = MixSeed(seed_ ^ MixSeed(static_cast<uint64_t>(ep.index)));
-    ASSIGN_OR_RETURN(ep.sequence, engine_->AddSequence(tokens, seq));
+    const std::vector<int64_t> history(ep.trajectory.tokens.begin(), ep.trajectory.tokens.end());
+    ASSIGN_OR_RETURN(ep.sequence, engine_->AddSequence(history, seq));
     by_sequence_[ep.sequence] = ep.index;
   } else {
     RETURN_IF_ERROR(engine_->AppendTokens(ep.sequence, tokens));
@@ -144,6 +179,7 @@ absl::Status Actor::HandleEvent(Event event) {
   auto it = episodes_.find(event.episode);
   if (it == episodes_.end()) return absl::OkStatus();
   Episode& ep = *it->second;
+  ep.call_in_flight = false;
   {
     absl::MutexLock lock(&mu_);
     stats_.env_wait_seconds += absl::ToDoubleSeconds(absl::Now() - ep.call_started);
@@ -193,6 +229,11 @@ absl::Status Actor::HandleEvent(Event event) {
     });
     return absl::OkStatus();
   }
+  if (parking_) {
+    // Suspending: the reply is this episode's last environment boundary; it continues elsewhere.
+    AtBoundary(ep, r.observation);
+    return Park(ep);
+  }
   return StartPolicyTurn(ep, r.observation);
 }
 
@@ -231,7 +272,7 @@ absl::Status Actor::Finish(Episode& ep, Termination termination, std::optional<d
   Trajectory t = std::move(ep.trajectory);
   const int64_t index = ep.index;
   episodes_.erase(index);  // `ep` is gone from here on
-  in_flight_.store(static_cast<int64_t>(episodes_.size()), std::memory_order_relaxed);
+  UpdateInFlight();
 
   t.termination = termination;
   t.finished_unix_ns = absl::ToUnixNanos(absl::Now());
@@ -256,6 +297,7 @@ absl::Status Actor::Finish(Episode& ep, Termination termination, std::optional<d
   if (!s.ok()) return s;
   ++stats_.episodes_finished;
   ++handed_;
+  if (switching_ != nullptr) ++switching_->finished_in_place;
   return absl::OkStatus();
 }
 
@@ -267,14 +309,32 @@ bool Actor::Admitted() const {
 }
 
 absl::Status Actor::Run(int64_t episodes) {
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](bool* driving) { return !*driving; }, &driving_));
+    driving_ = true;
+    running_ = true;
+  }
+  absl::Status s = ReleaseDriver(RunEpisodes(episodes));
+  absl::MutexLock lock(&mu_);
+  running_ = false;
+  return s;
+}
+
+bool Actor::running() const {
+  absl::MutexLock lock(&mu_);
+  return running_;
+}
+
+absl::Status Actor::RunEpisodes(int64_t episodes) {
   const int64_t target = episodes < 0 ? -1 : handed_ + episodes;
   const int64_t start_limit = episodes < 0 ? -1 : started_ + episodes;
   auto done = [&] { return target >= 0 && handed_ >= target; };
   while (!done()) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (stop_) break;
-    }
+    // A switch is served by ReleaseDriver, on the way out.
+    if (Stopped() || PendingRequest() != Request::kNone) break;
+    RETURN_IF_ERROR(StartAdopted());
     // Keep the pipe full, but never start more than this call may hand over.
     while (static_cast<int64_t>(episodes_.size()) < options_.episodes_in_flight &&
            (start_limit < 0 || started_ < start_limit) && Admitted()) {
@@ -285,26 +345,216 @@ absl::Status Actor::Run(int64_t episodes) {
       // (cancelled, or no policy turn): start more until the count is reached.
       RETURN_IF_ERROR(StartEpisode());
     }
-    std::deque<Event> events;
-    {
-      absl::MutexLock lock(&mu_);
-      if (events_.empty() && engine_->num_generating() == 0 && !stop_) {
-        events_cv_.WaitWithTimeout(&mu_, absl::Milliseconds(50));
-      }
-      events.swap(events_);
-    }
-    for (Event& e : events) RETURN_IF_ERROR(HandleEvent(std::move(e)));
+    RETURN_IF_ERROR(Pump());
+  }
+  return absl::OkStatus();
+}
 
-    if (engine_->num_generating() > 0) {
-      const absl::Time before = absl::Now();
-      ASSIGN_OR_RETURN(std::vector<GeneratedToken> tokens, engine_->Step());
-      {
-        absl::MutexLock lock(&mu_);
-        stats_.generation_seconds += absl::ToDoubleSeconds(absl::Now() - before);
-        stats_.tokens_generated += static_cast<int64_t>(tokens.size());
-      }
-      for (const GeneratedToken& g : tokens) RETURN_IF_ERROR(HandleGenerated(g));
+bool Actor::HasWork() const {
+  return !events_.empty() || stop_ || (switching_ == nullptr && request_ != Request::kNone) ||
+         (!parking_ && !adopted_.empty());
+}
+
+std::deque<Actor::Event> Actor::TakeEvents() {
+  std::deque<Event> events;
+  absl::MutexLock lock(&mu_);
+  // Nothing to decode: wait for a reply, a switch or an adoption (the deadline re-checks
+  // admission, which has no signal of its own).
+  if (engine_->num_generating() == 0 && !HasWork()) {
+    events_cv_.WaitWithTimeout(&mu_, absl::Milliseconds(50));
+  }
+  events.swap(events_);
+  return events;
+}
+
+absl::Status Actor::HandleEvents(std::deque<Event> events) {
+  for (Event& e : events) RETURN_IF_ERROR(HandleEvent(std::move(e)));
+  return absl::OkStatus();
+}
+
+absl::Status Actor::Pump() {
+  RETURN_IF_ERROR(HandleEvents(TakeEvents()));
+  if (engine_->num_generating() == 0) return absl::OkStatus();
+  const absl::Time before = absl::Now();
+  ASSIGN_OR_RETURN(std::vector<GeneratedToken> tokens, engine_->Step());
+  {
+    absl::MutexLock lock(&mu_);
+    stats_.generation_seconds += absl::ToDoubleSeconds(absl::Now() - before);
+    stats_.tokens_generated += static_cast<int64_t>(tokens.size());
+  }
+  for (const GeneratedToken& g : tokens) RETURN_IF_ERROR(HandleGenerated(g));
+  return absl::OkStatus();
+}
+
+bool Actor::Stopped() const {
+  absl::MutexLock lock(&mu_);
+  return stop_;
+}
+
+Actor::Request Actor::PendingRequest() const {
+  absl::MutexLock lock(&mu_);
+  return request_;
+}
+
+// ---- Elastic scheduling: Suspend, Drain, Adopt ----------------------------------------------
+
+absl::StatusOr<ActorSwitch> Actor::Suspend() { return Switch(Request::kSuspend); }
+
+absl::StatusOr<ActorSwitch> Actor::Drain() { return Switch(Request::kDrain); }
+
+absl::StatusOr<ActorSwitch> Actor::Switch(Request request) {
+  mu_.Lock();
+  // One switch at a time: the previous caller takes its result first.
+  mu_.Await(absl::Condition(this, &Actor::SwitchFree));
+  request_ = request;
+  request_time_ = absl::Now();
+  if (driving_) {
+    events_cv_.SignalAll();  // a Run waiting for environment events looks at the request now
+    mu_.Await(absl::Condition(this, &Actor::SwitchServed));
+  } else {
+    // No Run holds the episodes: this thread drives them through the switch.
+    driving_ = true;
+    mu_.Unlock();
+    ReleaseDriver(absl::OkStatus()).IgnoreError();  // the result carries the status
+    mu_.Lock();
+  }
+  absl::StatusOr<ActorSwitch> result = std::move(*switch_result_);
+  switch_result_.reset();
+  mu_.Unlock();
+  return result;
+}
+
+absl::Status Actor::ReleaseDriver(absl::Status run) {
+  mu_.Lock();
+  if (request_ != Request::kNone) {
+    if (!run.ok()) {
+      PostSwitch(run);  // the episodes' loop failed: the switch fails with it
+    } else {
+      const Request request = request_;
+      mu_.Unlock();
+      absl::StatusOr<ActorSwitch> result = Serve(request);
+      mu_.Lock();
+      if (!result.ok()) run = result.status();
+      PostSwitch(std::move(result));
     }
+  }
+  driving_ = false;
+  mu_.Unlock();
+  return run;
+}
+
+void Actor::PostSwitch(absl::StatusOr<ActorSwitch> result) {
+  if (result.ok()) stats_.switch_seconds += absl::ToDoubleSeconds(result->elapsed);
+  switch_result_ = std::move(result);
+  request_ = Request::kNone;
+}
+
+absl::StatusOr<ActorSwitch> Actor::Serve(Request request) {
+  ActorSwitch out;
+  switching_ = &out;
+  parking_ = request == Request::kSuspend;
+  const absl::Status s = parking_ ? SuspendEpisodes() : DrainEpisodes();
+  switching_ = nullptr;
+  parking_ = false;
+  RETURN_IF_ERROR(s);
+  absl::MutexLock lock(&mu_);
+  out.elapsed = absl::Now() - request_time_;
+  return out;
+}
+
+absl::Status Actor::SuspendEpisodes() {
+  // A generating episode is at its boundary once its partial turn is dropped.
+  std::vector<Episode*> generating;
+  for (auto& [index, ep] : episodes_) {
+    if (!ep->call_in_flight) generating.push_back(ep.get());
+  }
+  for (Episode* ep : generating) RETURN_IF_ERROR(Park(*ep));
+  // The others wait on an environment call (calls on one environment must not overlap, and the
+  // reply is part of the episode): HandleEvent parks each at its reply, or finishes it.
+  while (!episodes_.empty() && !Stopped()) RETURN_IF_ERROR(HandleEvents(TakeEvents()));
+  // Adopted here but never started: handed on as they came.
+  absl::MutexLock lock(&mu_);
+  adoptions_pending_.fetch_sub(static_cast<int64_t>(adopted_.size()));
+  for (SuspendedEpisode& s : adopted_) switching_->episodes.push_back(std::move(s));
+  adopted_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status Actor::DrainEpisodes() {
+  // Adopted episodes are this actor's too: they finish here. Those adopted after the last one
+  // ended wait for the next Run.
+  while (!Stopped()) {
+    RETURN_IF_ERROR(StartAdopted());
+    if (episodes_.empty()) break;
+    RETURN_IF_ERROR(Pump());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Actor::Park(Episode& ep) {
+  // A turn still generating is abandoned: the adopter samples it again, whole, with its own
+  // weights, so no turn mixes two actors' tokens (suspended_episode.h).
+  const int64_t discarded = static_cast<int64_t>(ep.turn_tokens.size());
+  TruncateTrajectory(ep.trajectory, ep.turn_start);
+  if (ep.sequence >= 0) {
+    RETURN_IF_ERROR(engine_->RemoveSequence(ep.sequence));
+    by_sequence_.erase(ep.sequence);
+  }
+  SuspendedEpisode s;
+  s.task = std::move(ep.task);
+  s.env = std::move(ep.env);
+  s.trajectory = std::move(ep.trajectory);
+  s.observation = std::move(ep.observation);
+  s.turns = ep.turns;
+  s.total_reward = ep.total_reward;
+  s.budget_used = absl::Now() - ep.started;
+  switching_->episodes.push_back(std::move(s));
+  switching_->tokens_discarded += discarded;
+  episodes_.erase(ep.index);  // `ep` is gone from here on
+  UpdateInFlight();
+  absl::MutexLock lock(&mu_);
+  ++stats_.episodes_suspended;
+  stats_.tokens_discarded += discarded;
+  return absl::OkStatus();
+}
+
+absl::Status Actor::Adopt(std::vector<SuspendedEpisode> episodes) {
+  for (const SuspendedEpisode& s : episodes) {
+    const absl::Status valid = s.Validate(tokenizer_->vocab_size());
+    if (!valid.ok()) {
+      return absl::Status(valid.code(), StrCat(actor_id_, ": Adopt: ", valid.message()));
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  adoptions_pending_.fetch_add(static_cast<int64_t>(episodes.size()));
+  for (SuspendedEpisode& s : episodes) adopted_.push_back(std::move(s));
+  events_cv_.SignalAll();
+  return absl::OkStatus();
+}
+
+absl::Status Actor::StartAdopted() {
+  std::vector<SuspendedEpisode> adopted;
+  {
+    absl::MutexLock lock(&mu_);
+    if (adopted_.empty()) return absl::OkStatus();
+    adopted.swap(adopted_);
+    stats_.episodes_adopted += static_cast<int64_t>(adopted.size());
+  }
+  for (SuspendedEpisode& s : adopted) {
+    auto ep = std::make_unique<Episode>();
+    ep->index = next_episode_++;
+    ep->task = std::move(s.task);
+    ep->env = std::move(s.env);
+    ep->trajectory = std::move(s.trajectory);
+    ep->turns = s.turns;
+    ep->total_reward = s.total_reward;
+    // The budget goes on from where the other actor left it.
+    ep->started = absl::Now() - s.budget_used;
+    Episode& raw = *ep;
+    episodes_[raw.index] = std::move(ep);
+    UpdateInFlight();
+    adoptions_pending_.fetch_sub(1);
+    RETURN_IF_ERROR(StartPolicyTurn(raw, s.observation));
   }
   return absl::OkStatus();
 }

@@ -14,6 +14,18 @@
 // Episodes spend most of their time waiting on environments; while they wait, the engine
 // decodes the others. Weights arrive through PublishSnapshot (any thread) and are taken between
 // two decode steps; every token records the version that produced it.
+//
+// Elastic scheduling takes an actor off rollout without losing episodes (suspended_episode.h):
+//
+//   scheduler thread                      actor thread (Run)
+//   ────────────────                      ──────────────────
+//   A.Suspend() ── request ─────────────▶ stops starting episodes; drops the partial turns of
+//      (blocks)                           generating ones; awaits env calls in flight, parking
+//                                         each episode at that reply (or finishing it if the
+//      ◀── ActorSwitch{episodes, …} ───── reply ended it); frees the sequences; Run returns
+//   B.Adopt(episodes) ──────────────────▶ B's Run: re-prefill each history, next policy turn
+//   A.Drain() (drain_on_switch) ────────▶ stops starting; in-flight episodes finish into the
+//      ◀── ActorSwitch{finished, …} ───── sink as usual; Run returns when none is left
 #ifndef FLYWHEEL_ACTOR_ACTOR_H_
 #define FLYWHEEL_ACTOR_ACTOR_H_
 
@@ -21,14 +33,18 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "flywheel/actor/actor_options.h"
 #include "flywheel/actor/rollout_engine.h"
+#include "flywheel/actor/suspended_episode.h"
 #include "flywheel/core/trajectory.h"
 #include "flywheel/env/env_executor.h"
 #include "flywheel/env/env_factory.h"
@@ -45,6 +61,7 @@ using TrajectorySink = std::function<absl::Status(Trajectory)>;
 using AdmissionRoom = std::function<int64_t()>;
 
 struct ActorStats {
+  int64_t episodes_started = 0;  // by this actor: trajectory ids actor_id/0 .. /started-1
   int64_t episodes_finished = 0;
   int64_t episodes_failed = 0;  // env-error, protocol error
   int64_t episodes_timed_out = 0;
@@ -52,6 +69,10 @@ struct ActorStats {
   double generation_seconds = 0;   // in engine.Step
   double env_wait_seconds = 0;     // summed over episodes: reset/step/score calls in flight
   double insert_wait_seconds = 0;  // in the sink
+  int64_t episodes_suspended = 0;  // handed over by Suspend
+  int64_t episodes_adopted = 0;    // taken over from another actor by Adopt
+  int64_t tokens_discarded = 0;  // of policy turns abandoned by Suspend (also in tokens_generated)
+  double switch_seconds = 0;     // in Suspend and Drain, summed
 };
 
 class Actor {
@@ -63,8 +84,9 @@ class Actor {
         const Tokenizer* tokenizer, TaskSource* tasks, TrajectorySink sink, uint64_t seed);
   ~Actor();
 
-  // Runs until `episodes` more episodes have been handed to the sink (negative: until Stop()).
-  // Never starts more episodes than that, so a colocated step can generate exactly its batch.
+  // Runs until `episodes` more episodes have been handed to the sink (negative: until Stop()),
+  // or until a Suspend or Drain is served. Never starts more episodes than that, so a colocated
+  // step can generate exactly its batch. One Run at a time; a second waits for the first.
   absl::Status Run(int64_t episodes = -1);
   // Makes Run return soon; in-flight episodes are cancelled (not handed to the sink).
   void Stop();
@@ -74,8 +96,38 @@ class Actor {
   void SetAdmission(AdmissionRoom room) { admission_ = std::move(room); }
   // Wakes a Run waiting for environment events, to look at its admission again (any thread).
   void Wake();
-  // Episodes started and not yet ended (any thread).
-  int64_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
+  // Episodes started or adopted and not yet ended or handed over (any thread).
+  int64_t in_flight() const {
+    return in_flight_.load(std::memory_order_relaxed) +
+           adoptions_pending_.load(std::memory_order_relaxed);
+  }
+
+  // A Run is in progress (any thread). A Suspend or Drain that comes before Run has begun
+  // finds no Run to end: that Run starts episodes as usual.
+  bool running() const;
+
+  // Takes the actor off rollout, handing its episodes over (any thread; blocks). Stops starting
+  // episodes and brings each in-flight one to its last environment boundary: a generating policy
+  // turn is abandoned at once (its tokens dropped), an environment call in flight is awaited
+  // (its reply either ends the episode, which then goes to the sink as usual, or parks it). The
+  // engine sequences are freed and a running Run returns OK. Episodes adopted but not started yet
+  // are handed on as they are. Without a Run in progress the calling thread does this work. Takes
+  // as long as the slowest environment call in flight (and the sink, for episodes that end);
+  // Stop() cuts it short, leaving the episodes still awaiting a reply here. A later Run starts
+  // episodes again. One Suspend or Drain at a time; a second waits for the first.
+  absl::StatusOr<ActorSwitch> Suspend();
+  // The `scheduler.drain_on_switch` variant: stops starting episodes and lets the in-flight ones
+  // (adopted ones included) finish into the sink; returns when none is left, and a running Run
+  // returns OK. Otherwise as Suspend.
+  absl::StatusOr<ActorSwitch> Drain();
+  // Continues another actor's suspended episodes here (any thread, before or during Run): the
+  // next Run iteration gives each a new engine sequence over its whole token history and starts
+  // its next policy turn with this actor's weights; it finishes into this actor's sink. Adopted
+  // episodes count in in_flight() and may push it above episodes_in_flight until they end
+  // (no new episode starts meanwhile): refusing them would lose them. All or none: an episode
+  // that fails SuspendedEpisode::Validate (no environment, misaligned arrays) is an
+  // InvalidArgument error and nothing is adopted.
+  absl::Status Adopt(std::vector<SuspendedEpisode> episodes);
 
   void PublishSnapshot(std::shared_ptr<const WeightSnapshot> snapshot) {
     engine_->PublishSnapshot(std::move(snapshot));
@@ -91,11 +143,43 @@ class Actor {
     absl::StatusOr<StepResult> result;  // kScore carries the score in partial_score
   };
 
+  enum class Request { kNone, kSuspend, kDrain };
+
   absl::Status StartEpisode();
+  absl::Status StartAdopted();
+  absl::Status HandleEvents(std::deque<Event> events);
   absl::Status HandleEvent(Event event);
   absl::Status HandleGenerated(const GeneratedToken& token);
   absl::Status StartPolicyTurn(Episode& ep, const std::string& observation);
   absl::Status Finish(Episode& ep, Termination termination, std::optional<double> partial);
+  // The episode is at an environment boundary: `observation` opens its next policy turn.
+  void AtBoundary(Episode& ep, const std::string& observation);
+  // Moves `ep` (at a boundary, or generating: its partial turn is dropped) into switching_.
+  absl::Status Park(Episode& ep);
+  // Waits for environment events (briefly, and only when nothing is generating) and takes them.
+  std::deque<Event> TakeEvents();
+  // One round of the loop: environment events, then one decode step.
+  absl::Status Pump();
+  absl::Status RunEpisodes(int64_t episodes);
+  // The work of a switch, on the thread that drives the episodes.
+  absl::StatusOr<ActorSwitch> Serve(Request request);
+  absl::Status SuspendEpisodes();
+  absl::Status DrainEpisodes();
+  absl::StatusOr<ActorSwitch> Switch(Request request);
+  void PostSwitch(absl::StatusOr<ActorSwitch> result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Serves the switches requested while the caller drove the episodes, then lets them go.
+  absl::Status ReleaseDriver(absl::Status run) ABSL_LOCKS_EXCLUDED(mu_);
+  Request PendingRequest() const ABSL_LOCKS_EXCLUDED(mu_);
+  bool SwitchFree() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return request_ == Request::kNone && !switch_result_.has_value();
+  }
+  bool SwitchServed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return switch_result_.has_value();
+  }
+  // Something for the episodes' loop to look at before waiting for environment events.
+  bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Stopped() const ABSL_LOCKS_EXCLUDED(mu_);
+  void UpdateInFlight();
   void BeginCall(Episode& ep);
   void Post(Event event);
   bool BudgetExpired(const Episode& ep) const;
@@ -114,11 +198,17 @@ class Actor {
   AdmissionRoom admission_;
   std::atomic<int64_t> in_flight_{0};
 
+  std::atomic<int64_t> adoptions_pending_{0};  // in adopted_, not started yet
+
+  // "Actor thread only": the thread that drives the episodes (driving_): Run, or a Suspend or
+  // Drain called without a Run.
   std::unordered_map<int64_t, std::unique_ptr<Episode>> episodes_;  // actor thread only
   std::unordered_map<SequenceId, int64_t> by_sequence_;             // actor thread only
   int64_t next_episode_ = 0;
   int64_t started_ = 0;
   int64_t handed_ = 0;
+  ActorSwitch* switching_ = nullptr;  // actor thread only: the switch being served, if any
+  bool parking_ = false;              // actor thread only: episodes at a boundary are parked
 
   mutable absl::Mutex mu_;
   absl::CondVar events_cv_;
@@ -126,6 +216,14 @@ class Actor {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   int64_t calls_in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // env calls whose callback is pending
   ActorStats stats_ ABSL_GUARDED_BY(mu_);
+  // A thread drives the episodes (see "actor thread only" above); Run waits for it to be free.
+  bool driving_ ABSL_GUARDED_BY(mu_) = false;
+  bool running_ ABSL_GUARDED_BY(mu_) = false;  // inside Run (which may be waiting to drive)
+  std::vector<SuspendedEpisode> adopted_ ABSL_GUARDED_BY(mu_);  // not started yet
+  // The switch asked for and not yet served; its result waits here for the caller to take it.
+  Request request_ ABSL_GUARDED_BY(mu_) = Request::kNone;
+  absl::Time request_time_ ABSL_GUARDED_BY(mu_);
+  std::optional<absl::StatusOr<ActorSwitch>> switch_result_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace flywheel
