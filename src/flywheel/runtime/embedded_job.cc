@@ -24,6 +24,7 @@
 #include "flywheel/env/task_source.h"
 #include "flywheel/model/weight_snapshot.h"
 #include "flywheel/runtime/blas_choice.h"
+#include "flywheel/runtime/elastic_job.h"
 #include "flywheel/runtime/latency_audit.h"
 #include "flywheel/runtime/learner_session.h"
 #include "flywheel/runtime/policy_eval.h"
@@ -428,6 +429,7 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
 
 absl::StatusOr<EmbeddedJobResult> RunEmbeddedJob(const JobConfig& config,
                                                  const EmbeddedJobOptions& options) {
+  if (config.run.mode == TrainMode::kElastic) return RunElasticJob(config, options);
   Job job(config);
   RETURN_IF_ERROR(job.Init(options));
   return job.Train(options);

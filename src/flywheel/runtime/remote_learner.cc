@@ -74,6 +74,11 @@ class RemoteLearner {
 };
 
 absl::Status RemoteLearner::Init() {
+  if (config_.run.mode == TrainMode::kElastic) {
+    return absl::UnimplementedError(
+        "run.mode = \"elastic\" runs its cells inside `flywheel train`; the separate learner "
+        "and actor processes run the async pipeline: set run.mode = \"async\"");
+  }
   ASSIGN_OR_RETURN(factory_, EnvFactory::Create(config_.env));
   ASSIGN_OR_RETURN(tokenizer_, MakeTokenizer(factory_->vocabulary()));
   ASSIGN_OR_RETURN(ModelOptions model_options,

@@ -1,0 +1,808 @@
+#include "flywheel/runtime/elastic_job.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "flywheel/actor/actor.h"
+#include "flywheel/actor/env_tokenizer.h"
+#include "flywheel/buffer/buffer.h"
+#include "flywheel/core/status_macros.h"
+#include "flywheel/core/strings.h"
+#include "flywheel/dist/membership.h"
+#include "flywheel/env/env_executor.h"
+#include "flywheel/env/env_factory.h"
+#include "flywheel/env/task_source.h"
+#include "flywheel/learner/checkpoint.h"
+#include "flywheel/learner/streaming_learner.h"
+#include "flywheel/learner/trainer_state.h"
+#include "flywheel/model/attention_layout.h"
+#include "flywheel/model/safetensors.h"
+#include "flywheel/model/torch_status.h"
+#include "flywheel/model/transformer.h"
+#include "flywheel/model/weight_snapshot.h"
+#include "flywheel/runtime/blas_choice.h"
+#include "flywheel/runtime/policy_eval.h"
+#include "flywheel/runtime/policy_setup.h"
+#include "flywheel/runtime/progress.h"
+#include "flywheel/runtime/run_directory.h"
+#include "flywheel/runtime/run_stop.h"
+#include "flywheel/scheduler/micro_step_queue.h"
+#include "flywheel/scheduler/scheduler_log.h"
+#include "flywheel/scheduler/step_group.h"
+#include "flywheel/scheduler/water_level.h"
+
+namespace flywheel {
+namespace {
+
+using scheduler::CellRole;
+using scheduler::SchedulerDecision;
+
+// How long one blocking call waits before its loop rechecks whether to stop.
+constexpr absl::Duration kPoll = absl::Milliseconds(100);
+// A training satellite's wait for a micro-step: it bounds how late the cell
+// sees that it is to go back to rollout.
+constexpr absl::Duration kSatellitePoll = absl::Milliseconds(2);
+constexpr const char *kModelFile = "model.safetensors";
+
+// One measured role change of a satellite.
+struct Switch {
+  int satellite = 0;
+  bool to_train = false;
+  double seconds = 0;           // decision → the cell working in its new role
+  int64_t episodes_handed = 0;  // to_train: suspended here and adopted elsewhere (or parked)
+  int64_t finished_in_place = 0;
+  double at = 0;  // seconds since the job's start
+};
+
+// A model replica with its trainer and, for a satellite, its rollout actor.
+struct Cell {
+  int id = 0;  // 0 = the core; satellite s is cell s + 1
+  Transformer model{nullptr};
+  std::unique_ptr<StreamingLearner> learner;
+  std::unique_ptr<StepGroup> group;
+  std::unique_ptr<Actor> actor;             // satellites only
+  std::atomic<bool> wants_train{false};     // the scheduler's target role
+  std::atomic<bool> training{false};        // the role the cell is in now
+  std::atomic<int64_t> switch_start_ns{0};  // the decision of the pending move (absl::ToUnixNanos)
+  std::thread thread;
+};
+
+// What the feeder saw of one step's trajectories, for its metrics line.
+struct StepData {
+  int64_t trajectories = 0;
+  double reward_sum = 0;
+  int64_t successes = 0;
+  int64_t lag_max = 0;
+  double lag_sum = 0;
+};
+
+PolicyForward ForwardOf(Transformer model) {
+  return [model](const PackedMicroBatch &mb) -> absl::StatusOr<torch::Tensor> {
+    ASSIGN_OR_RETURN(AttentionLayout layout, MakePackedLayout(mb.doc_lengths, mb.length));
+    return TorchCallOr("policy forward", [&] { return model->forward(mb.tokens, layout); });
+  };
+}
+
+class ElasticJob {
+ public:
+  explicit ElasticJob(const JobConfig &config) : config_(config) {}
+  ~ElasticJob() { Shutdown(); }
+
+  absl::Status Init(const EmbeddedJobOptions &options);
+  absl::StatusOr<EmbeddedJobResult> Train(const EmbeddedJobOptions &options);
+
+ private:
+  int satellites() const { return static_cast<int>(cells_.size()) - 1; }
+  absl::StatusOr<std::unique_ptr<Cell>> MakeCell(int id, std::shared_ptr<const WeightSnapshot> w);
+  absl::Status Restore(const std::string &checkpoint);
+  absl::Status SaveCheckpoint(int64_t step);
+  absl::Status Sink(Trajectory t);
+  int64_t AdmissionRoom() const;
+  int64_t EpisodesFinished() const;
+
+  // One streaming step on `cell`: claim and run micro-steps until none is left
+  // (or, for a satellite told to leave, until it stops claiming), then the
+  // step's reduce. nullopt: the satellite left the step without running
+  // anything.
+  absl::StatusOr<std::optional<StreamingStepResult>> RunStep(Cell &cell, int64_t queue_step);
+  absl::Status RunSatellite(Cell &cell);
+  absl::Status TrainAsSatellite(Cell &cell);
+  absl::Status Feed();
+  absl::Status Control();
+  absl::Status Move(const SchedulerDecision &decision);
+  void RecordSwitch(Cell &cell, bool to_train, int64_t handed, int64_t in_place);
+  void Publish();
+  // At the end: no more moves or starts; every rollout actor hands its
+  // in-flight episodes over at their boundary, so that they can be counted.
+  // Returns how many episodes the stop cancels.
+  int64_t Quiesce();
+  void Shutdown();
+  // The job stops: by request, its wall budget, or a thread's failure.
+  bool Stopping() const { return stopping_.load() || (stop_ != nullptr && stop_->Reached()); }
+  // A thread failed: the first failure is the job's; everyone is woken to stop.
+  void Fail(absl::Status status);
+  absl::Status FirstError() const;
+
+  const JobConfig config_;
+  absl::Time start_;
+  std::unique_ptr<EnvFactory> factory_;
+  std::unique_ptr<EnvExecutor> executor_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  ModelOptions model_options_;
+  BlasChoice blas_;
+  std::unique_ptr<RunDirectory> run_dir_;
+  std::unique_ptr<CheckpointManager> checkpoints_;
+  std::unique_ptr<Buffer> buffer_;
+  std::unique_ptr<TaskSource> tasks_;  // shared by the satellites: handed_out() = dispatched
+  std::unique_ptr<MicroStepQueue> queue_;
+  std::unique_ptr<dist::Membership> membership_;
+  std::optional<scheduler::WaterLevelPolicy> policy_;  // the controller thread's
+  std::unique_ptr<scheduler::SchedulerLog> log_;
+  std::vector<std::unique_ptr<Cell>> cells_;  // [0] is the core
+  std::thread feeder_;
+  std::thread controller_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> quiescing_{false};  // the run is ending: no moves, no new episodes
+  const RunStop *stop_ = nullptr;       // Train's
+  std::atomic<int64_t> inserted_{0};
+  std::atomic<int64_t> core_version_{0};
+
+  mutable absl::Mutex mu_;
+  std::vector<Switch> switches_ ABSL_GUARDED_BY(mu_);
+  // Episodes suspended while no satellite rolled out: adopted by the next one
+  // that does.
+  std::vector<SuspendedEpisode> parked_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, StepData> step_data_ ABSL_GUARDED_BY(mu_);  // by queue step
+  std::shared_ptr<const WeightSnapshot> snapshot_ ABSL_GUARDED_BY(mu_);
+  absl::Status first_error_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> inserted_ids_ ABSL_GUARDED_BY(mu_);
+  int64_t duplicates_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+void ElasticJob::Fail(absl::Status status) {
+  if (status.ok()) return;
+  {
+    absl::MutexLock lock(&mu_);
+    if (first_error_.ok()) first_error_ = std::move(status);
+  }
+  stopping_.store(true);
+  queue_->Cancel();
+}
+
+absl::Status ElasticJob::FirstError() const {
+  absl::MutexLock lock(&mu_);
+  return first_error_;
+}
+
+absl::StatusOr<std::unique_ptr<Cell>> ElasticJob::MakeCell(
+    int id, std::shared_ptr<const WeightSnapshot> weights) {
+  auto cell = std::make_unique<Cell>();
+  cell->id = id;
+  ASSIGN_OR_RETURN(cell->model, MakeTransformer(model_options_));
+  cell->learner = std::make_unique<StreamingLearner>(
+      config_.learner, config_.run.max_steps, cell->model->parameters(), ForwardOf(cell->model),
+      nullptr, config_.sampling.temperature);
+  cell->group = std::make_unique<StepGroup>(membership_.get(), id);
+  if (id == 0) return cell;
+  const uint64_t seed = static_cast<uint64_t>(config_.run.seed) * 1000003u + id * 7919u;
+  ASSIGN_OR_RETURN(std::unique_ptr<RolloutEngine> engine,
+                   RolloutEngine::Create(config_.actor.engine, std::move(weights)));
+  cell->actor = std::make_unique<Actor>(
+      StrCat("cell-", id), config_.actor, config_.sampling, std::move(engine), factory_.get(),
+      executor_.get(), tokenizer_.get(), tasks_.get(),
+      [this](Trajectory t) { return Sink(std::move(t)); }, seed + 1);
+  cell->actor->SetAdmission([this] { return AdmissionRoom(); });
+  return cell;
+}
+
+absl::Status ElasticJob::Init(const EmbeddedJobOptions &options) {
+  const SchedulerOptions &s = config_.scheduler;
+  if (config_.learner.max_staleness < 0) {
+    return absl::InvalidArgumentError(
+        "run.mode = \"elastic\" admits the episodes of batches up to "
+        "learner.max_staleness "
+        "versions ahead of the learner; set learner.max_staleness >= 0 (0 = "
+        "on-policy)");
+  }
+  if (s.core_cells != 1) {
+    return absl::UnimplementedError(
+        StrCat("scheduler.core_cells = ", s.core_cells,
+               ": the elastic job runs one core cell (it holds the optimiser); "
+               "set 1"));
+  }
+  ASSIGN_OR_RETURN(factory_, EnvFactory::Create(config_.env));
+  executor_ = std::make_unique<EnvExecutor>(EnvExecutor::OptionsFor(config_.env));
+  ASSIGN_OR_RETURN(tokenizer_, MakeTokenizer(factory_->vocabulary()));
+  ASSIGN_OR_RETURN(model_options_,
+                   ResolveModelOptions(config_, *tokenizer_, factory_->task_name()));
+  ASSIGN_OR_RETURN(blas_, ChooseBlasThreads(BlasRole::kEmbedded, config_.run.blas_threads,
+                                            model_options_, config_.learner.token_budget));
+  spdlog::info("{}", blas_.DebugString());
+  // Every cell is one thread with one intra-op thread: cells are the unit of
+  // compute.
+  torch::set_num_threads(1);
+  ASSIGN_OR_RETURN(run_dir_, RunDirectory::Open(config_.run.runs_dir, config_.run.name,
+                                                FormatJobConfig(config_), options.resume));
+  checkpoints_ = std::make_unique<CheckpointManager>(
+      CheckpointOptions{run_dir_->checkpoints().string(), config_.learner.keep_last});
+  ASSIGN_OR_RETURN(log_, scheduler::SchedulerLog::Open(run_dir_->path() / "scheduler.jsonl"));
+
+  BufferOptions buffer_options = config_.buffer;
+  buffer_options.group_size = config_.actor.group_size;
+  buffer_options.min_group_size = std::min(buffer_options.min_group_size, config_.actor.group_size);
+  buffer_options.durable = false;
+  if (buffer_options.max_staleness < 0)
+    buffer_options.max_staleness = config_.learner.max_staleness;
+  // Admission, not backpressure, bounds the pipeline: whatever was admitted
+  // must fit.
+  const int64_t admitted_groups = (config_.learner.max_staleness + 1) * config_.run.batch_groups;
+  buffer_options.max_size = std::max(buffer_options.max_size,
+                                     admitted_groups + config_.actor.episodes_in_flight * s.cells);
+  ASSIGN_OR_RETURN(buffer_, Buffer::Create(buffer_options));
+
+  tasks_ = std::make_unique<TaskSource>(factory_->task_name(),
+                                        static_cast<uint64_t>(config_.run.seed) * 1000003u,
+                                        config_.actor.group_size);
+  queue_ =
+      std::make_unique<MicroStepQueue>(MicroStepQueueOptions::FromLearnerOptions(config_.learner));
+  dist::MembershipOptions membership;
+  membership.group.name = "elastic step group";
+  membership_ =
+      std::make_unique<dist::Membership>(c10::make_intrusive<c10d::HashStore>(), membership);
+
+  torch::manual_seed(static_cast<uint64_t>(config_.run.seed));
+  ASSIGN_OR_RETURN(std::unique_ptr<Cell> core, MakeCell(0, nullptr));
+  cells_.push_back(std::move(core));
+  if (options.resume) {
+    ASSIGN_OR_RETURN(std::optional<std::string> latest, checkpoints_->Latest());
+    if (!latest.has_value()) {
+      return absl::NotFoundError(
+          StrCat("--resume: no complete checkpoint in ", checkpoints_->options().directory));
+    }
+    RETURN_IF_ERROR(Restore(*latest));
+  }
+  Cell &core_cell = *cells_[0];
+  core_version_ = core_cell.learner->version();
+  buffer_->SetLearnerVersion(core_cell.learner->version());
+  ASSIGN_OR_RETURN(std::shared_ptr<const WeightSnapshot> snapshot,
+                   MakeSnapshot(core_cell.model, core_cell.learner->version()));
+  {
+    absl::MutexLock lock(&mu_);
+    snapshot_ = snapshot;
+  }
+  for (int id = 1; id < s.cells; ++id) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Cell> cell, MakeCell(id, snapshot));
+    cells_.push_back(std::move(cell));
+  }
+
+  scheduler::WaterLevelOptions rule;
+  rule.satellites = satellites();
+  rule.capacity_per_cell = static_cast<double>(config_.actor.episodes_in_flight);
+  rule.unit = scheduler::WorkUnit::kEpisodes;
+  rule.hysteresis = s.hysteresis;
+  rule.min_residence = absl::Seconds(s.min_residence_seconds);
+  ASSIGN_OR_RETURN(scheduler::WaterLevelPolicy policy, scheduler::WaterLevelPolicy::Create(rule));
+  policy_.emplace(std::move(policy));
+  spdlog::info("elastic job: 1 core cell, {} satellites; {}", satellites(), rule.DebugString());
+  return absl::OkStatus();
+}
+
+absl::Status ElasticJob::Restore(const std::string &checkpoint) {
+  Cell &core = *cells_[0];
+  RETURN_IF_ERROR(LoadStateDict(StrCat(checkpoint, "/", kModelFile), *core.model));
+  return ReadTrainerState(checkpoint, core.learner->optimizer());
+}
+
+absl::Status ElasticJob::SaveCheckpoint(int64_t step) {
+  Cell &core = *cells_[0];
+  return checkpoints_
+      ->Save(step,
+             [&core](const std::string &dir) {
+               RETURN_IF_ERROR(SaveStateDict(StrCat(dir, "/", kModelFile), *core.model));
+               return WriteTrainerState(dir, core.learner->optimizer());
+             })
+      .status();
+}
+
+absl::Status ElasticJob::Sink(Trajectory t) {
+  {
+    // An episode handed between cells must arrive once: count any id seen
+    // twice.
+    absl::MutexLock lock(&mu_);
+    if (!inserted_ids_.insert(t.id).second) ++duplicates_;
+  }
+  auto trajectory = std::make_shared<const Trajectory>(std::move(t));
+  while (true) {
+    if (Stopping()) return absl::CancelledError("the job is stopping");
+    absl::Status status = buffer_->Insert(trajectory, absl::Now() + kPoll);
+    if (absl::IsDeadlineExceeded(status)) continue;  // backpressure: try again
+    if (status.ok()) inserted_.fetch_add(1);
+    return status;
+  }
+}
+
+int64_t ElasticJob::AdmissionRoom() const {
+  if (quiescing_.load()) return 0;
+  // Batches 0 … v + η may have been started at version v (header comment).
+  const int64_t batches = core_version_.load() + 1 + config_.learner.max_staleness;
+  return batches * config_.run.batch_groups * config_.actor.group_size - tasks_->handed_out();
+}
+
+int64_t ElasticJob::EpisodesFinished() const {
+  int64_t failed = 0;
+  for (size_t i = 1; i < cells_.size(); ++i) failed += cells_[i]->actor->stats().episodes_failed;
+  return inserted_.load() + failed;
+}
+
+absl::StatusOr<std::optional<StreamingStepResult>> ElasticJob::RunStep(Cell &cell,
+                                                                       int64_t queue_step) {
+  const bool satellite = cell.id != 0;
+  while (true) {
+    if (Stopping()) return absl::CancelledError("the job is stopping");
+    if (satellite && !cell.wants_train.load()) {
+      if (cell.learner->cell_micro_steps() == 0) {
+        // Nothing of the step ran here: hand the claim back and leave at once.
+        queue_->Requeue(cell.id).IgnoreError();
+        cell.learner->AbandonStep();
+        return std::nullopt;
+      }
+      break;  // stop claiming; the reduce keeps what this cell computed
+    }
+    absl::StatusOr<std::shared_ptr<const MicroStep>> claimed =
+        queue_->Claim(cell.id, absl::Now() + (satellite ? kSatellitePoll : kPoll));
+    if (absl::IsDeadlineExceeded(claimed.status())) continue;
+    if (!claimed.ok()) return claimed.status();
+    if (*claimed == nullptr) break;  // the step is complete
+    RETURN_IF_ERROR(cell.learner->RunMicroStep(**claimed));
+    RETURN_IF_ERROR(queue_->Done(cell.id, (*claimed)->id));
+  }
+  StepParticipants participants;
+  while (true) {
+    if (Stopping()) return absl::CancelledError("the job is stopping");
+    absl::StatusOr<StepParticipants> p = queue_->AwaitParticipants(queue_step, absl::Now() + kPoll);
+    if (absl::IsDeadlineExceeded(p.status())) continue;
+    if (!p.ok()) return p.status();
+    participants = *std::move(p);
+    break;
+  }
+  ASSIGN_OR_RETURN(dist::Communicator * comm, cell.group->For(participants));
+  absl::StatusOr<StreamingStepResult> result =
+      cell.learner->FinishStep(comm, participants.normaliser);
+  if (absl::IsUnavailable(result.status())) return StreamingStepResult{};  // nothing trainable
+  if (!result.ok()) return result.status();
+  return *std::move(result);
+}
+
+void ElasticJob::RecordSwitch(Cell &cell, bool to_train, int64_t handed, int64_t in_place) {
+  const absl::Time now = absl::Now();
+  Switch s;
+  s.satellite = cell.id - 1;
+  s.to_train = to_train;
+  s.seconds = absl::ToDoubleSeconds(now - absl::FromUnixNanos(cell.switch_start_ns.load()));
+  s.episodes_handed = handed;
+  s.finished_in_place = in_place;
+  s.at = absl::ToDoubleSeconds(now - start_);
+  log_->Append({{"event", "switch"},
+                {"satellite", s.satellite},
+                {"to", to_train ? "train" : "rollout"},
+                {"seconds", s.seconds},
+                {"episodes_handed", handed},
+                {"finished_in_place", in_place},
+                {"at_s", s.at}})
+      .IgnoreError();
+  absl::MutexLock lock(&mu_);
+  switches_.push_back(s);
+}
+
+absl::Status ElasticJob::TrainAsSatellite(Cell &cell) {
+  while (cell.wants_train.load() && !Stopping()) {
+    // The step being filled now; a complete one cannot be joined: wait for the
+    // next.
+    const int64_t current = queue_->report().step;
+    absl::Status joined = queue_->Join(cell.id, current);
+    if (!joined.ok()) {
+      const absl::Status next = queue_->AwaitStep(current + 1, absl::Now() + kPoll);
+      if (!next.ok() && !absl::IsDeadlineExceeded(next)) return next;
+      continue;
+    }
+    // The core's weights cannot change before this cell reaches the step's
+    // reduce.
+    Cell &core = *cells_[0];
+    if (cell.learner->version() != core.learner->version()) {
+      ASSIGN_OR_RETURN(std::vector<torch::Tensor> weights, core.learner->CopyWeights());
+      RETURN_IF_ERROR(cell.learner->LoadWeights(weights, core.learner->version(),
+                                                core.learner->optimizer_step()));
+    }
+    RETURN_IF_ERROR(RunStep(cell, current).status());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ElasticJob::RunSatellite(Cell &cell) {
+  torch::set_num_threads(1);
+  while (!Stopping() && !quiescing_.load()) {
+    if (cell.wants_train.load()) {
+      cell.training = true;
+      RETURN_IF_ERROR(TrainAsSatellite(cell));
+      continue;
+    }
+    cell.training = false;
+    std::vector<SuspendedEpisode> parked;
+    {
+      absl::MutexLock lock(&mu_);
+      parked.swap(parked_);
+    }
+    if (!parked.empty()) RETURN_IF_ERROR(cell.actor->Adopt(std::move(parked)));
+    if (cell.switch_start_ns.load() != 0) {
+      RecordSwitch(cell, /*to_train=*/false, 0, 0);
+      cell.switch_start_ns = 0;
+    }
+    // Returns when the controller suspends or drains this actor, or at Stop.
+    RETURN_IF_ERROR(cell.actor->Run(-1));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ElasticJob::Move(const SchedulerDecision &decision) {
+  Cell &cell = *cells_[decision.satellite + 1];
+  cell.switch_start_ns = absl::ToUnixNanos(absl::Now());
+  if (decision.move == SchedulerDecision::Move::kToRollout) {
+    cell.wants_train = false;  // the cell leaves training at its next micro-step boundary
+    return absl::OkStatus();
+  }
+  cell.wants_train = true;
+  int64_t moved = 0, in_place = 0;
+  // Run may not have started yet when the first Suspend is served: repeat until
+  // the cell trains.
+  while (!cell.training.load() && !Stopping() && !quiescing_.load()) {
+    absl::StatusOr<ActorSwitch> handed =
+        config_.scheduler.drain_on_switch ? cell.actor->Drain() : cell.actor->Suspend();
+    if (!handed.ok()) return handed.status();
+    in_place += handed->finished_in_place;
+    moved += static_cast<int64_t>(handed->episodes.size());
+    if (handed->episodes.empty()) {
+      absl::SleepFor(absl::Milliseconds(1));
+      continue;
+    }
+    // The lowest satellite still rolling out takes the episodes over (the
+    // policy has already applied this move to its role table).
+    int taker = -1;
+    for (int s = 0; s < satellites(); ++s) {
+      if (policy_->role(s) == CellRole::kRollout) {
+        taker = s;
+        break;
+      }
+    }
+    if (taker >= 0) {
+      RETURN_IF_ERROR(cells_[taker + 1]->actor->Adopt(std::move(handed->episodes)));
+    } else {
+      absl::MutexLock lock(&mu_);
+      for (SuspendedEpisode &e : handed->episodes) parked_.push_back(std::move(e));
+    }
+  }
+  // The cell has left rollout and entered its training loop.
+  RecordSwitch(cell, /*to_train=*/true, moved, in_place);
+  cell.switch_start_ns = 0;
+  return absl::OkStatus();
+}
+
+absl::Status ElasticJob::Control() {
+  const absl::Duration tick = absl::Seconds(config_.scheduler.tick_seconds);
+  while (!Stopping() && !quiescing_.load()) {
+    absl::SleepFor(tick);
+    scheduler::SchedulerObservation observation;
+    observation.now = absl::Now();
+    observation.dispatched = tasks_->handed_out();
+    observation.finished = std::min(observation.dispatched, EpisodesFinished());
+    observation.new_batch_demanded = AdmissionRoom() > 0;
+    observation.step = cells_[0]->learner->optimizer_step();
+    ASSIGN_OR_RETURN(SchedulerDecision decision, policy_->Decide(observation));
+    if (decision.changed) RETURN_IF_ERROR(log_->Append(decision));
+    if (decision.move != SchedulerDecision::Move::kNone) RETURN_IF_ERROR(Move(decision));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ElasticJob::Feed() {
+  const int64_t batch_groups = config_.run.batch_groups;
+  int64_t queue_step = 0;
+  while (!Stopping()) {
+    const absl::Status begun = queue_->AwaitStep(queue_step, absl::Now() + kPoll);
+    if (absl::IsDeadlineExceeded(begun)) continue;
+    if (absl::IsCancelled(begun)) return absl::OkStatus();
+    RETURN_IF_ERROR(begun);
+    StepData data;
+    for (int64_t groups = 0; groups < batch_groups;) {
+      if (Stopping()) return absl::OkStatus();
+      absl::StatusOr<std::vector<SampledItem>> items =
+          buffer_->Sample(batch_groups - groups, absl::Now() + kPoll);
+      if (absl::IsDeadlineExceeded(items.status())) continue;
+      if (absl::IsCancelled(items.status()) || absl::IsFailedPrecondition(items.status())) {
+        return absl::OkStatus();  // the buffer closed: the job is stopping
+      }
+      if (!items.ok()) return items.status();
+      std::vector<Trajectory> trajectories;
+      for (const SampledItem &sampled : *items) {
+        for (const ItemMember &member : sampled.item->members) {
+          const Trajectory &t = *member.trajectory;
+          ++data.trajectories;
+          data.reward_sum += t.final_reward;
+          data.successes += t.final_reward >= config_.run.success_reward;
+          trajectories.push_back(t);
+        }
+        ++groups;
+      }
+      RETURN_IF_ERROR(queue_->Add(std::move(trajectories)));
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      step_data_[queue_step] = data;
+    }
+    RETURN_IF_ERROR(queue_->Close());
+    ++queue_step;
+  }
+  return absl::OkStatus();
+}
+
+void ElasticJob::Publish() {
+  Cell &core = *cells_[0];
+  absl::StatusOr<std::shared_ptr<const WeightSnapshot>> snapshot =
+      MakeSnapshot(core.model, core.learner->version());
+  if (!snapshot.ok()) {
+    spdlog::warn("elastic job: snapshot: {}", snapshot.status().message());
+    return;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    snapshot_ = *snapshot;
+  }
+  for (size_t i = 1; i < cells_.size(); ++i) cells_[i]->actor->PublishSnapshot(*snapshot);
+}
+
+int64_t ElasticJob::Quiesce() {
+  quiescing_.store(true);
+  if (controller_.joinable()) controller_.join();
+  int64_t in_flight = 0;
+  for (size_t i = 1; i < cells_.size(); ++i) {
+    absl::StatusOr<ActorSwitch> handed = cells_[i]->actor->Suspend();
+    if (handed.ok()) in_flight += static_cast<int64_t>(handed->episodes.size());
+  }
+  absl::MutexLock lock(&mu_);
+  return in_flight + static_cast<int64_t>(parked_.size());
+}
+
+void ElasticJob::Shutdown() {
+  stopping_.store(true);
+  if (queue_ != nullptr) queue_->Cancel();
+  if (buffer_ != nullptr) buffer_->Close();
+  for (size_t i = 1; i < cells_.size(); ++i) cells_[i]->actor->Stop();
+  if (controller_.joinable()) controller_.join();
+  for (size_t i = 1; i < cells_.size(); ++i) {
+    if (cells_[i]->thread.joinable()) cells_[i]->thread.join();
+  }
+  if (feeder_.joinable()) feeder_.join();
+  if (executor_ != nullptr) executor_->Close([this] { factory_->Interrupt(); });
+}
+
+// p-th quantile (0..1) of `values` (nearest rank); 0 when empty.
+double Quantile(std::vector<double> values, double p) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t k = std::min(values.size() - 1, static_cast<size_t>(p * values.size()));
+  return values[k];
+}
+
+nlohmann::json SwitchStats(const std::vector<Switch> &switches, bool to_train) {
+  std::vector<double> seconds;
+  int64_t handed = 0;
+  for (const Switch &s : switches) {
+    if (s.to_train != to_train) continue;
+    seconds.push_back(s.seconds);
+    handed += s.episodes_handed;
+  }
+  return {{"count", seconds.size()},
+          {"p50_s", Quantile(seconds, 0.5)},
+          {"max_s", seconds.empty() ? 0.0 : *std::max_element(seconds.begin(), seconds.end())},
+          {"episodes_handed", handed}};
+}
+
+absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions &options) {
+  const RunOptions &run = config_.run;
+  std::optional<ProgressReporter> progress;
+  if (options.progress != nullptr) {
+    progress.emplace(options.progress, options.progress_is_terminal, absl::Seconds(10));
+  }
+  start_ = absl::Now();
+  const RunStop stop(run.max_wall_seconds, options.stop, start_);
+  stop_ = &stop;
+  for (size_t i = 1; i < cells_.size(); ++i) {
+    Cell *cell = cells_[i].get();
+    cell->thread = std::thread([this, cell] {
+      const absl::Status s = RunSatellite(*cell);
+      if (!s.ok() && !Stopping()) Fail(Annotate(s, StrCat("elastic job, cell ", cell->id)));
+    });
+  }
+  feeder_ = std::thread([this] {
+    const absl::Status s = Feed();
+    if (!s.ok() && !Stopping()) Fail(Annotate(s, "elastic job, feeding the learner"));
+  });
+  controller_ = std::thread([this] {
+    const absl::Status s = Control();
+    if (!s.ok() && !Stopping()) Fail(Annotate(s, "elastic scheduler"));
+  });
+
+  Cell &core = *cells_[0];
+  EmbeddedJobResult result;
+  double busy = 0;
+  int64_t consumed = 0;
+  int64_t step = core.learner->optimizer_step();
+  absl::Status failure;
+  for (int64_t queue_step = 0; step < run.max_steps && !stop.Reached(); ++queue_step) {
+    const absl::Time step_start = absl::Now();
+    failure = queue_->BeginStep(queue_step, core.learner->version());
+    if (failure.ok()) failure = queue_->Join(core.id, queue_step);
+    absl::StatusOr<std::optional<StreamingStepResult>> trained;
+    if (failure.ok()) {
+      trained = RunStep(core, queue_step);
+      failure = trained.status();
+    }
+    if (const absl::Status first = FirstError(); !first.ok()) failure = first;
+    if (!failure.ok()) break;
+    const StreamingStepResult &r = **trained;
+    const StepReport report = queue_->report();
+    if (r.normaliser == 0) continue;  // nothing in the step was trainable (all too stale)
+    step = r.optimizer.step;
+    core_version_ = core.learner->version();
+    buffer_->SetLearnerVersion(core.learner->version());
+    Publish();
+    for (size_t i = 1; i < cells_.size(); ++i) cells_[i]->actor->Wake();
+    if (step % config_.learner.checkpoint_every == 0) {
+      failure = SaveCheckpoint(step);
+      if (!failure.ok()) break;
+    }
+    StepData data;
+    {
+      absl::MutexLock lock(&mu_);
+      data = step_data_[queue_step];
+      step_data_.erase(queue_step);
+    }
+    busy += r.times.compute();
+    consumed += data.trajectories;
+    const double elapsed = absl::ToDoubleSeconds(absl::Now() - start_);
+    const double reward = data.trajectories ? data.reward_sum / data.trajectories : 0.0;
+    const double success =
+        data.trajectories ? static_cast<double>(data.successes) / data.trajectories : 0.0;
+    int training = 0;
+    for (size_t i = 1; i < cells_.size(); ++i) training += cells_[i]->training.load();
+    nlohmann::json line = {
+        {"step", step},
+        {"version", core.learner->version()},
+        {"elapsed_s", elapsed},
+        {"reward_mean", reward},
+        {"success_rate", success},
+        {"trajectories", data.trajectories},
+        {"dropped",
+         {{"learner_stale", report.dropped_stale}, {"learner_too_long", report.dropped_too_long}}},
+        {"loss", r.loss},
+        {"lr", r.optimizer.lr},
+        {"grad_norm", r.optimizer.grad_norm},
+        {"mean_ratio", r.diagnostics.mean_ratio()},
+        {"clip_fraction", r.diagnostics.clip_fraction()},
+        {"trainable_tokens", r.diagnostics.tokens},
+        {"learner_busy_s", r.times.compute()},
+        {"learner_wait_s", absl::ToDoubleSeconds(absl::Now() - step_start) - r.times.compute()},
+        {"participants", r.participants},
+        {"micro_steps", r.micro_steps},
+        {"core_micro_steps", r.cell_micro_steps},
+        {"satellites_training", training},
+        {"episodes_in_flight", tasks_->handed_out() - EpisodesFinished()},
+    };
+    failure = run_dir_->AppendMetrics(line);
+    if (!failure.ok()) break;
+    ++result.steps;
+    result.last_reward = reward;
+    result.last_success = success;
+    result.best_success = std::max(result.best_success, success);
+    if (progress.has_value()) {
+      progress->Update(ProgressSnapshot{.step = step,
+                                        .max_steps = run.max_steps,
+                                        .reward = reward,
+                                        .success = success,
+                                        .learner_utilization = busy / std::max(1e-9, elapsed)});
+    }
+  }
+  if (progress.has_value()) progress->Finish();
+  const std::string_view stopped_by = step >= run.max_steps ? "max_steps" : stop.Reason();
+  const double wall = absl::ToDoubleSeconds(absl::Now() - start_);
+  const int64_t cancelled = Quiesce();
+  Shutdown();
+  stop_ = nullptr;
+  if (const absl::Status first = FirstError(); !first.ok()) return first;
+  // A stop request or the wall budget cancels the step in progress: not a
+  // failure.
+  if (!failure.ok() && !(absl::IsCancelled(failure) && stop.Reached())) return failure;
+  result.final_step = step;
+
+  ActorStats stats;
+  for (size_t i = 1; i < cells_.size(); ++i) {
+    const ActorStats s = cells_[i]->actor->stats();
+    stats.episodes_finished += s.episodes_finished;
+    stats.episodes_failed += s.episodes_failed;
+    stats.tokens_generated += s.tokens_generated;
+    stats.tokens_discarded += s.tokens_discarded;
+  }
+  std::vector<Switch> switches;
+  int64_t duplicates = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    switches = switches_;
+    duplicates = duplicates_;
+  }
+  const BufferInfo info = buffer_->Info();
+  result.summary = {
+      {"mode", "elastic"},
+      {"steps", result.steps},
+      {"final_step", step},
+      {"version", core.learner->version()},
+      {"wall_seconds", wall},
+      {"last_reward_mean", result.last_reward},
+      {"last_success_rate", result.last_success},
+      {"best_success_rate", result.best_success},
+      {"episodes_dispatched", tasks_->handed_out()},
+      {"episodes_inserted", inserted_.load()},
+      {"episodes_failed", stats.episodes_failed},
+      {"episodes_cancelled_at_stop", cancelled},
+      {"episodes_duplicated", duplicates},
+      {"tokens_generated", stats.tokens_generated},
+      {"tokens_discarded", stats.tokens_discarded},
+      {"trajectories_trained", consumed},
+      {"learner_utilization", busy / std::max(1e-9, wall)},
+      {"stopped_by", std::string(stopped_by)},
+      {"blas", blas_.ToJson()},
+      {"elastic",
+       {{"cells", config_.scheduler.cells},
+        {"satellites", satellites()},
+        {"switches", switches.size()},
+        {"to_train", SwitchStats(switches, true)},
+        {"to_rollout", SwitchStats(switches, false)}}},
+      {"groups",
+       {{"sampled", info.sampled},
+        {"left_in_buffer", info.table.size},
+        {"dropped_stale", info.dropped_stale},
+        {"dropped_incomplete", info.dropped_incomplete_group}}},
+  };
+  if (run.eval_episodes > 0 && stopped_by != "signal") {
+    ASSIGN_OR_RETURN(std::shared_ptr<const WeightSnapshot> weights,
+                     MakeSnapshot(core.model, core.learner->version()));
+    ASSIGN_OR_RETURN(PolicyEvalResult eval,
+                     EvaluatePolicy(config_, *factory_, *tokenizer_, std::move(weights),
+                                    run.eval_episodes, static_cast<uint64_t>(run.seed)));
+    result.eval = eval;
+    result.summary["eval"] = eval.ToJson();
+  }
+  RETURN_IF_ERROR(run_dir_->WriteSummary(result.summary));
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<EmbeddedJobResult> RunElasticJob(const JobConfig &config,
+                                                const EmbeddedJobOptions &options) {
+  ElasticJob job(config);
+  RETURN_IF_ERROR(job.Init(options));
+  return job.Train(options);
+}
+
+}  // namespace flywheel
