@@ -14,6 +14,7 @@ const std::vector<BenchEntry>& Benchmarks() {
       {"buffer", "trajectory buffer in-process and over gRPC (durable) vs Redis Streams", RunBufferBench},
       {"trajectory-tree", "learner tokens and seconds per branching execution: flat paths vs prefix trees (and per J_max)", RunTrajectoryTreeBench},
       {"pipeline", "guess training under heavy-tailed env latency: async vs colocated learner utilization, samples/s, time to a reward (and per latency median)", RunPipelineBench},
+      {"elastic", "heavy-tailed copy task on the same cells: colocated vs static splits vs the elastic scheduler, time to a reward, samples/s, switch seconds", RunElasticBench},
   };
   return *entries;
 }

@@ -21,6 +21,7 @@ absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunLearnerParallelBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunTrajectoryTreeBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunPipelineBench(const BenchArgs& args);
+absl::StatusOr<BenchReport> RunElasticBench(const BenchArgs& args);
 
 }  // namespace flywheel::bench
 

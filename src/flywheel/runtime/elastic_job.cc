@@ -666,9 +666,11 @@ absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions &op
     step = r.optimizer.step;
     core_version_ = core.learner->version();
     buffer_->SetLearnerVersion(core.learner->version());
-    Publish();
+    // Training satellites received the new weights in the step's reduce; rollout engines get
+    // them here.
+    if (step % config_.learner.publish_every == 0) Publish();
     for (size_t i = 1; i < cells_.size(); ++i) cells_[i]->actor->Wake();
-    if (step % config_.learner.checkpoint_every == 0) {
+    if (config_.learner.checkpoint_every > 0 && step % config_.learner.checkpoint_every == 0) {
       failure = SaveCheckpoint(step);
       if (!failure.ok()) break;
     }
