@@ -55,6 +55,8 @@ struct ElasticSettings {
   int64_t eval_episodes = 0;
   int64_t rounds = 1;
   int64_t seed = 1;
+  double min_residence_s = 0.05;
+  double hysteresis = 0.25;
   CurveOptions curve;
 };
 
@@ -102,6 +104,8 @@ absl::StatusOr<JobConfig> MakeConfig(const ElasticSettings &s, const Side &side,
       config.learner.world_size = 1;
       config.scheduler.cells = s.cells;
       config.scheduler.core_cells = 1;
+      config.scheduler.min_residence_seconds = s.min_residence_s;
+      config.scheduler.hysteresis = s.hysteresis;
       break;
   }
   RETURN_IF_ERROR(config.Validate());
@@ -184,6 +188,10 @@ absl::StatusOr<BenchReport> RunElasticBench(const BenchArgs &args) {
   s.eval_episodes = args.GetInt("eval_episodes", args.quick ? 16 : 512);
   s.rounds = args.GetInt("rounds", 1);
   s.seed = args.GetInt("seed", 1);
+  // Well below a learner step here (~0.6 s): a residence longer than a step keeps a satellite
+  // training after the next batch is demanded, and generation waits for it.
+  s.min_residence_s = args.GetDouble("min_residence_s", 0.05);
+  s.hysteresis = args.GetDouble("hysteresis", 0.25);
   s.curve.target_reward = args.GetDouble("target", 0.5);
   s.curve.smooth_steps = args.GetInt("smooth_steps", 5);
   s.curve.final_steps = args.GetInt("final_steps", 10);
@@ -219,6 +227,8 @@ absl::StatusOr<BenchReport> RunElasticBench(const BenchArgs &args) {
                    {"eval_episodes", s.eval_episodes},
                    {"rounds", s.rounds},
                    {"seed", s.seed},
+                   {"min_residence_s", s.min_residence_s},
+                   {"hysteresis", s.hysteresis},
                    {"target_reward", s.curve.target_reward},
                    {"smooth_steps", s.curve.smooth_steps},
                    {"threads_per_cell", 1}};

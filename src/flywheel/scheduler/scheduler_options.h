@@ -27,7 +27,7 @@ struct SchedulerOptions {
   // work fits on one rollout cell fewer with this share of a cell's capacity to spare, and
   // stays in a role at least min_residence_seconds.
   double hysteresis = 0.25;
-  double min_residence_seconds = 0.5;
+  double min_residence_seconds = 0.05;
   // Seconds between two looks of the rule at the water level.
   double tick_seconds = 0.02;
 

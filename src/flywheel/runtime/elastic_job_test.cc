@@ -1,0 +1,136 @@
+#include "flywheel/runtime/elastic_job.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "flywheel/runtime/job_test_util.h"
+
+namespace flywheel {
+namespace {
+
+namespace fs = std::filesystem;
+
+using testing::ReadMetrics;
+
+// Small batches, η = 0 and a short residence: every step demands a new batch,
+// so satellites go back to rollout at each step and to training as each batch's
+// last episodes play out.
+JobConfig Load(const std::string &name, std::vector<std::string> overrides) {
+  overrides.insert(overrides.begin(), {"run.mode=\"elastic\"", "run.batch_groups=2",
+                                       "actor.group_size=4", "actor.episodes_in_flight=4",
+                                       "learner.max_staleness=0", "env.latency.model=\"lognormal\"",
+                                       "env.latency.mean_ms=5", "env.latency.sigma=1",
+                                       "scheduler.cells=3", "scheduler.min_residence_seconds=0.02",
+                                       "scheduler.hysteresis=0", "scheduler.tick_seconds=0.005"});
+  absl::StatusOr<JobConfig> config = testing::LoadGuessJob(name, overrides);
+  EXPECT_TRUE(config.ok()) << config.status();
+  return *config;
+}
+
+EmbeddedJobOptions Quiet() {
+  EmbeddedJobOptions options;
+  options.progress = nullptr;
+  return options;
+}
+
+std::vector<nlohmann::json> ReadSchedulerLog(const JobConfig &config) {
+  std::ifstream in(fs::path(config.run.runs_dir) / config.run.name / "scheduler.jsonl");
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+// Every episode dispatched was inserted once, failed, or was still in flight at
+// the stop.
+void ExpectEveryEpisodeAccountedFor(const nlohmann::json &summary) {
+  EXPECT_EQ(summary["episodes_duplicated"].get<int64_t>(), 0) << summary.dump(1);
+  EXPECT_EQ(summary["episodes_dispatched"].get<int64_t>(),
+            summary["episodes_inserted"].get<int64_t>() +
+                summary["episodes_failed"].get<int64_t>() +
+                summary["episodes_cancelled_at_stop"].get<int64_t>())
+      << summary.dump(1);
+}
+
+TEST(ElasticJobTest, NoEpisodeIsLostOrDuplicatedOverManySwitches) {
+  const JobConfig config = Load("elastic_handoff", {"run.max_steps=14"});
+  absl::StatusOr<EmbeddedJobResult> result = RunElasticJob(config, Quiet());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->final_step, 14);
+  const nlohmann::json &summary = result->summary;
+  ExpectEveryEpisodeAccountedFor(summary);
+  const nlohmann::json &elastic = summary["elastic"];
+  EXPECT_GE(elastic["switches"].get<int64_t>(), 20) << elastic.dump(1);
+  EXPECT_GT(elastic["to_train"]["count"].get<int64_t>(), 0);
+  EXPECT_GT(elastic["to_rollout"]["count"].get<int64_t>(), 0);
+  // Episodes were really handed from a cell moving to training to one still
+  // rolling out.
+  EXPECT_GT(elastic["to_train"]["episodes_handed"].get<int64_t>(), 0) << elastic.dump(1);
+
+  const std::vector<nlohmann::json> metrics = ReadMetrics(config);
+  ASSERT_EQ(metrics.size(), 14u);
+  int64_t joined = 0;
+  for (const nlohmann::json &line : metrics) joined += line["participants"].get<int64_t>() > 1;
+  EXPECT_GT(joined, 0) << "no satellite ever took part in a step";
+  int64_t moves = 0;
+  for (const nlohmann::json &line : ReadSchedulerLog(config)) {
+    if (line.contains("move") && line["move"] != "none") ++moves;
+  }
+  EXPECT_GE(moves, 20);
+}
+
+TEST(ElasticJobTest, DrainOnSwitchFinishesEpisodesInPlace) {
+  const JobConfig config =
+      Load("elastic_drain", {"run.max_steps=8", "scheduler.drain_on_switch=true"});
+  absl::StatusOr<EmbeddedJobResult> result = RunElasticJob(config, Quiet());
+  ASSERT_TRUE(result.ok()) << result.status();
+  ExpectEveryEpisodeAccountedFor(result->summary);
+  EXPECT_EQ(result->summary["elastic"]["to_train"]["episodes_handed"].get<int64_t>(), 0);
+}
+
+TEST(ElasticJobTest, ResumesFromTheCoresCheckpoint) {
+  const JobConfig first =
+      Load("elastic_resume", {"run.max_steps=4", "learner.checkpoint_every=2"});
+  absl::StatusOr<EmbeddedJobResult> ran = RunElasticJob(first, Quiet());
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  ASSERT_EQ(ran->final_step, 4);
+  JobConfig more = first;
+  more.run.max_steps = 6;
+  EmbeddedJobOptions resume = Quiet();
+  resume.resume = true;
+  absl::StatusOr<EmbeddedJobResult> resumed = RunElasticJob(more, resume);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->steps, 2);  // steps 5 and 6, from the checkpoint of step 4
+  EXPECT_EQ(resumed->final_step, 6);
+  const std::vector<nlohmann::json> metrics = ReadMetrics(more);
+  ASSERT_EQ(metrics.size(), 6u);
+  EXPECT_EQ(metrics.back()["step"].get<int64_t>(), 6);
+}
+
+TEST(ElasticJobTest, ConfigsItCannotRunAreRefused) {
+  absl::StatusOr<JobConfig> unbounded =
+      testing::LoadGuessJob("elastic_bad", {"run.mode=\"elastic\"", "learner.max_staleness=-1"});
+  ASSERT_TRUE(unbounded.ok()) << unbounded.status();
+  absl::StatusOr<EmbeddedJobResult> result = RunElasticJob(*unbounded, Quiet());
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.status().message().find("learner.max_staleness"), std::string::npos)
+      << result.status();
+
+  absl::StatusOr<JobConfig> one_cell =
+      testing::LoadGuessJob("elastic_bad", {"run.mode=\"elastic\"", "scheduler.cells=1"});
+  ASSERT_FALSE(one_cell.ok());
+  EXPECT_NE(one_cell.status().message().find("scheduler.cells"), std::string::npos)
+      << one_cell.status();
+
+  absl::StatusOr<JobConfig> group =
+      testing::LoadGuessJob("elastic_bad", {"run.mode=\"elastic\"", "learner.world_size=2"});
+  ASSERT_FALSE(group.ok());
+  EXPECT_NE(group.status().message().find("learner.world_size"), std::string::npos)
+      << group.status();
+}
+
+}  // namespace
+}  // namespace flywheel
