@@ -1,30 +1,23 @@
-// Where the elastic scheduler pays: one training job on the same cells (model
-// replicas, one thread and one intra-op thread each) run three ways:
+// Where the elastic scheduler pays: one training job on the same cells (model replicas, one
+// thread and one intra-op thread each) run three ways:
 //
-//   colocated    every cell generates its share of a batch, then every cell
-//   trains on it (the
-//                embedded job with actor.num_actors = C actors and
-//                learner.world_size = C ranks, which take turns)
-//   async K      a static split: K actor cells generate while C − K learner
-//   ranks train, for
-//                every K in 1 … C − 1 (the best K is the peer: what a user
-//                would tune)
-//   elastic      1 core cell and C − 1 satellites moved by the water-level
-//   rule, streaming steps
+//   colocated    every cell generates its share of a batch, then every cell trains on it (the
+//                embedded job with actor.num_actors = C actors and learner.world_size = C
+//                ranks, which take turns)
+//   async K      a static split: K actor cells generate while C − K learner ranks train, for
+//                every K in 1 … C − 1 (the best K is the peer: what a user would tune)
+//   elastic      1 core cell and C − 1 satellites moved by the water-level rule, streaming steps
 //
-// on a workload whose rollouts are compute-bound with heavy-tailed generation
-// lengths (the copy task: answer lengths drawn from a heavy-tailed
-// distribution, generated token by token) and environment latency, under the
-// same staleness bound η (learner.max_staleness, default 1). Per mode: time to
-// the target reward (smoothed as pipeline_curve.h does), trained samples/s, and
-// the final policy's reward on the same evaluation episodes; for elastic, the
-// measured switch times in both directions. Ratios:
-//   speedup_vs_colocated     = colocated time to target / elastic time to
-//   target speedup_vs_static_async  = best static split's time to target /
-//   elastic's final_reward_gap         = elastic final reward − colocated final
-//   reward
-// Rounds alternate the order of the modes; each figure is the median over
-// rounds.
+// on a workload whose rollouts have heavy-tailed generation lengths (the copy task: answer
+// lengths drawn from a bounded Pareto, generated token by token) and environment latency, under
+// the same staleness bound η (learner.max_staleness, default 1). Per mode: time to the target
+// reward (smoothed as pipeline_curve.h does), trained samples/s, and the final policy's reward
+// on the same evaluation episodes; for elastic, the measured switch times in both directions.
+// Ratios:
+//   speedup_vs_colocated     = colocated time to target / elastic time to target
+//   speedup_vs_static_async  = best static split's time to target / elastic's
+//   final_reward_gap         = elastic final reward − colocated final reward
+// Rounds alternate the order of the modes; each figure is the median over rounds.
 #include <unistd.h>
 
 #include <algorithm>
@@ -74,8 +67,8 @@ struct SideResult {
   double final_reward = 0;
 };
 
-absl::StatusOr<JobConfig> MakeConfig(const ElasticSettings &s, const Side &side, int64_t round,
-                                     const fs::path &runs_dir) {
+absl::StatusOr<JobConfig> MakeConfig(const ElasticSettings& s, const Side& side, int64_t round,
+                                     const fs::path& runs_dir) {
   ASSIGN_OR_RETURN(JobConfig config, LoadJobConfig(s.config_file));
   config.run.mode = side.mode;
   config.run.runs_dir = runs_dir.string();
@@ -112,8 +105,8 @@ absl::StatusOr<JobConfig> MakeConfig(const ElasticSettings &s, const Side &side,
   return config;
 }
 
-absl::StatusOr<SideResult> RunSide(const ElasticSettings &s, const Side &side, int64_t round,
-                                   const fs::path &runs_dir) {
+absl::StatusOr<SideResult> RunSide(const ElasticSettings& s, const Side& side, int64_t round,
+                                   const fs::path& runs_dir) {
   ASSIGN_OR_RETURN(const JobConfig config, MakeConfig(s, side, round, runs_dir));
   EmbeddedJobOptions options;
   options.progress = nullptr;
@@ -152,8 +145,7 @@ double Median(std::vector<double> v) {
 }
 
 // Median time to target over rounds; a round that never reached it counts as
-// the wall budget (a lower bound on its time), and the result says how many
-// reached it.
+// the wall budget (a lower bound on its time), and the result says how many reached it.
 struct Figures {
   double time_to_target_s = 0;
   int64_t reached = 0;
@@ -161,10 +153,10 @@ struct Figures {
   double final_reward = 0;
 };
 
-Figures Summarise(const std::vector<SideResult> &runs, double wall_s) {
+Figures Summarise(const std::vector<SideResult>& runs, double wall_s) {
   std::vector<double> ttt, sps, reward;
   Figures f;
-  for (const SideResult &r : runs) {
+  for (const SideResult& r : runs) {
     ttt.push_back(r.time_to_target_s.value_or(wall_s));
     f.reached += r.time_to_target_s.has_value();
     sps.push_back(r.samples_per_s);
@@ -178,7 +170,7 @@ Figures Summarise(const std::vector<SideResult> &runs, double wall_s) {
 
 }  // namespace
 
-absl::StatusOr<BenchReport> RunElasticBench(const BenchArgs &args) {
+absl::StatusOr<BenchReport> RunElasticBench(const BenchArgs& args) {
   ElasticSettings s;
   s.config_file = args.GetString("config", args.source_dir + "/examples/copy.toml");
   s.cells = args.GetInt("cells", 2);
@@ -212,7 +204,7 @@ absl::StatusOr<BenchReport> RunElasticBench(const BenchArgs &args) {
   for (int64_t round = 0; round < s.rounds; ++round) {
     std::vector<Side> order = sides;
     if (round % 2 == 1) std::reverse(order.begin(), order.end());
-    for (const Side &side : order) {
+    for (const Side& side : order) {
       ASSIGN_OR_RETURN(SideResult r, RunSide(s, side, round, runs_dir));
       results[side.name].push_back(std::move(r));
     }
@@ -234,39 +226,38 @@ absl::StatusOr<BenchReport> RunElasticBench(const BenchArgs &args) {
                    {"threads_per_cell", 1}};
   report.table.push_back({"mode", "time to target s", "reached", "samples/s", "final reward"});
   std::map<std::string, Figures> figures;
-  for (const Side &side : sides) {
+  for (const Side& side : sides) {
     const Figures f = Summarise(results[side.name], s.wall_s);
     figures[side.name] = f;
     nlohmann::json runs = nlohmann::json::array();
-    for (const SideResult &r : results[side.name]) runs.push_back(r.json);
+    for (const SideResult& r : results[side.name]) runs.push_back(r.json);
     report.results[side.name] = {{"time_to_target_s", f.time_to_target_s},
                                  {"rounds_reaching_target", f.reached},
                                  {"samples_per_s", f.samples_per_s},
                                  {"final_reward", f.final_reward},
                                  {"runs", runs}};
-    report.table.push_back({side.name, absl::StrFormat("%.1f", f.time_to_target_s),
-                            StrCat(f.reached, "/", s.rounds),
-                            absl::StrFormat("%.1f", f.samples_per_s),
-                            absl::StrFormat("%.3f", f.final_reward)});
+    report.table.push_back(
+        {side.name, absl::StrFormat("%.1f", f.time_to_target_s), StrCat(f.reached, "/", s.rounds),
+         absl::StrFormat("%.1f", f.samples_per_s), absl::StrFormat("%.3f", f.final_reward)});
   }
   std::string best_async;
-  for (const Side &side : sides) {
+  for (const Side& side : sides) {
     if (side.mode != TrainMode::kAsync) continue;
     if (best_async.empty() ||
         figures[side.name].time_to_target_s < figures[best_async].time_to_target_s) {
       best_async = side.name;
     }
   }
-  const Figures &elastic = figures["elastic"];
-  const Figures &colocated = figures["colocated"];
-  const Figures &async = figures[best_async];
+  const Figures& elastic = figures["elastic"];
+  const Figures& colocated = figures["colocated"];
+  const Figures& async = figures[best_async];
   const double vs_colocated = colocated.time_to_target_s / std::max(1e-9, elastic.time_to_target_s);
   const double vs_async = async.time_to_target_s / std::max(1e-9, elastic.time_to_target_s);
   const double gap = elastic.final_reward - colocated.final_reward;
   nlohmann::json to_train = nlohmann::json::array(), to_rollout = nlohmann::json::array();
   std::vector<double> train_p50, train_max, rollout_p50, rollout_max;
-  for (const SideResult &r : results["elastic"]) {
-    const nlohmann::json &e = r.json.at("elastic");
+  for (const SideResult& r : results["elastic"]) {
+    const nlohmann::json& e = r.json.at("elastic");
     train_p50.push_back(e["to_train"]["p50_s"].get<double>());
     train_max.push_back(e["to_train"]["max_s"].get<double>());
     rollout_p50.push_back(e["to_rollout"]["p50_s"].get<double>());

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -54,7 +53,7 @@ constexpr absl::Duration kPoll = absl::Milliseconds(100);
 // A training satellite's wait for a micro-step: it bounds how late the cell
 // sees that it is to go back to rollout.
 constexpr absl::Duration kSatellitePoll = absl::Milliseconds(2);
-constexpr const char *kModelFile = "model.safetensors";
+constexpr const char* kModelFile = "model.safetensors";
 
 // One measured role change of a satellite.
 struct Switch {
@@ -89,7 +88,7 @@ struct StepData {
 };
 
 PolicyForward ForwardOf(Transformer model) {
-  return [model](const PackedMicroBatch &mb) -> absl::StatusOr<torch::Tensor> {
+  return [model](const PackedMicroBatch& mb) -> absl::StatusOr<torch::Tensor> {
     ASSIGN_OR_RETURN(AttentionLayout layout, MakePackedLayout(mb.doc_lengths, mb.length));
     return TorchCallOr("policy forward", [&] { return model->forward(mb.tokens, layout); });
   };
@@ -97,16 +96,16 @@ PolicyForward ForwardOf(Transformer model) {
 
 class ElasticJob {
  public:
-  explicit ElasticJob(const JobConfig &config) : config_(config) {}
+  explicit ElasticJob(const JobConfig& config) : config_(config) {}
   ~ElasticJob() { Shutdown(); }
 
-  absl::Status Init(const EmbeddedJobOptions &options);
-  absl::StatusOr<EmbeddedJobResult> Train(const EmbeddedJobOptions &options);
+  absl::Status Init(const EmbeddedJobOptions& options);
+  absl::StatusOr<EmbeddedJobResult> Train(const EmbeddedJobOptions& options);
 
  private:
   int satellites() const { return static_cast<int>(cells_.size()) - 1; }
   absl::StatusOr<std::unique_ptr<Cell>> MakeCell(int id, std::shared_ptr<const WeightSnapshot> w);
-  absl::Status Restore(const std::string &checkpoint);
+  absl::Status Restore(const std::string& checkpoint);
   absl::Status SaveCheckpoint(int64_t step);
   absl::Status Sink(Trajectory t);
   int64_t AdmissionRoom() const;
@@ -114,15 +113,14 @@ class ElasticJob {
 
   // One streaming step on `cell`: claim and run micro-steps until none is left
   // (or, for a satellite told to leave, until it stops claiming), then the
-  // step's reduce. nullopt: the satellite left the step without running
-  // anything.
-  absl::StatusOr<std::optional<StreamingStepResult>> RunStep(Cell &cell, int64_t queue_step);
-  absl::Status RunSatellite(Cell &cell);
-  absl::Status TrainAsSatellite(Cell &cell);
+  // step's reduce. nullopt: the satellite left the step without running anything.
+  absl::StatusOr<std::optional<StreamingStepResult>> RunStep(Cell& cell, int64_t queue_step);
+  absl::Status RunSatellite(Cell& cell);
+  absl::Status TrainAsSatellite(Cell& cell);
   absl::Status Feed();
   absl::Status Control();
-  absl::Status Move(const SchedulerDecision &decision);
-  void RecordSwitch(Cell &cell, bool to_train, int64_t handed, int64_t in_place);
+  absl::Status Move(const SchedulerDecision& decision);
+  void RecordSwitch(Cell& cell, bool to_train, int64_t handed, int64_t in_place);
   void Publish();
   // At the end: no more moves or starts; every rollout actor hands its
   // in-flight episodes over at their boundary, so that they can be counted.
@@ -155,17 +153,15 @@ class ElasticJob {
   std::thread controller_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> quiescing_{false};  // the run is ending: no moves, no new episodes
-  const RunStop *stop_ = nullptr;       // Train's
+  const RunStop* stop_ = nullptr;       // Train's
   std::atomic<int64_t> inserted_{0};
   std::atomic<int64_t> core_version_{0};
 
   mutable absl::Mutex mu_;
   std::vector<Switch> switches_ ABSL_GUARDED_BY(mu_);
-  // Episodes suspended while no satellite rolled out: adopted by the next one
-  // that does.
+  // Episodes suspended while no satellite rolled out: adopted by the next one that does.
   std::vector<SuspendedEpisode> parked_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, StepData> step_data_ ABSL_GUARDED_BY(mu_);  // by queue step
-  std::shared_ptr<const WeightSnapshot> snapshot_ ABSL_GUARDED_BY(mu_);
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> inserted_ids_ ABSL_GUARDED_BY(mu_);
   int64_t duplicates_ ABSL_GUARDED_BY(mu_) = 0;
@@ -207,8 +203,8 @@ absl::StatusOr<std::unique_ptr<Cell>> ElasticJob::MakeCell(
   return cell;
 }
 
-absl::Status ElasticJob::Init(const EmbeddedJobOptions &options) {
-  const SchedulerOptions &s = config_.scheduler;
+absl::Status ElasticJob::Init(const EmbeddedJobOptions& options) {
+  const SchedulerOptions& s = config_.scheduler;
   if (config_.learner.max_staleness < 0) {
     return absl::InvalidArgumentError(
         "run.mode = \"elastic\" admits the episodes of batches up to "
@@ -230,8 +226,7 @@ absl::Status ElasticJob::Init(const EmbeddedJobOptions &options) {
   ASSIGN_OR_RETURN(blas_, ChooseBlasThreads(BlasRole::kEmbedded, config_.run.blas_threads,
                                             model_options_, config_.learner.token_budget));
   spdlog::info("{}", blas_.DebugString());
-  // Every cell is one thread with one intra-op thread: cells are the unit of
-  // compute.
+  // Every cell is one thread with one intra-op thread: cells are the unit of compute.
   torch::set_num_threads(1);
   ASSIGN_OR_RETURN(run_dir_, RunDirectory::Open(config_.run.runs_dir, config_.run.name,
                                                 FormatJobConfig(config_), options.resume));
@@ -245,8 +240,7 @@ absl::Status ElasticJob::Init(const EmbeddedJobOptions &options) {
   buffer_options.durable = false;
   if (buffer_options.max_staleness < 0)
     buffer_options.max_staleness = config_.learner.max_staleness;
-  // Admission, not backpressure, bounds the pipeline: whatever was admitted
-  // must fit.
+  // Admission, not backpressure, bounds the pipeline: whatever was admitted must fit.
   const int64_t admitted_groups = (config_.learner.max_staleness + 1) * config_.run.batch_groups;
   buffer_options.max_size = std::max(buffer_options.max_size,
                                      admitted_groups + config_.actor.episodes_in_flight * s.cells);
@@ -273,15 +267,11 @@ absl::Status ElasticJob::Init(const EmbeddedJobOptions &options) {
     }
     RETURN_IF_ERROR(Restore(*latest));
   }
-  Cell &core_cell = *cells_[0];
+  Cell& core_cell = *cells_[0];
   core_version_ = core_cell.learner->version();
   buffer_->SetLearnerVersion(core_cell.learner->version());
   ASSIGN_OR_RETURN(std::shared_ptr<const WeightSnapshot> snapshot,
                    MakeSnapshot(core_cell.model, core_cell.learner->version()));
-  {
-    absl::MutexLock lock(&mu_);
-    snapshot_ = snapshot;
-  }
   for (int id = 1; id < s.cells; ++id) {
     ASSIGN_OR_RETURN(std::unique_ptr<Cell> cell, MakeCell(id, snapshot));
     cells_.push_back(std::move(cell));
@@ -299,17 +289,17 @@ absl::Status ElasticJob::Init(const EmbeddedJobOptions &options) {
   return absl::OkStatus();
 }
 
-absl::Status ElasticJob::Restore(const std::string &checkpoint) {
-  Cell &core = *cells_[0];
+absl::Status ElasticJob::Restore(const std::string& checkpoint) {
+  Cell& core = *cells_[0];
   RETURN_IF_ERROR(LoadStateDict(StrCat(checkpoint, "/", kModelFile), *core.model));
   return ReadTrainerState(checkpoint, core.learner->optimizer());
 }
 
 absl::Status ElasticJob::SaveCheckpoint(int64_t step) {
-  Cell &core = *cells_[0];
+  Cell& core = *cells_[0];
   return checkpoints_
       ->Save(step,
-             [&core](const std::string &dir) {
+             [&core](const std::string& dir) {
                RETURN_IF_ERROR(SaveStateDict(StrCat(dir, "/", kModelFile), *core.model));
                return WriteTrainerState(dir, core.learner->optimizer());
              })
@@ -318,8 +308,7 @@ absl::Status ElasticJob::SaveCheckpoint(int64_t step) {
 
 absl::Status ElasticJob::Sink(Trajectory t) {
   {
-    // An episode handed between cells must arrive once: count any id seen
-    // twice.
+    // An episode handed between cells must arrive once: count any id seen twice.
     absl::MutexLock lock(&mu_);
     if (!inserted_ids_.insert(t.id).second) ++duplicates_;
   }
@@ -346,7 +335,7 @@ int64_t ElasticJob::EpisodesFinished() const {
   return inserted_.load() + failed;
 }
 
-absl::StatusOr<std::optional<StreamingStepResult>> ElasticJob::RunStep(Cell &cell,
+absl::StatusOr<std::optional<StreamingStepResult>> ElasticJob::RunStep(Cell& cell,
                                                                        int64_t queue_step) {
   const bool satellite = cell.id != 0;
   while (true) {
@@ -385,7 +374,7 @@ absl::StatusOr<std::optional<StreamingStepResult>> ElasticJob::RunStep(Cell &cel
   return *std::move(result);
 }
 
-void ElasticJob::RecordSwitch(Cell &cell, bool to_train, int64_t handed, int64_t in_place) {
+void ElasticJob::RecordSwitch(Cell& cell, bool to_train, int64_t handed, int64_t in_place) {
   const absl::Time now = absl::Now();
   Switch s;
   s.satellite = cell.id - 1;
@@ -406,10 +395,9 @@ void ElasticJob::RecordSwitch(Cell &cell, bool to_train, int64_t handed, int64_t
   switches_.push_back(s);
 }
 
-absl::Status ElasticJob::TrainAsSatellite(Cell &cell) {
+absl::Status ElasticJob::TrainAsSatellite(Cell& cell) {
   while (cell.wants_train.load() && !Stopping()) {
-    // The step being filled now; a complete one cannot be joined: wait for the
-    // next.
+    // The step being filled now; a complete one cannot be joined: wait for the next.
     const int64_t current = queue_->report().step;
     absl::Status joined = queue_->Join(cell.id, current);
     if (!joined.ok()) {
@@ -417,9 +405,8 @@ absl::Status ElasticJob::TrainAsSatellite(Cell &cell) {
       if (!next.ok() && !absl::IsDeadlineExceeded(next)) return next;
       continue;
     }
-    // The core's weights cannot change before this cell reaches the step's
-    // reduce.
-    Cell &core = *cells_[0];
+    // The core's weights cannot change before this cell reaches the step's reduce.
+    Cell& core = *cells_[0];
     if (cell.learner->version() != core.learner->version()) {
       ASSIGN_OR_RETURN(std::vector<torch::Tensor> weights, core.learner->CopyWeights());
       RETURN_IF_ERROR(cell.learner->LoadWeights(weights, core.learner->version(),
@@ -430,7 +417,7 @@ absl::Status ElasticJob::TrainAsSatellite(Cell &cell) {
   return absl::OkStatus();
 }
 
-absl::Status ElasticJob::RunSatellite(Cell &cell) {
+absl::Status ElasticJob::RunSatellite(Cell& cell) {
   torch::set_num_threads(1);
   while (!Stopping() && !quiescing_.load()) {
     if (cell.wants_train.load()) {
@@ -455,8 +442,8 @@ absl::Status ElasticJob::RunSatellite(Cell &cell) {
   return absl::OkStatus();
 }
 
-absl::Status ElasticJob::Move(const SchedulerDecision &decision) {
-  Cell &cell = *cells_[decision.satellite + 1];
+absl::Status ElasticJob::Move(const SchedulerDecision& decision) {
+  Cell& cell = *cells_[decision.satellite + 1];
   cell.switch_start_ns = absl::ToUnixNanos(absl::Now());
   if (decision.move == SchedulerDecision::Move::kToRollout) {
     cell.wants_train = false;  // the cell leaves training at its next micro-step boundary
@@ -464,8 +451,7 @@ absl::Status ElasticJob::Move(const SchedulerDecision &decision) {
   }
   cell.wants_train = true;
   int64_t moved = 0, in_place = 0;
-  // Run may not have started yet when the first Suspend is served: repeat until
-  // the cell trains.
+  // Run may not have started yet when the first Suspend is served: repeat until the cell trains.
   while (!cell.training.load() && !Stopping() && !quiescing_.load()) {
     absl::StatusOr<ActorSwitch> handed =
         config_.scheduler.drain_on_switch ? cell.actor->Drain() : cell.actor->Suspend();
@@ -489,7 +475,7 @@ absl::Status ElasticJob::Move(const SchedulerDecision &decision) {
       RETURN_IF_ERROR(cells_[taker + 1]->actor->Adopt(std::move(handed->episodes)));
     } else {
       absl::MutexLock lock(&mu_);
-      for (SuspendedEpisode &e : handed->episodes) parked_.push_back(std::move(e));
+      for (SuspendedEpisode& e : handed->episodes) parked_.push_back(std::move(e));
     }
   }
   // The cell has left rollout and entered its training loop.
@@ -534,9 +520,9 @@ absl::Status ElasticJob::Feed() {
       }
       if (!items.ok()) return items.status();
       std::vector<Trajectory> trajectories;
-      for (const SampledItem &sampled : *items) {
-        for (const ItemMember &member : sampled.item->members) {
-          const Trajectory &t = *member.trajectory;
+      for (const SampledItem& sampled : *items) {
+        for (const ItemMember& member : sampled.item->members) {
+          const Trajectory& t = *member.trajectory;
           ++data.trajectories;
           data.reward_sum += t.final_reward;
           data.successes += t.final_reward >= config_.run.success_reward;
@@ -557,16 +543,12 @@ absl::Status ElasticJob::Feed() {
 }
 
 void ElasticJob::Publish() {
-  Cell &core = *cells_[0];
+  Cell& core = *cells_[0];
   absl::StatusOr<std::shared_ptr<const WeightSnapshot>> snapshot =
       MakeSnapshot(core.model, core.learner->version());
   if (!snapshot.ok()) {
     spdlog::warn("elastic job: snapshot: {}", snapshot.status().message());
     return;
-  }
-  {
-    absl::MutexLock lock(&mu_);
-    snapshot_ = *snapshot;
   }
   for (size_t i = 1; i < cells_.size(); ++i) cells_[i]->actor->PublishSnapshot(*snapshot);
 }
@@ -604,10 +586,10 @@ double Quantile(std::vector<double> values, double p) {
   return values[k];
 }
 
-nlohmann::json SwitchStats(const std::vector<Switch> &switches, bool to_train) {
+nlohmann::json SwitchStats(const std::vector<Switch>& switches, bool to_train) {
   std::vector<double> seconds;
   int64_t handed = 0;
-  for (const Switch &s : switches) {
+  for (const Switch& s : switches) {
     if (s.to_train != to_train) continue;
     seconds.push_back(s.seconds);
     handed += s.episodes_handed;
@@ -618,8 +600,8 @@ nlohmann::json SwitchStats(const std::vector<Switch> &switches, bool to_train) {
           {"episodes_handed", handed}};
 }
 
-absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions &options) {
-  const RunOptions &run = config_.run;
+absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions& options) {
+  const RunOptions& run = config_.run;
   std::optional<ProgressReporter> progress;
   if (options.progress != nullptr) {
     progress.emplace(options.progress, options.progress_is_terminal, absl::Seconds(10));
@@ -628,7 +610,7 @@ absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions &op
   const RunStop stop(run.max_wall_seconds, options.stop, start_);
   stop_ = &stop;
   for (size_t i = 1; i < cells_.size(); ++i) {
-    Cell *cell = cells_[i].get();
+    Cell* cell = cells_[i].get();
     cell->thread = std::thread([this, cell] {
       const absl::Status s = RunSatellite(*cell);
       if (!s.ok() && !Stopping()) Fail(Annotate(s, StrCat("elastic job, cell ", cell->id)));
@@ -643,7 +625,7 @@ absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions &op
     if (!s.ok() && !Stopping()) Fail(Annotate(s, "elastic scheduler"));
   });
 
-  Cell &core = *cells_[0];
+  Cell& core = *cells_[0];
   EmbeddedJobResult result;
   double busy = 0;
   int64_t consumed = 0;
@@ -660,7 +642,7 @@ absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions &op
     }
     if (const absl::Status first = FirstError(); !first.ok()) failure = first;
     if (!failure.ok()) break;
-    const StreamingStepResult &r = **trained;
+    const StreamingStepResult& r = **trained;
     const StepReport report = queue_->report();
     if (r.normaliser == 0) continue;  // nothing in the step was trainable (all too stale)
     step = r.optimizer.step;
@@ -732,8 +714,7 @@ absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions &op
   Shutdown();
   stop_ = nullptr;
   if (const absl::Status first = FirstError(); !first.ok()) return first;
-  // A stop request or the wall budget cancels the step in progress: not a
-  // failure.
+  // A stop request or the wall budget cancels the step in progress: not a failure.
   if (!failure.ok() && !(absl::IsCancelled(failure) && stop.Reached())) return failure;
   result.final_step = step;
 
@@ -800,8 +781,8 @@ absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions &op
 
 }  // namespace
 
-absl::StatusOr<EmbeddedJobResult> RunElasticJob(const JobConfig &config,
-                                                const EmbeddedJobOptions &options) {
+absl::StatusOr<EmbeddedJobResult> RunElasticJob(const JobConfig& config,
+                                                const EmbeddedJobOptions& options) {
   ElasticJob job(config);
   RETURN_IF_ERROR(job.Init(options));
   return job.Train(options);

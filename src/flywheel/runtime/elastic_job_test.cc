@@ -19,7 +19,7 @@ using testing::ReadMetrics;
 // Small batches, η = 0 and a short residence: every step demands a new batch,
 // so satellites go back to rollout at each step and to training as each batch's
 // last episodes play out.
-JobConfig Load(const std::string &name, std::vector<std::string> overrides) {
+JobConfig Load(const std::string& name, std::vector<std::string> overrides) {
   overrides.insert(overrides.begin(), {"run.mode=\"elastic\"", "run.batch_groups=2",
                                        "actor.group_size=4", "actor.episodes_in_flight=4",
                                        "learner.max_staleness=0", "env.latency.model=\"lognormal\"",
@@ -37,16 +37,15 @@ EmbeddedJobOptions Quiet() {
   return options;
 }
 
-std::vector<nlohmann::json> ReadSchedulerLog(const JobConfig &config) {
+std::vector<nlohmann::json> ReadSchedulerLog(const JobConfig& config) {
   std::ifstream in(fs::path(config.run.runs_dir) / config.run.name / "scheduler.jsonl");
   std::vector<nlohmann::json> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
   return lines;
 }
 
-// Every episode dispatched was inserted once, failed, or was still in flight at
-// the stop.
-void ExpectEveryEpisodeAccountedFor(const nlohmann::json &summary) {
+// Every episode dispatched was inserted once, failed, or was still in flight at the stop.
+void ExpectEveryEpisodeAccountedFor(const nlohmann::json& summary) {
   EXPECT_EQ(summary["episodes_duplicated"].get<int64_t>(), 0) << summary.dump(1);
   EXPECT_EQ(summary["episodes_dispatched"].get<int64_t>(),
             summary["episodes_inserted"].get<int64_t>() +
@@ -60,23 +59,22 @@ TEST(ElasticJobTest, NoEpisodeIsLostOrDuplicatedOverManySwitches) {
   absl::StatusOr<EmbeddedJobResult> result = RunElasticJob(config, Quiet());
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->final_step, 14);
-  const nlohmann::json &summary = result->summary;
+  const nlohmann::json& summary = result->summary;
   ExpectEveryEpisodeAccountedFor(summary);
-  const nlohmann::json &elastic = summary["elastic"];
+  const nlohmann::json& elastic = summary["elastic"];
   EXPECT_GE(elastic["switches"].get<int64_t>(), 20) << elastic.dump(1);
   EXPECT_GT(elastic["to_train"]["count"].get<int64_t>(), 0);
   EXPECT_GT(elastic["to_rollout"]["count"].get<int64_t>(), 0);
-  // Episodes were really handed from a cell moving to training to one still
-  // rolling out.
+  // Episodes were really handed from a cell moving to training to one still rolling out.
   EXPECT_GT(elastic["to_train"]["episodes_handed"].get<int64_t>(), 0) << elastic.dump(1);
 
   const std::vector<nlohmann::json> metrics = ReadMetrics(config);
   ASSERT_EQ(metrics.size(), 14u);
   int64_t joined = 0;
-  for (const nlohmann::json &line : metrics) joined += line["participants"].get<int64_t>() > 1;
+  for (const nlohmann::json& line : metrics) joined += line["participants"].get<int64_t>() > 1;
   EXPECT_GT(joined, 0) << "no satellite ever took part in a step";
   int64_t moves = 0;
-  for (const nlohmann::json &line : ReadSchedulerLog(config)) {
+  for (const nlohmann::json& line : ReadSchedulerLog(config)) {
     if (line.contains("move") && line["move"] != "none") ++moves;
   }
   EXPECT_GE(moves, 20);
@@ -92,8 +90,7 @@ TEST(ElasticJobTest, DrainOnSwitchFinishesEpisodesInPlace) {
 }
 
 TEST(ElasticJobTest, ResumesFromTheCoresCheckpoint) {
-  const JobConfig first =
-      Load("elastic_resume", {"run.max_steps=4", "learner.checkpoint_every=2"});
+  const JobConfig first = Load("elastic_resume", {"run.max_steps=4", "learner.checkpoint_every=2"});
   absl::StatusOr<EmbeddedJobResult> ran = RunElasticJob(first, Quiet());
   ASSERT_TRUE(ran.ok()) << ran.status();
   ASSERT_EQ(ran->final_step, 4);
