@@ -314,7 +314,8 @@ absl::Status ElasticJob::Sink(Trajectory t) {
   }
   auto trajectory = std::make_shared<const Trajectory>(std::move(t));
   while (true) {
-    if (Stopping()) return absl::CancelledError("the job is stopping");
+    // Not Stopping(): episodes that end while the run winds down (Quiesce) are still kept.
+    if (stopping_.load()) return absl::CancelledError("the job is stopping");
     absl::Status status = buffer_->Insert(trajectory, absl::Now() + kPoll);
     if (absl::IsDeadlineExceeded(status)) continue;  // backpressure: try again
     if (status.ok()) inserted_.fetch_add(1);

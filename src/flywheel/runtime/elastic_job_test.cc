@@ -89,6 +89,15 @@ TEST(ElasticJobTest, DrainOnSwitchFinishesEpisodesInPlace) {
   EXPECT_EQ(result->summary["elastic"]["to_train"]["episodes_handed"].get<int64_t>(), 0);
 }
 
+TEST(ElasticJobTest, EveryEpisodeIsAccountedForWhenTheWallBudgetEndsTheRun) {
+  const JobConfig config =
+      Load("elastic_wall", {"run.max_steps=100000", "run.max_wall_seconds=2"});
+  absl::StatusOr<EmbeddedJobResult> result = RunElasticJob(config, Quiet());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->summary["stopped_by"], "max_wall_seconds");
+  ExpectEveryEpisodeAccountedFor(result->summary);
+}
+
 TEST(ElasticJobTest, ResumesFromTheCoresCheckpoint) {
   const JobConfig first = Load("elastic_resume", {"run.max_steps=4", "learner.checkpoint_every=2"});
   absl::StatusOr<EmbeddedJobResult> ran = RunElasticJob(first, Quiet());
