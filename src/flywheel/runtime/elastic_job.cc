@@ -155,7 +155,9 @@ class ElasticJob {
   std::atomic<bool> quiescing_{false};  // the run is ending: no moves, no new episodes
   const RunStop* stop_ = nullptr;       // Train's
   std::atomic<int64_t> inserted_{0};
-  std::atomic<int64_t> core_version_{0};
+  // Learner steps ended (trained or with nothing trainable) and their weights published: what
+  // admission counts from. Each consumed batch_groups groups of the buffer.
+  std::atomic<int64_t> steps_done_{0};
 
   mutable absl::Mutex mu_;
   std::vector<Switch> switches_ ABSL_GUARDED_BY(mu_);
@@ -238,8 +240,10 @@ absl::Status ElasticJob::Init(const EmbeddedJobOptions& options) {
   buffer_options.group_size = config_.actor.group_size;
   buffer_options.min_group_size = std::min(buffer_options.min_group_size, config_.actor.group_size);
   buffer_options.durable = false;
-  if (buffer_options.max_staleness < 0)
-    buffer_options.max_staleness = config_.learner.max_staleness;
+  // The staleness bound is applied to each step's data as it is added to the step's queue; the
+  // buffer drops nothing, so that every admitted group reaches a step and admission (which
+  // counts the groups the steps consumed) never waits for a group that was thrown away.
+  buffer_options.max_staleness = -1;
   // Admission, not backpressure, bounds the pipeline: whatever was admitted must fit.
   const int64_t admitted_groups = (config_.learner.max_staleness + 1) * config_.run.batch_groups;
   buffer_options.max_size = std::max(buffer_options.max_size,
@@ -268,7 +272,6 @@ absl::Status ElasticJob::Init(const EmbeddedJobOptions& options) {
     RETURN_IF_ERROR(Restore(*latest));
   }
   Cell& core_cell = *cells_[0];
-  core_version_ = core_cell.learner->version();
   buffer_->SetLearnerVersion(core_cell.learner->version());
   ASSIGN_OR_RETURN(std::shared_ptr<const WeightSnapshot> snapshot,
                    MakeSnapshot(core_cell.model, core_cell.learner->version()));
@@ -325,8 +328,9 @@ absl::Status ElasticJob::Sink(Trajectory t) {
 
 int64_t ElasticJob::AdmissionRoom() const {
   if (quiescing_.load()) return 0;
-  // Batches 0 … v + η may have been started at version v (header comment).
-  const int64_t batches = core_version_.load() + 1 + config_.learner.max_staleness;
+  // Batches 0 … k + η may have been started once k steps are done and their weights published
+  // (header comment).
+  const int64_t batches = steps_done_.load() + 1 + config_.learner.max_staleness;
   return batches * config_.run.batch_groups * config_.actor.group_size - tasks_->handed_out();
 }
 
@@ -645,13 +649,17 @@ absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions& op
     if (!failure.ok()) break;
     const StreamingStepResult& r = **trained;
     const StepReport report = queue_->report();
-    if (r.normaliser == 0) continue;  // nothing in the step was trainable (all too stale)
+    if (r.normaliser == 0) {  // nothing in the step was trainable (all too stale)
+      ++steps_done_;
+      for (size_t i = 1; i < cells_.size(); ++i) cells_[i]->actor->Wake();
+      continue;
+    }
     step = r.optimizer.step;
-    core_version_ = core.learner->version();
     buffer_->SetLearnerVersion(core.learner->version());
     // Training satellites received the new weights in the step's reduce; rollout engines get
-    // them here.
+    // them here, before admission opens the next batch, so that its episodes start on them.
     if (step % config_.learner.publish_every == 0) Publish();
+    ++steps_done_;
     for (size_t i = 1; i < cells_.size(); ++i) cells_[i]->actor->Wake();
     if (config_.learner.checkpoint_every > 0 && step % config_.learner.checkpoint_every == 0) {
       failure = SaveCheckpoint(step);
