@@ -50,29 +50,33 @@ inline LearnerOptions ParallelLearnerOptions(PolicyLossKind loss) {
   return o;
 }
 
+// Member `i` of group `g` of step `step`: a 2-4 token prompt, 3-11 generated tokens with
+// behaviour log-probs near -4.2 at version `step`, a reward in [0, 1).
+inline Trajectory RandomTrajectory(std::mt19937& rng, int64_t step, int g, int i) {
+  std::uniform_int_distribution<int32_t> token(1, kParallelVocab - 1);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  Trajectory t;
+  t.id = StrCat("s", step, "-g", g, "-", i);
+  t.group_id = StrCat("s", step, "-g", g);
+  const int prompt = 2 + static_cast<int>(rng() % 3);
+  const int generated = 3 + static_cast<int>(rng() % 9);
+  for (int j = 0; j < prompt; ++j) t.AppendPrompt(token(rng));
+  for (int j = 0; j < generated; ++j) {
+    t.AppendGenerated(token(rng), -4.2f + unit(rng) - 0.5f, step);
+  }
+  t.final_reward = unit(rng);
+  return t;
+}
+
 // The batch of step `step`: 3 groups of 4 (plus one extra group every other step, so that the
 // number of micro-batches varies and is often not a multiple of the world size), random tokens,
 // lengths, rewards and behaviour log-probs, generated at version `step`.
 inline std::vector<Trajectory> BatchForStep(int64_t step) {
   std::mt19937 rng(static_cast<uint32_t>(1000 + step));
-  std::uniform_int_distribution<int32_t> token(1, kParallelVocab - 1);
-  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   std::vector<Trajectory> batch;
   const int groups = 3 + static_cast<int>(step % 2);
   for (int g = 0; g < groups; ++g) {
-    for (int i = 0; i < 4; ++i) {
-      Trajectory t;
-      t.id = StrCat("s", step, "-g", g, "-", i);
-      t.group_id = StrCat("s", step, "-g", g);
-      const int prompt = 2 + static_cast<int>(rng() % 3);
-      const int generated = 3 + static_cast<int>(rng() % 9);
-      for (int j = 0; j < prompt; ++j) t.AppendPrompt(token(rng));
-      for (int j = 0; j < generated; ++j) {
-        t.AppendGenerated(token(rng), -4.2f + unit(rng) - 0.5f, step);
-      }
-      t.final_reward = unit(rng);
-      batch.push_back(std::move(t));
-    }
+    for (int i = 0; i < 4; ++i) batch.push_back(RandomTrajectory(rng, step, g, i));
   }
   return batch;
 }

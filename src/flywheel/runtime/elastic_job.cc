@@ -83,8 +83,6 @@ struct StepData {
   int64_t trajectories = 0;
   double reward_sum = 0;
   int64_t successes = 0;
-  int64_t lag_max = 0;
-  double lag_sum = 0;
 };
 
 PolicyForward ForwardOf(Transformer model) {

@@ -33,6 +33,7 @@ namespace {
 using testing::kParallelRunSteps;
 using testing::kParallelVocab;
 using testing::MaxAbsDiff;
+using testing::RandomTrajectory;
 using testing::ParallelLearnerOptions;
 using testing::TinyPolicy;
 
@@ -45,23 +46,9 @@ absl::Time Deadline() { return absl::Now() + absl::Seconds(60); }
 // version `step`, so that a step has about 9 micro-steps of the parallel tests' shapes.
 std::vector<std::vector<Trajectory>> GroupsForStep(int64_t step) {
   std::mt19937 rng(static_cast<uint32_t>(2000 + step));
-  std::uniform_int_distribution<int32_t> token(1, kParallelVocab - 1);
-  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   std::vector<std::vector<Trajectory>> groups(kGroups);
   for (int g = 0; g < kGroups; ++g) {
-    for (int i = 0; i < 4; ++i) {
-      Trajectory t;
-      t.id = StrCat("s", step, "-g", g, "-", i);
-      t.group_id = StrCat("s", step, "-g", g);
-      const int prompt = 2 + static_cast<int>(rng() % 3);
-      const int generated = 3 + static_cast<int>(rng() % 9);
-      for (int j = 0; j < prompt; ++j) t.AppendPrompt(token(rng));
-      for (int j = 0; j < generated; ++j) {
-        t.AppendGenerated(token(rng), -4.2f + unit(rng) - 0.5f, step);
-      }
-      t.final_reward = unit(rng);
-      groups[g].push_back(std::move(t));
-    }
+    for (int i = 0; i < 4; ++i) groups[g].push_back(RandomTrajectory(rng, step, g, i));
   }
   return groups;
 }
