@@ -1,0 +1,223 @@
+#include "flywheel/scheduler/scheduler_client.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "flywheel/buffer/auth.h"
+#include "flywheel/buffer/client.h"
+#include "flywheel/core/status_macros.h"
+#include "flywheel/core/strings.h"
+#include "flywheel/scheduler/micro_step_wire.h"
+
+namespace flywheel {
+namespace {
+
+// One long poll waits at most this long on the server, so a cell's loop stays responsive.
+constexpr absl::Duration kMaxPoll = absl::Seconds(1);
+// The RPC's own deadline beyond the poll: transfer of a micro-step and scheduling slack.
+constexpr absl::Duration kRpcSlack = absl::Seconds(10);
+
+}  // namespace
+
+std::unique_ptr<SchedulerClient> SchedulerClient::Connect(const std::string& address,
+                                                          const std::string& auth_token) {
+  std::unique_ptr<SchedulerClient> client(new SchedulerClient());
+  client->address_ = address;
+  client->auth_token_ = auth_token;
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(256 << 20);  // a micro-step of a large token budget
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  client->channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  client->stub_ = v1::SchedulerService::NewStub(client->channel_);
+  return client;
+}
+
+std::unique_ptr<grpc::ClientContext> SchedulerClient::NewContext(absl::Duration timeout) const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  AddBearerToken(*context, auth_token_);
+  context->set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
+  return context;
+}
+
+int64_t SchedulerClient::PollMillis(absl::Time deadline) {
+  return absl::ToInt64Milliseconds(
+      std::clamp(deadline - absl::Now(), absl::ZeroDuration(), kMaxPoll));
+}
+
+absl::StatusOr<v1::RegisterResponse> SchedulerClient::Register(const std::string& config_hash,
+                                                               const std::string& model_hash,
+                                                               const std::string& name,
+                                                               absl::Duration timeout) {
+  v1::RegisterRequest request;
+  request.set_config_hash(config_hash);
+  request.set_model_hash(model_hash);
+  request.set_name(name);
+  const absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    auto context = NewContext(std::max(deadline - absl::Now(), absl::Milliseconds(1)));
+    context->set_wait_for_ready(true);  // the core may not be up yet
+    v1::RegisterResponse response;
+    absl::Status s = FromGrpc(stub_->Register(context.get(), request, &response),
+                              StrCat("scheduler at ", address_, ": register"));
+    if (s.ok()) return response;
+    if (s.code() != absl::StatusCode::kUnavailable || absl::Now() >= deadline) return s;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+}
+
+absl::StatusOr<v1::HeartbeatResponse> SchedulerClient::Heartbeat(int cell, absl::Duration timeout) {
+  v1::HeartbeatRequest request;
+  request.set_cell(cell);
+  v1::HeartbeatResponse response;
+  auto context = NewContext(timeout);
+  RETURN_IF_ERROR(FromGrpc(stub_->Heartbeat(context.get(), request, &response),
+                           StrCat("scheduler at ", address_, ": heartbeat of cell ", cell)));
+  return response;
+}
+
+absl::StatusOr<v1::JoinResponse> SchedulerClient::Join(int cell, int64_t step,
+                                                       absl::Time deadline) {
+  const std::string what =
+      StrCat("scheduler at ", address_, ": cell ", cell, " joining step ", step);
+  for (;;) {
+    v1::JoinRequest request;
+    request.set_cell(cell);
+    request.set_step(step);
+    request.set_wait_ms(PollMillis(deadline));
+    v1::JoinResponse response;
+    auto context = NewContext(kMaxPoll + kRpcSlack);
+    RETURN_IF_ERROR(FromGrpc(stub_->Join(context.get(), request, &response), what));
+    if (response.joined()) return response;
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(StrCat(what, ": the step did not begin in time"));
+    }
+  }
+}
+
+absl::StatusOr<std::shared_ptr<const MicroStep>> SchedulerClient::Claim(int cell, int64_t step,
+                                                                        absl::Time deadline) {
+  const std::string what =
+      StrCat("scheduler at ", address_, ": cell ", cell, " claiming in step ", step);
+  for (;;) {
+    v1::ClaimRequest request;
+    request.set_cell(cell);
+    request.set_step(step);
+    request.set_wait_ms(PollMillis(deadline));
+    v1::ClaimResponse response;
+    auto context = NewContext(kMaxPoll + kRpcSlack);
+    RETURN_IF_ERROR(FromGrpc(stub_->Claim(context.get(), request, &response), what));
+    switch (response.outcome()) {
+      case v1::ClaimResponse::MICRO_STEP: {
+        ASSIGN_OR_RETURN(MicroStep ms, MicroStepFromWire(response.micro_step()));
+        return std::make_shared<const MicroStep>(std::move(ms));
+      }
+      case v1::ClaimResponse::NONE_LEFT:
+        return std::shared_ptr<const MicroStep>();
+      case v1::ClaimResponse::NOT_YET:
+        if (absl::Now() >= deadline) {
+          return absl::DeadlineExceededError(StrCat(what, ": no micro-step by the deadline"));
+        }
+        break;
+      default:
+        return absl::InternalError(StrCat(what, ": unknown outcome ", response.outcome()));
+    }
+  }
+}
+
+absl::Status SchedulerClient::Done(int cell, int64_t step, int64_t id) {
+  v1::DoneRequest request;
+  request.set_cell(cell);
+  request.set_step(step);
+  request.set_id(id);
+  v1::DoneResponse response;
+  auto context = NewContext(kRpcSlack);
+  return FromGrpc(stub_->Done(context.get(), request, &response),
+                  StrCat("scheduler at ", address_, ": cell ", cell, " done with micro-step ", id,
+                         " of step ", step));
+}
+
+absl::StatusOr<StepParticipants> SchedulerClient::AwaitParticipants(int cell, int64_t step,
+                                                                    absl::Time deadline) {
+  const std::string what = StrCat("scheduler at ", address_, ": cell ", cell,
+                                  " awaiting the participants of step ", step);
+  for (;;) {
+    v1::AwaitParticipantsRequest request;
+    request.set_cell(cell);
+    request.set_step(step);
+    request.set_wait_ms(PollMillis(deadline));
+    v1::AwaitParticipantsResponse response;
+    auto context = NewContext(kMaxPoll + kRpcSlack);
+    RETURN_IF_ERROR(FromGrpc(stub_->AwaitParticipants(context.get(), request, &response), what));
+    if (response.ready()) {
+      StepParticipants participants;
+      participants.step = response.step();
+      participants.epoch = response.epoch();
+      participants.cells.assign(response.cells().begin(), response.cells().end());
+      participants.normaliser = response.normaliser();
+      return participants;
+    }
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(StrCat(what, ": the step did not complete in time"));
+    }
+  }
+}
+
+HeartbeatSender::HeartbeatSender(SchedulerClient* client, int cell, absl::Duration interval)
+    : client_(client),
+      cell_(cell),
+      interval_(interval),
+      latest_(absl::UnavailableError("no heartbeat answered yet")) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+HeartbeatSender::~HeartbeatSender() { Stop(); }
+
+void HeartbeatSender::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void HeartbeatSender::Run() {
+  for (;;) {
+    absl::StatusOr<v1::HeartbeatResponse> reply = client_->Heartbeat(cell_, interval_ * 4);
+    absl::MutexLock lock(&mu_);
+    latest_ = std::move(reply);
+    ++sent_;
+    if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), interval_)) return;
+  }
+}
+
+absl::StatusOr<v1::HeartbeatResponse> HeartbeatSender::latest() const {
+  absl::MutexLock lock(&mu_);
+  return latest_;
+}
+
+int64_t HeartbeatSender::sent() const {
+  absl::MutexLock lock(&mu_);
+  return sent_;
+}
+
+absl::StatusOr<v1::HeartbeatResponse> HeartbeatSender::AwaitRole(v1::CellRole role,
+                                                                 int64_t min_step,
+                                                                 absl::Time deadline) const {
+  absl::MutexLock lock(&mu_);
+  auto reached = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!latest_.ok()) return latest_.status().code() != absl::StatusCode::kUnavailable;
+    return latest_->finished() || (latest_->role() == role && latest_->step() >= min_step);
+  };
+  if (!mu_.AwaitWithDeadline(absl::Condition(&reached), deadline)) {
+    return absl::DeadlineExceededError(
+        StrCat("cell ", cell_, ": no heartbeat reply with role ", v1::CellRole_Name(role),
+               " at step >= ", min_step, " in time (latest: ",
+               latest_.ok() ? latest_->ShortDebugString() : latest_.status().ToString(), ")"));
+  }
+  return latest_;
+}
+
+}  // namespace flywheel

@@ -1,0 +1,99 @@
+// A satellite cell's side of the scheduler service (scheduler_service.h): the calls, with the
+// long polls turned into blocking calls with a deadline, and the heartbeat thread.
+//
+//   cell process:  SchedulerClient ── Register ─▶ id
+//                  HeartbeatSender (thread) ── Heartbeat every interval ─▶ latest(): role, step
+//                  main thread: Join(step) ─▶ Claim ─▶ RunMicroStep ─▶ Done … ─▶ AwaitParticipants
+//
+// Thread-safe (gRPC stubs are); every call has a deadline. Errors are the service's statuses
+// with its message, prefixed "scheduler at ADDR: <call>".
+#ifndef FLYWHEEL_SCHEDULER_SCHEDULER_CLIENT_H_
+#define FLYWHEEL_SCHEDULER_SCHEDULER_CLIENT_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "flywheel/learner/micro_step.h"
+#include "flywheel/scheduler/micro_step_queue.h"
+#include "flywheel/v1/scheduler_service.grpc.pb.h"
+
+namespace flywheel {
+
+class SchedulerClient {
+ public:
+  static std::unique_ptr<SchedulerClient> Connect(const std::string& address,
+                                                  const std::string& auth_token = "");
+
+  const std::string& address() const { return address_; }
+
+  // Retries while the service is unreachable, until `timeout` (a cell may start before the core). A
+  // hash mismatch is kFailedPrecondition at once.
+  absl::StatusOr<v1::RegisterResponse> Register(const std::string& config_hash,
+                                                const std::string& model_hash,
+                                                const std::string& name,
+                                                absl::Duration timeout = absl::Seconds(30));
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(int cell,
+                                                  absl::Duration timeout = absl::Seconds(5));
+  // Blocks until step `step` has begun and `cell` joined it; the weights to train from.
+  absl::StatusOr<v1::JoinResponse> Join(int cell, int64_t step, absl::Time deadline);
+  // The next micro-step of `step` for `cell`; null once the step is complete (go reduce).
+  absl::StatusOr<std::shared_ptr<const MicroStep>> Claim(int cell, int64_t step,
+                                                         absl::Time deadline);
+  absl::Status Done(int cell, int64_t step, int64_t id);
+  // Blocks until `step` is complete: who reduces it, over which epoch, and D.
+  absl::StatusOr<StepParticipants> AwaitParticipants(int cell, int64_t step, absl::Time deadline);
+
+ private:
+  SchedulerClient() = default;
+  // A context with the token and a deadline of `timeout`.
+  std::unique_ptr<grpc::ClientContext> NewContext(absl::Duration timeout) const;
+  // How long one long poll may wait before the overall `deadline`.
+  static int64_t PollMillis(absl::Time deadline);
+
+  std::string address_;
+  std::string auth_token_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::SchedulerService::Stub> stub_;
+};
+
+// Sends one cell's heartbeats from its own thread, every `interval`, and keeps the latest reply
+// (the role the core wants and the current step) for the cell's main loop.
+class HeartbeatSender {
+ public:
+  // `client` is borrowed and must outlive this object.
+  HeartbeatSender(SchedulerClient* client, int cell, absl::Duration interval);
+  ~HeartbeatSender();  // Stop()
+
+  // The latest reply, or the latest error (a cell declared dead gets kFailedPrecondition).
+  absl::StatusOr<v1::HeartbeatResponse> latest() const;
+  // Blocks until a reply says role `role` at step ≥ `min_step`, or finished; an error reply other
+  // than kUnavailable (the core briefly unreachable) ends the wait with that error.
+  absl::StatusOr<v1::HeartbeatResponse> AwaitRole(v1::CellRole role, int64_t min_step,
+                                                  absl::Time deadline) const;
+  void Stop();
+  int64_t sent() const;
+
+ private:
+  void Run();
+
+  SchedulerClient* const client_;  // borrowed
+  const int cell_;
+  const absl::Duration interval_;
+  mutable absl::Mutex mu_;
+  absl::StatusOr<v1::HeartbeatResponse> latest_ ABSL_GUARDED_BY(mu_);
+  int64_t sent_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace flywheel
+
+#endif  // FLYWHEEL_SCHEDULER_SCHEDULER_CLIENT_H_
