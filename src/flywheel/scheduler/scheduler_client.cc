@@ -19,6 +19,13 @@ constexpr absl::Duration kMaxPoll = absl::Seconds(1);
 // The RPC's own deadline beyond the poll: transfer of a micro-step and scheduling slack.
 constexpr absl::Duration kRpcSlack = absl::Seconds(10);
 
+// A heartbeat that failed this way may succeed next time: the core was briefly unreachable or
+// slow to answer.
+bool IsTransient(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kUnavailable ||
+         s.code() == absl::StatusCode::kDeadlineExceeded;
+}
+
 }  // namespace
 
 std::unique_ptr<SchedulerClient> SchedulerClient::Connect(const std::string& address,
@@ -185,7 +192,9 @@ void HeartbeatSender::Stop() {
 
 void HeartbeatSender::Run() {
   for (;;) {
-    absl::StatusOr<v1::HeartbeatResponse> reply = client_->Heartbeat(cell_, interval_ * 4);
+    // A reply may be slow on a loaded core; the service's timeout is what declares a death.
+    absl::StatusOr<v1::HeartbeatResponse> reply =
+        client_->Heartbeat(cell_, std::max(interval_ * 4, absl::Seconds(5)));
     absl::MutexLock lock(&mu_);
     latest_ = std::move(reply);
     ++sent_;
@@ -208,7 +217,7 @@ absl::StatusOr<v1::HeartbeatResponse> HeartbeatSender::AwaitRole(v1::CellRole ro
                                                                  absl::Time deadline) const {
   absl::MutexLock lock(&mu_);
   auto reached = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!latest_.ok()) return latest_.status().code() != absl::StatusCode::kUnavailable;
+    if (!latest_.ok()) return !IsTransient(latest_.status());
     return latest_->finished() || (latest_->role() == role && latest_->step() >= min_step);
   };
   if (!mu_.AwaitWithDeadline(absl::Condition(&reached), deadline)) {

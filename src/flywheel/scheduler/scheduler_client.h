@@ -74,8 +74,9 @@ class HeartbeatSender {
 
   // The latest reply, or the latest error (a cell declared dead gets kFailedPrecondition).
   absl::StatusOr<v1::HeartbeatResponse> latest() const;
-  // Blocks until a reply says role `role` at step ≥ `min_step`, or finished; an error reply other
-  // than kUnavailable (the core briefly unreachable) ends the wait with that error.
+  // Blocks until a reply says role `role` at step ≥ `min_step`, or finished. A failed heartbeat
+  // that may pass next time (kUnavailable, kDeadlineExceeded: the core briefly unreachable or
+  // slow) is waited out; any other error (declared dead, unknown cell) ends the wait with it.
   absl::StatusOr<v1::HeartbeatResponse> AwaitRole(v1::CellRole role, int64_t min_step,
                                                   absl::Time deadline) const;
   void Stop();

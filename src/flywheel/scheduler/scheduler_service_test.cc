@@ -201,7 +201,7 @@ TEST_F(SchedulerServiceTest, BadCallsAreRefusedClearly) {
 // A satellite that claimed two micro-steps and finished one stops heartbeating: it is declared
 // dead, both go back, the step completes without it and its later calls are refused.
 TEST_F(SchedulerServiceTest, ASilentCellIsDeclaredDeadAndItsClaimsRequeued) {
-  Start(absl::Milliseconds(300));
+  Start(absl::Seconds(1));
   SchedulerClient* client = client_.get();
   const int survivor = Register();
   const int victim = Register();
@@ -216,7 +216,7 @@ TEST_F(SchedulerServiceTest, ASilentCellIsDeclaredDeadAndItsClaimsRequeued) {
   ASSERT_TRUE(a.ok() && b.ok() && *a != nullptr && *b != nullptr);
   ASSERT_TRUE(client_->Done(victim, 0, (*a)->id).ok());
   // Still alive well past the timeout while it beats.
-  absl::SleepFor(absl::Milliseconds(600));
+  absl::SleepFor(absl::Milliseconds(1200));
   EXPECT_FALSE(server_->service().cells()[1].dead);
 
   victim_beats.reset();
