@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -318,15 +319,31 @@ void Rendezvous::Close(absl::Time deadline) {
 }
 
 absl::StatusOr<c10::intrusive_ptr<c10d::Store>> Rendezvous::Connect() const {
+  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store =
+      ConnectStore(options_.host, port_, options_.timeout);
+  if (!store.ok()) return Annotate(store.status(), StrCat("rendezvous: rank ", options_.rank));
+  return store;
+}
+
+absl::StatusOr<c10::intrusive_ptr<c10d::Store>> ConnectStore(const std::string& host, int port,
+                                                             std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions tcp_options;
-  tcp_options.port = static_cast<uint16_t>(port_);
+  tcp_options.port = static_cast<uint16_t>(port);
   tcp_options.isServer = false;
-  tcp_options.timeout = options_.timeout;
   c10::intrusive_ptr<c10d::Store> store;
-  RETURN_IF_ERROR(
-      TorchCall(StrCat("rendezvous: rank ", options_.rank, ": connecting again to ", options_.host,
-                       ":", port_),
-                [&] { store = c10::make_intrusive<c10d::TCPStore>(options_.host, tcp_options); }));
+  // As in Join: c10d does not always retry a refused connection itself.
+  const absl::Time connect_by = absl::Now() + absl::FromChrono(timeout);
+  for (;;) {
+    tcp_options.timeout = std::max(std::chrono::milliseconds(1),
+                                   absl::ToChronoMilliseconds(connect_by - absl::Now()));
+    absl::Status connected =
+        TorchCall(StrCat("connecting to the store at ", host, ":", port),
+                  [&] { store = c10::make_intrusive<c10d::TCPStore>(host, tcp_options); });
+    if (connected.ok()) break;
+    if (absl::Now() + absl::Milliseconds(100) >= connect_by) return connected;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  RETURN_IF_ERROR(TorchCall("store", [&] { store->setTimeout(timeout); }));
   return store;
 }
 

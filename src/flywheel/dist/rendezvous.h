@@ -65,6 +65,11 @@ absl::Status ParseHostPort(const std::string& address, std::string* host, int* p
 // may take it in between, as with torchrun's standalone mode.
 absl::StatusOr<int> PickFreePort(const std::string& host = "127.0.0.1");
 
+// A client connection to the store hosted at HOST:PORT (by rank 0's Rendezvous, or by the core
+// of an elastic job for cells that join later), retrying a refused connection until `timeout`.
+absl::StatusOr<c10::intrusive_ptr<c10d::Store>> ConnectStore(const std::string& host, int port,
+                                                             std::chrono::milliseconds timeout);
+
 class Rendezvous {
  public:
   // Connects (rank 0: hosts) and waits for every rank; see the errors above.

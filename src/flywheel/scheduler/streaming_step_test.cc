@@ -11,7 +11,6 @@
 #include <torch/torch.h>
 
 #include <memory>
-#include <random>
 #include <thread>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <vector>
@@ -26,51 +25,22 @@
 #include "flywheel/learner/streaming_learner.h"
 #include "flywheel/scheduler/micro_step_queue.h"
 #include "flywheel/scheduler/step_group.h"
+#include "flywheel/scheduler/streaming_test_util.h"
 
 namespace flywheel {
 namespace {
 
+using testing::Chunks;
+using testing::GroupsForStep;
 using testing::kParallelRunSteps;
-using testing::kParallelVocab;
 using testing::MaxAbsDiff;
-using testing::RandomTrajectory;
 using testing::ParallelLearnerOptions;
 using testing::TinyPolicy;
+using Reference = testing::StreamingReference;
 
 constexpr int64_t kSteps = 3;
-constexpr int kGroups = 6;
 
 absl::Time Deadline() { return absl::Now() + absl::Seconds(60); }
-
-// The batch of step `step`: 6 groups of 4 random trajectories of 5 to 15 tokens generated at
-// version `step`, so that a step has about 9 micro-steps of the parallel tests' shapes.
-std::vector<std::vector<Trajectory>> GroupsForStep(int64_t step) {
-  std::mt19937 rng(static_cast<uint32_t>(2000 + step));
-  std::vector<std::vector<Trajectory>> groups(kGroups);
-  for (int g = 0; g < kGroups; ++g) {
-    for (int i = 0; i < 4; ++i) groups[g].push_back(RandomTrajectory(rng, step, g, i));
-  }
-  return groups;
-}
-
-std::vector<Trajectory> WholeBatch(int64_t step) {
-  std::vector<Trajectory> batch;
-  for (std::vector<Trajectory>& group : GroupsForStep(step)) {
-    for (Trajectory& t : group) batch.push_back(std::move(t));
-  }
-  return batch;
-}
-
-// The groups of a step in arrival order, `per_chunk` groups per Add.
-std::vector<std::vector<Trajectory>> Chunks(int64_t step, int per_chunk) {
-  std::vector<std::vector<Trajectory>> chunks;
-  std::vector<std::vector<Trajectory>> groups = GroupsForStep(step);
-  for (size_t g = 0; g < groups.size(); ++g) {
-    if (g % per_chunk == 0) chunks.emplace_back();
-    for (Trajectory& t : groups[g]) chunks.back().push_back(std::move(t));
-  }
-  return chunks;
-}
 
 struct Scenario {
   int cells = 1;
@@ -262,23 +232,8 @@ Outcome RunStreaming(const LearnerOptions& options, Scenario scenario) {
   return StreamingRun(options, scenario).Run();
 }
 
-struct Reference {
-  std::vector<torch::Tensor> weights;
-  std::vector<double> losses;
-};
-
 Reference LearnerStepReference(const LearnerOptions& options) {
-  torch::set_num_threads(1);
-  TinyPolicy policy(7);
-  LearnerStep learner(options, kParallelRunSteps, policy.Parameters(), policy.Forward());
-  Reference out;
-  for (int64_t s = 0; s < kSteps; ++s) {
-    auto result = learner.Step(WholeBatch(s));
-    EXPECT_TRUE(result.ok()) << result.status();
-    if (result.ok()) out.losses.push_back(result->loss);
-  }
-  out.weights = policy.Weights();
-  return out;
+  return testing::LearnerStepReference(options, kSteps);
 }
 
 int64_t SatelliteMicroSteps(const Outcome& outcome) {
