@@ -258,10 +258,10 @@ grpc::Status SchedulerService::Claim(grpc::ServerContext* context, const v1::Cla
   {
     absl::MutexLock lock(&mu_);
     if (step > step_) return ToGrpc(CheckStep(cell, step, "claims in"));
-  }
-  if (step_over()) {
-    response->set_outcome(v1::ClaimResponse::NONE_LEFT);
-    return grpc::Status::OK;
+    if (step < step_) {
+      response->set_outcome(v1::ClaimResponse::NONE_LEFT);
+      return grpc::Status::OK;
+    }
   }
   absl::StatusOr<std::shared_ptr<const MicroStep>> ms =
       queue_->Claim(cell, WaitDeadline(request->wait_ms()));

@@ -86,8 +86,9 @@ dist::MembershipOptions MembershipOpts() {
   return o;
 }
 
-// Σ |w| over the parameters, printed exactly: survivors must hold the core's weights bit for bit
-// (the broadcast), so their sums are equal strings.
+// Σ |w| over the parameters in float64, printed to 17 digits: a survivor holds the core's
+// broadcast weights, so its digest must be the core's string exactly (any difference in any
+// weight would almost surely show).
 std::string WeightsDigest(const std::vector<torch::Tensor>& weights) {
   double sum = 0;
   for (const torch::Tensor& w : weights) sum += w.to(torch::kFloat64).abs().sum().item<double>();
