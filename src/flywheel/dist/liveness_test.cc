@@ -1,8 +1,6 @@
 #include "flywheel/dist/liveness.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,9 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,8 +21,7 @@
 #include "flywheel/dist/communicator.h"
 #include "flywheel/dist/membership.h"
 #include "flywheel/dist/rendezvous.h"
-
-extern char** environ;
+#include "flywheel/dist/spawn_self_test_util.h"
 
 namespace flywheel::dist {
 namespace {
@@ -203,31 +198,15 @@ class LivenessProcessTest : public ::testing::Test {
 
   // Starts this test binary as child `rank`, its stderr into a file.
   void Spawn(int rank, int world, int port) {
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    const std::string err = (dir_ / StrCat("rank", rank, ".stderr")).string();
-    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::vector<std::string> env_strings;
-    for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
-    env_strings.push_back(StrCat(kChildEnv, "=", rank, ",", world, ",", port));
-    std::vector<char*> envp;
-    for (auto& e : env_strings) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    std::string exe = "/proc/self/exe";
-    std::string filter = "--gtest_filter=LivenessChild.*";
-    char* argv[] = {exe.data(), filter.data(), nullptr};
-    pid_t pid = 0;
-    ASSERT_EQ(posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv, envp.data()), 0);
-    posix_spawn_file_actions_destroy(&actions);
-    pids_.push_back(pid);
+    absl::StatusOr<pid_t> pid =
+        testing::SpawnSelf("LivenessChild.*", {StrCat(kChildEnv, "=", rank, ",", world, ",", port)},
+                           (dir_ / StrCat("rank", rank, ".stderr")).string());
+    ASSERT_TRUE(pid.ok()) << pid.status();
+    pids_.push_back(*pid);
   }
 
   std::string Stderr(int rank) {
-    std::ifstream in(dir_ / StrCat("rank", rank, ".stderr"));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+    return testing::ReadTextFile((dir_ / StrCat("rank", rank, ".stderr")).string());
   }
 
   // Waits for child `rank` to exit until the deadline; returns its wait status, or -1.

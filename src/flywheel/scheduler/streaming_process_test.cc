@@ -15,11 +15,9 @@
 //
 // The final weights must equal single-process LearnerStep training on the same batches (1e-5,
 // three optimiser steps), and the surviving satellites must hold exactly the core's weights.
-#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -27,13 +25,10 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,6 +39,7 @@
 #include "flywheel/core/strings.h"
 #include "flywheel/dist/membership.h"
 #include "flywheel/dist/rendezvous.h"
+#include "flywheel/dist/spawn_self_test_util.h"
 #include "flywheel/learner/parallel_test_util.h"
 #include "flywheel/learner/streaming_learner.h"
 #include "flywheel/model/torch_status.h"
@@ -55,8 +51,6 @@
 #include "flywheel/scheduler/streaming_test_util.h"
 #include "flywheel/weights/client.h"
 #include "flywheel/weights/service.h"
-
-extern char** environ;
 
 namespace flywheel {
 namespace {
@@ -278,36 +272,20 @@ class StreamingProcessRun {
 
   // Starts this test binary as satellite `index`, its stderr into a file.
   absl::Status Spawn(int index, int64_t die_in_step) {
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    const std::string err = (dir_ / StrCat("satellite", index, ".stderr")).string();
-    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::vector<std::string> env_strings;
-    for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
-    env_strings.push_back(StrCat(kSchedulerEnv, "=", scheduler_->address()));
-    env_strings.push_back(StrCat(kSeedEnv, "=", 8 + index));
-    env_strings.push_back(StrCat(kDieEnv, "=", die_in_step));
-    std::vector<char*> envp;
-    for (auto& e : env_strings) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    std::string exe = "/proc/self/exe";
-    std::string filter = "--gtest_filter=StreamingProcessChild.*";
-    char* argv[] = {exe.data(), filter.data(), nullptr};
-    pid_t pid = 0;
-    const int rc = posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv, envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) return absl::InternalError(StrCat("posix_spawn: ", std::strerror(rc)));
+    ASSIGN_OR_RETURN(
+        pid_t pid,
+        testing::SpawnSelf("StreamingProcessChild.*",
+                           {StrCat(kSchedulerEnv, "=", scheduler_->address()),
+                            StrCat(kSeedEnv, "=", 8 + index), StrCat(kDieEnv, "=", die_in_step)},
+                           StderrPath(index)));
     pids_.push_back(pid);
     return absl::OkStatus();
   }
 
-  std::string Stderr(int index) const {
-    std::ifstream in(dir_ / StrCat("satellite", index, ".stderr"));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+  std::string StderrPath(int index) const {
+    return (dir_ / StrCat("satellite", index, ".stderr")).string();
   }
+  std::string Stderr(int index) const { return testing::ReadTextFile(StderrPath(index)); }
 
   std::string AllStderr() const {
     std::string out;
