@@ -50,6 +50,8 @@ struct ElasticSettings {
   int64_t seed = 1;
   double min_residence_s = 0.05;
   double hysteresis = 0.25;
+  int64_t core_cells = 1;  // of the elastic side
+  double slowdown = 1;     // run.emulated_slowdown of every side
   CurveOptions curve;
 };
 
@@ -78,6 +80,7 @@ absl::StatusOr<JobConfig> MakeConfig(const ElasticSettings& s, const Side& side,
   config.run.max_wall_seconds = s.wall_s;
   config.run.eval_episodes = s.eval_episodes;
   config.run.max_pipeline_batches = 0;
+  config.run.emulated_slowdown = s.slowdown;
   config.learner.checkpoint_every = 0;  // checkpoint I/O is not what is compared
   config.learner.max_staleness = s.max_staleness;
   config.learner.sharding = ShardingMode::kNone;
@@ -96,7 +99,7 @@ absl::StatusOr<JobConfig> MakeConfig(const ElasticSettings& s, const Side& side,
       config.actor.num_actors = 1;
       config.learner.world_size = 1;
       config.scheduler.cells = s.cells;
-      config.scheduler.core_cells = 1;
+      config.scheduler.core_cells = s.core_cells;
       config.scheduler.min_residence_seconds = s.min_residence_s;
       config.scheduler.hysteresis = s.hysteresis;
       break;
@@ -184,6 +187,10 @@ absl::StatusOr<BenchReport> RunElasticBench(const BenchArgs& args) {
   // training after the next batch is demanded, and generation waits for it.
   s.min_residence_s = args.GetDouble("min_residence_s", 0.05);
   s.hysteresis = args.GetDouble("hysteresis", 0.25);
+  s.core_cells = args.GetInt("core_cells", 1);
+  // More cells than cores: emulate devices this many times slower than a core (each cell then
+  // needs 1/slowdown of a core), e.g. cells=4 slowdown=2 on 2 cores.
+  s.slowdown = args.GetDouble("slowdown", 1);
   s.curve.target_reward = args.GetDouble("target", 0.5);
   s.curve.smooth_steps = args.GetInt("smooth_steps", 5);
   s.curve.final_steps = args.GetInt("final_steps", 10);
@@ -221,6 +228,8 @@ absl::StatusOr<BenchReport> RunElasticBench(const BenchArgs& args) {
                    {"seed", s.seed},
                    {"min_residence_s", s.min_residence_s},
                    {"hysteresis", s.hysteresis},
+                   {"core_cells", s.core_cells},
+                   {"emulated_slowdown", s.slowdown},
                    {"target_reward", s.curve.target_reward},
                    {"smooth_steps", s.curve.smooth_steps},
                    {"threads_per_cell", 1}};

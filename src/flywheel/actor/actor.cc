@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "flywheel/core/emulated_device.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 
@@ -377,9 +378,10 @@ absl::Status Actor::Pump() {
   if (engine_->num_generating() == 0) return absl::OkStatus();
   const absl::Time before = absl::Now();
   ASSIGN_OR_RETURN(std::vector<GeneratedToken> tokens, engine_->Step());
+  const absl::Duration busy = EmulateDeviceTime(absl::Now() - before);  // emulated_device.h
   {
     absl::MutexLock lock(&mu_);
-    stats_.generation_seconds += absl::ToDoubleSeconds(absl::Now() - before);
+    stats_.generation_seconds += absl::ToDoubleSeconds(busy);
     stats_.tokens_generated += static_cast<int64_t>(tokens.size());
   }
   for (const GeneratedToken& g : tokens) RETURN_IF_ERROR(HandleGenerated(g));

@@ -14,6 +14,13 @@
 //               3. core: .grad /= D; AdamW step (global-norm clip); version + 1
 //               4. core → all: AgreeOk, then counters and parameters (broadcast)
 //
+// Several core cells (ZeRO-1 over the cores). With C core cells — ranks 0 … C−1 of every
+// step's group — the parameters are split into C contiguous ranges of about equal size and core
+// r holds the AdamW moments of range r only. After step 1 every participant holds the whole
+// summed gradient, so each core takes the global norm over all of it (the same sum, in the same
+// order, as one core would) and steps its own range; step 4 broadcasts range r from core r. The
+// update equals one core's, with 1/C of the optimiser state on each core.
+//
 // Deferred normalisation. The step's loss is Σ_t w_t ℓ_t with w_t = u_t / D (losses.h): u_t is
 // known per micro-step (1 on a trainable token for token_mean, 1/n_i for sequence_mean and
 // execution_mean) but D (trainable tokens, sequences or executions of the whole step) only
@@ -25,7 +32,7 @@
 // never reaches FinishStep: the queue re-queues every micro-step it claimed (its gradient died
 // with it) and the participants of the step are the live cells only.
 //
-// Only the core's AdamW moments are used; a satellite's optimiser keeps the counters (step,
+// Only the cores' AdamW moments are used; a satellite's optimiser keeps the counters (step,
 // version) it receives, so that its lr schedule is the core's. Data parallel only: sharding and
 // tensor parallelism are LearnerStep's.
 //
@@ -40,6 +47,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -68,14 +76,30 @@ struct StreamingStepResult {
   PhaseTimes times;        // this cell's, since the previous FinishStep or LoadWeights
 };
 
+// The optimiser shard a cell holds: core cell `index` of `count` (its rank in every step's
+// group), or none for a satellite (index −1). The default is the one core of a step.
+struct OptimizerShard {
+  int index = 0;
+  int count = 1;
+
+  bool core() const { return index >= 0; }
+  static OptimizerShard Satellite(int cores) { return {-1, cores}; }
+};
+
+// Parameter ranges [begin, end) of `count` shards: contiguous, in parameter order, each about
+// 1/count of the elements and never empty (count must not exceed the number of tensors).
+std::vector<std::pair<size_t, size_t>> OptimizerShardRanges(
+    std::span<const torch::Tensor> parameters, int count);
+
 class StreamingLearner {
  public:
   // As LearnerStep: `reference` is needed only when kl_coef > 0, `temperature` is the actors'
-  // sampling temperature.
+  // sampling temperature. `shard` says which part of the optimiser this cell holds.
   StreamingLearner(const LearnerOptions& options, int64_t run_max_steps,
                    std::vector<torch::Tensor> parameters, PolicyForward policy,
                    PolicyForward reference = nullptr, double temperature = 1.0,
-                   int64_t initial_version = 0, Clock* clock = RealClock());
+                   int64_t initial_version = 0, Clock* clock = RealClock(),
+                   OptimizerShard shard = {});
   ~StreamingLearner();
   StreamingLearner(const StreamingLearner&) = delete;
   StreamingLearner& operator=(const StreamingLearner&) = delete;
@@ -87,7 +111,8 @@ class StreamingLearner {
   absl::Status RunMicroStep(const MicroStep& micro_step);
 
   // Ends the step on every participant: `participants` is the group of the step's live cells
-  // with the core as rank 0 (null when this cell is alone), `normaliser` the step's D. Every
+  // with the core cells as ranks 0 … C−1 (null when this cell is alone, which only one core
+  // may be), `normaliser` the step's D. Every
   // participant calls it, whether it ran micro-steps or not. D = 0 (nothing trainable) takes no
   // step and returns kUnavailable on every participant without communicating.
   absl::StatusOr<StreamingStepResult> FinishStep(dist::Communicator* participants,
@@ -105,7 +130,9 @@ class StreamingLearner {
   int64_t version() const { return optimizer_->version(); }
   int64_t optimizer_step() const { return optimizer_->step(); }
   int64_t cell_micro_steps() const { return micro_steps_; }  // in the current step
+  // A core's optimiser is over its shard's parameters only.
   Optimizer& optimizer() { return *optimizer_; }
+  const OptimizerShard& shard() const { return shard_; }
   UtilisationTracker& tracker() { return tracker_; }
 
  private:
@@ -117,6 +144,8 @@ class StreamingLearner {
   UtilisationTracker tracker_;
   GradientAccumulator accumulator_;
   std::vector<torch::Tensor> parameters_;  // the replica's (the model's tensors)
+  OptimizerShard shard_;
+  std::vector<std::pair<size_t, size_t>> shard_ranges_;  // of every core, by core index
   std::unique_ptr<GradientReducer> reducer_;
   std::unique_ptr<Optimizer> optimizer_;
   absl::Status init_status_;  // a construction error, returned by RunMicroStep and FinishStep

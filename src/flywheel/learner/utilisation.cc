@@ -1,5 +1,6 @@
 #include "flywheel/learner/utilisation.h"
 
+#include "flywheel/core/emulated_device.h"
 #include "flywheel/core/metrics.h"
 #include "flywheel/core/strings.h"
 
@@ -48,6 +49,10 @@ std::string PhaseTimes::DebugString() const {
 }
 
 void UtilisationTracker::Add(Phase phase, absl::Duration duration) {
+  // On an emulated slower device the compute phases take f times as long (emulated_device.h).
+  const bool compute =
+      phase == Phase::kForward || phase == Phase::kBackward || phase == Phase::kOptimizer;
+  if (compute) duration = EmulateDeviceTime(duration);
   current_.seconds[static_cast<int>(phase)] += absl::ToDoubleSeconds(duration);
 }
 

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
@@ -17,6 +19,7 @@
 #include "flywheel/actor/actor.h"
 #include "flywheel/actor/env_tokenizer.h"
 #include "flywheel/buffer/buffer.h"
+#include "flywheel/core/emulated_device.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/dist/membership.h"
@@ -67,7 +70,7 @@ struct Switch {
 
 // A model replica with its trainer and, for a satellite, its rollout actor.
 struct Cell {
-  int id = 0;  // 0 = the core; satellite s is cell s + 1
+  int id = 0;  // 0 … C−1 are the core cells; satellite s is cell C + s
   Transformer model{nullptr};
   std::unique_ptr<StreamingLearner> learner;
   std::unique_ptr<StepGroup> group;
@@ -75,7 +78,7 @@ struct Cell {
   std::atomic<bool> wants_train{false};     // the scheduler's target role
   std::atomic<bool> training{false};        // the role the cell is in now
   std::atomic<int64_t> switch_start_ns{0};  // the decision of the pending move (absl::ToUnixNanos)
-  std::thread thread;
+  std::thread thread;  // a satellite's, or a core's other than cell 0 (which is Train's)
 };
 
 // What the feeder saw of one step's trajectories, for its metrics line.
@@ -101,7 +104,14 @@ class ElasticJob {
   absl::StatusOr<EmbeddedJobResult> Train(const EmbeddedJobOptions& options);
 
  private:
-  int satellites() const { return static_cast<int>(cells_.size()) - 1; }
+  int cores() const { return static_cast<int>(config_.scheduler.core_cells); }
+  int satellites() const { return static_cast<int>(cells_.size()) - cores(); }
+  Cell& satellite(int s) { return *cells_[cores() + s]; }
+  // Empty until Init has made every cell (Shutdown also runs after a failed Init).
+  std::span<const std::unique_ptr<Cell>> satellite_cells() const {
+    const size_t first = std::min(cells_.size(), static_cast<size_t>(cores()));
+    return std::span(cells_).subspan(first);
+  }
   absl::StatusOr<std::unique_ptr<Cell>> MakeCell(int id, std::shared_ptr<const WeightSnapshot> w);
   absl::Status Restore(const std::string& checkpoint);
   absl::Status SaveCheckpoint(int64_t step);
@@ -114,6 +124,8 @@ class ElasticJob {
   // step's reduce. nullopt: the satellite left the step without running anything.
   absl::StatusOr<std::optional<StreamingStepResult>> RunStep(Cell& cell, int64_t queue_step);
   absl::Status RunSatellite(Cell& cell);
+  // A core cell other than cell 0: joins every step Train begins.
+  absl::Status RunCore(Cell& cell);
   absl::Status TrainAsSatellite(Cell& cell);
   absl::Status Feed();
   absl::Status Control();
@@ -146,7 +158,7 @@ class ElasticJob {
   std::unique_ptr<dist::Membership> membership_;
   std::optional<scheduler::WaterLevelPolicy> policy_;  // the controller thread's
   std::unique_ptr<scheduler::SchedulerLog> log_;
-  std::vector<std::unique_ptr<Cell>> cells_;  // [0] is the core
+  std::vector<std::unique_ptr<Cell>> cells_;  // the cores first; [0] begins every step
   std::thread feeder_;
   std::thread controller_;
   std::atomic<bool> stopping_{false};
@@ -187,11 +199,13 @@ absl::StatusOr<std::unique_ptr<Cell>> ElasticJob::MakeCell(
   auto cell = std::make_unique<Cell>();
   cell->id = id;
   ASSIGN_OR_RETURN(cell->model, MakeTransformer(model_options_));
+  const OptimizerShard shard =
+      id < cores() ? OptimizerShard{id, cores()} : OptimizerShard::Satellite(cores());
   cell->learner = std::make_unique<StreamingLearner>(
       config_.learner, config_.run.max_steps, cell->model->parameters(), ForwardOf(cell->model),
-      nullptr, config_.sampling.temperature);
+      nullptr, config_.sampling.temperature, 0, RealClock(), shard);
   cell->group = std::make_unique<StepGroup>(membership_.get(), id);
-  if (id == 0) return cell;
+  if (id < cores()) return cell;
   const uint64_t seed = static_cast<uint64_t>(config_.run.seed) * 1000003u + id * 7919u;
   ASSIGN_OR_RETURN(std::unique_ptr<RolloutEngine> engine,
                    RolloutEngine::Create(config_.actor.engine, std::move(weights)));
@@ -211,12 +225,6 @@ absl::Status ElasticJob::Init(const EmbeddedJobOptions& options) {
         "learner.max_staleness "
         "versions ahead of the learner; set learner.max_staleness >= 0 (0 = "
         "on-policy)");
-  }
-  if (s.core_cells != 1) {
-    return absl::UnimplementedError(
-        StrCat("scheduler.core_cells = ", s.core_cells,
-               ": the elastic job runs one core cell (it holds the optimiser); "
-               "set 1"));
   }
   ASSIGN_OR_RETURN(factory_, EnvFactory::Create(config_.env));
   executor_ = std::make_unique<EnvExecutor>(EnvExecutor::OptionsFor(config_.env));
@@ -251,16 +259,18 @@ absl::Status ElasticJob::Init(const EmbeddedJobOptions& options) {
   tasks_ = std::make_unique<TaskSource>(factory_->task_name(),
                                         static_cast<uint64_t>(config_.run.seed) * 1000003u,
                                         config_.actor.group_size);
-  queue_ =
-      std::make_unique<MicroStepQueue>(MicroStepQueueOptions::FromLearnerOptions(config_.learner));
+  queue_ = std::make_unique<MicroStepQueue>(
+      MicroStepQueueOptions::FromLearnerOptions(config_.learner, /*core_cell=*/0, cores()));
   dist::MembershipOptions membership;
   membership.group.name = "elastic step group";
   membership_ =
       std::make_unique<dist::Membership>(c10::make_intrusive<c10d::HashStore>(), membership);
 
   torch::manual_seed(static_cast<uint64_t>(config_.run.seed));
-  ASSIGN_OR_RETURN(std::unique_ptr<Cell> core, MakeCell(0, nullptr));
-  cells_.push_back(std::move(core));
+  for (int id = 0; id < cores(); ++id) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Cell> core, MakeCell(id, nullptr));
+    cells_.push_back(std::move(core));
+  }
   if (options.resume) {
     ASSIGN_OR_RETURN(std::optional<std::string> latest, checkpoints_->Latest());
     if (!latest.has_value()) {
@@ -270,10 +280,19 @@ absl::Status ElasticJob::Init(const EmbeddedJobOptions& options) {
     RETURN_IF_ERROR(Restore(*latest));
   }
   Cell& core_cell = *cells_[0];
+  // Every core starts from cell 0's weights (its optimiser shard is its own).
+  if (cores() > 1) {
+    ASSIGN_OR_RETURN(std::vector<torch::Tensor> weights, core_cell.learner->CopyWeights());
+    for (int id = 1; id < cores(); ++id) {
+      const StreamingLearner& first = *core_cell.learner;
+      RETURN_IF_ERROR(
+          cells_[id]->learner->LoadWeights(weights, first.version(), first.optimizer_step()));
+    }
+  }
   buffer_->SetLearnerVersion(core_cell.learner->version());
   ASSIGN_OR_RETURN(std::shared_ptr<const WeightSnapshot> snapshot,
                    MakeSnapshot(core_cell.model, core_cell.learner->version()));
-  for (int id = 1; id < s.cells; ++id) {
+  for (int id = cores(); id < s.cells; ++id) {
     ASSIGN_OR_RETURN(std::unique_ptr<Cell> cell, MakeCell(id, snapshot));
     cells_.push_back(std::move(cell));
   }
@@ -286,23 +305,53 @@ absl::Status ElasticJob::Init(const EmbeddedJobOptions& options) {
   rule.min_residence = absl::Seconds(s.min_residence_seconds);
   ASSIGN_OR_RETURN(scheduler::WaterLevelPolicy policy, scheduler::WaterLevelPolicy::Create(rule));
   policy_.emplace(std::move(policy));
-  spdlog::info("elastic job: 1 core cell, {} satellites; {}", satellites(), rule.DebugString());
+  spdlog::info("elastic job: {} core cell(s), {} satellites; {}", cores(), satellites(),
+               rule.DebugString());
   return absl::OkStatus();
+}
+
+// Where core cell `core` of `cores` keeps its optimiser shard in a checkpoint: the checkpoint's
+// own directory for one core (as every other job writes it), core-<i>/ for several.
+std::string CoreStateDir(const std::string& checkpoint, int core, int cores) {
+  return cores == 1 ? checkpoint : StrCat(checkpoint, "/core-", core);
 }
 
 absl::Status ElasticJob::Restore(const std::string& checkpoint) {
   Cell& core = *cells_[0];
   RETURN_IF_ERROR(LoadStateDict(StrCat(checkpoint, "/", kModelFile), *core.model));
-  return ReadTrainerState(checkpoint, core.learner->optimizer());
+  auto has_core = [&](int id) { return std::filesystem::exists(CoreStateDir(checkpoint, id, 2)); };
+  const bool matches = cores() == 1 ? !has_core(0) : has_core(cores() - 1) && !has_core(cores());
+  if (!matches) {
+    return absl::FailedPreconditionError(StrCat(
+        "--resume: checkpoint ", checkpoint, " holds the optimiser of ",
+        has_core(0) ? "another number of core cells" : "one core cell",
+        "; resume it with the scheduler.core_cells it was written with (now ", cores(), ")"));
+  }
+  for (int id = 0; id < cores(); ++id) {
+    RETURN_IF_ERROR(
+        ReadTrainerState(CoreStateDir(checkpoint, id, cores()), cells_[id]->learner->optimizer()));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ElasticJob::SaveCheckpoint(int64_t step) {
-  Cell& core = *cells_[0];
+  // Called between two steps: every core has applied its shard of the last one (the step's
+  // AgreeOk waits for all of them) and none has begun the next.
   return checkpoints_
       ->Save(step,
-             [&core](const std::string& dir) {
-               RETURN_IF_ERROR(SaveStateDict(StrCat(dir, "/", kModelFile), *core.model));
-               return WriteTrainerState(dir, core.learner->optimizer());
+             [this](const std::string& dir) {
+               RETURN_IF_ERROR(SaveStateDict(StrCat(dir, "/", kModelFile), *cells_[0]->model));
+               for (int id = 0; id < cores(); ++id) {
+                 const std::string state = CoreStateDir(dir, id, cores());
+                 std::error_code error;
+                 std::filesystem::create_directories(state, error);
+                 if (error) {
+                   return absl::InternalError(
+                       StrCat("checkpoint: creating ", state, ": ", error.message()));
+                 }
+                 RETURN_IF_ERROR(WriteTrainerState(state, cells_[id]->learner->optimizer()));
+               }
+               return absl::OkStatus();
              })
       .status();
 }
@@ -334,13 +383,13 @@ int64_t ElasticJob::AdmissionRoom() const {
 
 int64_t ElasticJob::EpisodesFinished() const {
   int64_t failed = 0;
-  for (size_t i = 1; i < cells_.size(); ++i) failed += cells_[i]->actor->stats().episodes_failed;
+  for (const auto& cell : satellite_cells()) failed += cell->actor->stats().episodes_failed;
   return inserted_.load() + failed;
 }
 
 absl::StatusOr<std::optional<StreamingStepResult>> ElasticJob::RunStep(Cell& cell,
                                                                        int64_t queue_step) {
-  const bool satellite = cell.id != 0;
+  const bool satellite = cell.id >= cores();
   while (true) {
     if (Stopping()) return absl::CancelledError("the job is stopping");
     if (satellite && !cell.wants_train.load()) {
@@ -380,7 +429,7 @@ absl::StatusOr<std::optional<StreamingStepResult>> ElasticJob::RunStep(Cell& cel
 void ElasticJob::RecordSwitch(Cell& cell, bool to_train, int64_t handed, int64_t in_place) {
   const absl::Time now = absl::Now();
   Switch s;
-  s.satellite = cell.id - 1;
+  s.satellite = cell.id - cores();
   s.to_train = to_train;
   s.seconds = absl::ToDoubleSeconds(now - absl::FromUnixNanos(cell.switch_start_ns.load()));
   s.episodes_handed = handed;
@@ -420,6 +469,21 @@ absl::Status ElasticJob::TrainAsSatellite(Cell& cell) {
   return absl::OkStatus();
 }
 
+absl::Status ElasticJob::RunCore(Cell& cell) {
+  torch::set_num_threads(1);
+  for (int64_t queue_step = 0; !Stopping(); ++queue_step) {
+    absl::Status begun;
+    do {
+      begun = queue_->AwaitStep(queue_step, absl::Now() + kPoll);
+    } while (absl::IsDeadlineExceeded(begun) && !Stopping());
+    if (absl::IsCancelled(begun) || Stopping()) return absl::OkStatus();
+    RETURN_IF_ERROR(begun);
+    RETURN_IF_ERROR(queue_->Join(cell.id, queue_step));
+    RETURN_IF_ERROR(RunStep(cell, queue_step).status());
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ElasticJob::RunSatellite(Cell& cell) {
   torch::set_num_threads(1);
   while (!Stopping() && !quiescing_.load()) {
@@ -446,7 +510,7 @@ absl::Status ElasticJob::RunSatellite(Cell& cell) {
 }
 
 absl::Status ElasticJob::Move(const SchedulerDecision& decision) {
-  Cell& cell = *cells_[decision.satellite + 1];
+  Cell& cell = satellite(decision.satellite);
   cell.switch_start_ns = absl::ToUnixNanos(absl::Now());
   if (decision.move == SchedulerDecision::Move::kToRollout) {
     cell.wants_train = false;  // the cell leaves training at its next micro-step boundary
@@ -475,7 +539,7 @@ absl::Status ElasticJob::Move(const SchedulerDecision& decision) {
       }
     }
     if (taker >= 0) {
-      RETURN_IF_ERROR(cells_[taker + 1]->actor->Adopt(std::move(handed->episodes)));
+      RETURN_IF_ERROR(satellite(taker).actor->Adopt(std::move(handed->episodes)));
     } else {
       absl::MutexLock lock(&mu_);
       for (SuspendedEpisode& e : handed->episodes) parked_.push_back(std::move(e));
@@ -553,15 +617,15 @@ void ElasticJob::Publish() {
     spdlog::warn("elastic job: snapshot: {}", snapshot.status().message());
     return;
   }
-  for (size_t i = 1; i < cells_.size(); ++i) cells_[i]->actor->PublishSnapshot(*snapshot);
+  for (const auto& cell : satellite_cells()) cell->actor->PublishSnapshot(*snapshot);
 }
 
 int64_t ElasticJob::Quiesce() {
   quiescing_.store(true);
   if (controller_.joinable()) controller_.join();
   int64_t in_flight = 0;
-  for (size_t i = 1; i < cells_.size(); ++i) {
-    absl::StatusOr<ActorSwitch> handed = cells_[i]->actor->Suspend();
+  for (const auto& cell : satellite_cells()) {
+    absl::StatusOr<ActorSwitch> handed = cell->actor->Suspend();
     if (handed.ok()) in_flight += static_cast<int64_t>(handed->episodes.size());
   }
   absl::MutexLock lock(&mu_);
@@ -572,7 +636,7 @@ void ElasticJob::Shutdown() {
   stopping_.store(true);
   if (queue_ != nullptr) queue_->Cancel();
   if (buffer_ != nullptr) buffer_->Close();
-  for (size_t i = 1; i < cells_.size(); ++i) cells_[i]->actor->Stop();
+  for (const auto& cell : satellite_cells()) cell->actor->Stop();
   if (controller_.joinable()) controller_.join();
   for (size_t i = 1; i < cells_.size(); ++i) {
     if (cells_[i]->thread.joinable()) cells_[i]->thread.join();
@@ -615,7 +679,7 @@ absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions& op
   for (size_t i = 1; i < cells_.size(); ++i) {
     Cell* cell = cells_[i].get();
     cell->thread = std::thread([this, cell] {
-      const absl::Status s = RunSatellite(*cell);
+      const absl::Status s = cell->id < cores() ? RunCore(*cell) : RunSatellite(*cell);
       if (!s.ok() && !Stopping()) Fail(Annotate(s, StrCat("elastic job, cell ", cell->id)));
     });
   }
@@ -649,7 +713,7 @@ absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions& op
     const StepReport report = queue_->report();
     if (r.normaliser == 0) {  // nothing in the step was trainable (all too stale)
       ++steps_done_;
-      for (size_t i = 1; i < cells_.size(); ++i) cells_[i]->actor->Wake();
+      for (const auto& cell : satellite_cells()) cell->actor->Wake();
       continue;
     }
     step = r.optimizer.step;
@@ -658,7 +722,7 @@ absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions& op
     // them here, before admission opens the next batch, so that its episodes start on them.
     if (step % config_.learner.publish_every == 0) Publish();
     ++steps_done_;
-    for (size_t i = 1; i < cells_.size(); ++i) cells_[i]->actor->Wake();
+    for (const auto& cell : satellite_cells()) cell->actor->Wake();
     if (config_.learner.checkpoint_every > 0 && step % config_.learner.checkpoint_every == 0) {
       failure = SaveCheckpoint(step);
       if (!failure.ok()) break;
@@ -676,7 +740,7 @@ absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions& op
     const double success =
         data.trajectories ? static_cast<double>(data.successes) / data.trajectories : 0.0;
     int training = 0;
-    for (size_t i = 1; i < cells_.size(); ++i) training += cells_[i]->training.load();
+    for (const auto& cell : satellite_cells()) training += cell->training.load();
     nlohmann::json line = {
         {"step", step},
         {"version", core.learner->version()},
@@ -726,8 +790,8 @@ absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions& op
   result.final_step = step;
 
   ActorStats stats;
-  for (size_t i = 1; i < cells_.size(); ++i) {
-    const ActorStats s = cells_[i]->actor->stats();
+  for (const auto& cell : satellite_cells()) {
+    const ActorStats s = cell->actor->stats();
     stats.episodes_finished += s.episodes_finished;
     stats.episodes_failed += s.episodes_failed;
     stats.tokens_generated += s.tokens_generated;
@@ -763,6 +827,7 @@ absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions& op
       {"blas", blas_.ToJson()},
       {"elastic",
        {{"cells", config_.scheduler.cells},
+        {"core_cells", cores()},
         {"satellites", satellites()},
         {"switches", switches.size()},
         {"to_train", SwitchStats(switches, true)},
@@ -790,6 +855,7 @@ absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions& op
 
 absl::StatusOr<EmbeddedJobResult> RunElasticJob(const JobConfig& config,
                                                 const EmbeddedJobOptions& options) {
+  SetEmulatedSlowdown(config.run.emulated_slowdown);
   ElasticJob job(config);
   RETURN_IF_ERROR(job.Init(options));
   return job.Train(options);

@@ -116,6 +116,43 @@ TEST(ElasticJobTest, ResumesFromTheCoresCheckpoint) {
   EXPECT_EQ(metrics.back()["step"].get<int64_t>(), 6);
 }
 
+// Two core cells hold the optimiser, a shard each, and the satellites still come and go; the
+// checkpoint keeps both shards and resumes only with two cores.
+TEST(ElasticJobTest, TwoCoreCellsTrainCheckpointAndResume) {
+  const JobConfig first = Load("elastic_cores", {"scheduler.cells=4", "scheduler.core_cells=2",
+                                                 "run.max_steps=4", "learner.checkpoint_every=2"});
+  absl::StatusOr<EmbeddedJobResult> ran = RunElasticJob(first, Quiet());
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  ASSERT_EQ(ran->final_step, 4);
+  ExpectEveryEpisodeAccountedFor(ran->summary);
+  EXPECT_EQ(ran->summary["elastic"]["core_cells"].get<int64_t>(), 2);
+  for (const nlohmann::json& line : ReadMetrics(first)) {
+    EXPECT_GE(line["participants"].get<int64_t>(), 2) << line.dump();  // both cores, always
+  }
+  const fs::path checkpoints = fs::path(first.run.runs_dir) / first.run.name / "checkpoints";
+  int shards = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(checkpoints)) {
+    shards += entry.is_directory() && entry.path().filename().string().rfind("core-", 0) == 0;
+  }
+  EXPECT_GE(shards, 2);
+
+  EmbeddedJobOptions resume = Quiet();
+  resume.resume = true;
+  JobConfig one_core = first;
+  one_core.scheduler.core_cells = 1;
+  absl::StatusOr<EmbeddedJobResult> refused = RunElasticJob(one_core, resume);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("scheduler.core_cells"), std::string::npos)
+      << refused.status();
+
+  JobConfig more = first;
+  more.run.max_steps = 6;
+  absl::StatusOr<EmbeddedJobResult> resumed = RunElasticJob(more, resume);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->steps, 2);
+  EXPECT_EQ(resumed->final_step, 6);
+}
+
 TEST(ElasticJobTest, ConfigsItCannotRunAreRefused) {
   absl::StatusOr<JobConfig> unbounded =
       testing::LoadGuessJob("elastic_bad", {"run.mode=\"elastic\"", "learner.max_staleness=-1"});

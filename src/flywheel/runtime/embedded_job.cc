@@ -16,6 +16,7 @@
 #include "flywheel/actor/actor_threads.h"
 #include "flywheel/actor/env_tokenizer.h"
 #include "flywheel/buffer/buffer.h"
+#include "flywheel/core/emulated_device.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/dist/communicator.h"
@@ -429,6 +430,7 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
 
 absl::StatusOr<EmbeddedJobResult> RunEmbeddedJob(const JobConfig& config,
                                                  const EmbeddedJobOptions& options) {
+  SetEmulatedSlowdown(config.run.emulated_slowdown);
   if (config.run.mode == TrainMode::kElastic) return RunElasticJob(config, options);
   Job job(config);
   RETURN_IF_ERROR(job.Init(options));

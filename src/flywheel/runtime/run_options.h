@@ -32,6 +32,7 @@ struct RunOptions {
   int64_t eval_episodes = 0;        // after training, play this many with the final weights
   double max_pipeline_batches = 0;  // async admission control; 0 = off (see VisitFields)
   int64_t blas_threads = 0;         // OpenBLAS pool size of this process; 0 = auto (blas_choice.h)
+  double emulated_slowdown = 1;     // benchmarks: compute takes this many times as long (1 = off)
 
   template <typename V>
   void VisitFields(V& v) {
@@ -52,6 +53,10 @@ struct RunOptions {
     v.Field("blas_threads", blas_threads,
             "OpenBLAS threads of this process; 0 = auto: 1 for train and actor, measured for "
             "a separate learner");
+    v.Field("emulated_slowdown", emulated_slowdown,
+            "benchmarks: every rollout and learner computation is followed by a wait of "
+            "(f - 1) times its duration, emulating devices f times slower than a core so that "
+            "more cells than cores fit (core/emulated_device.h); 1 = off");
   }
 
   absl::Status Validate() const {
@@ -69,6 +74,9 @@ struct RunOptions {
     }
     if (max_wall_seconds < 0) {
       return absl::InvalidArgumentError("run.max_wall_seconds must be >= 0");
+    }
+    if (!(emulated_slowdown >= 1)) {
+      return absl::InvalidArgumentError("run.emulated_slowdown must be >= 1 (1 = off)");
     }
     return absl::OkStatus();
   }

@@ -19,12 +19,13 @@ PackerOptions WithCarryOver(PackerOptions o, bool carry_over) {
 }  // namespace
 
 MicroStepQueueOptions MicroStepQueueOptions::FromLearnerOptions(const LearnerOptions& o,
-                                                                int core_cell) {
+                                                                int core_cell, int core_cells) {
   MicroStepQueueOptions out;
   out.packer = PackerOptions::FromLearnerOptions(o);
   out.advantages = AdvantageOptions::FromLearnerOptions(o);
   out.max_staleness = o.max_staleness;
   out.core_cell = core_cell;
+  out.core_cells = core_cells;
   return out;
 }
 
@@ -52,13 +53,17 @@ absl::Status MicroStepQueueOptions::Validate() const {
   if (core_cell < 0) {
     return absl::InvalidArgumentError(StrCat("micro-step queue: core cell ", core_cell, " < 0"));
   }
+  if (core_cells < 1) {
+    return absl::InvalidArgumentError(StrCat(
+        "micro-step queue: core_cells = ", core_cells, "; at least one cell must own the optimiser"));
+  }
   return absl::OkStatus();
 }
 
 std::string MicroStepQueueOptions::DebugString() const {
   return StrCat("MicroStepQueueOptions{buckets=[", Join(packer.buckets, ","),
                 "] token_budget=", packer.token_budget, " max_staleness=", max_staleness,
-                " core_cell=", core_cell, "}");
+                " core_cell=", core_cell, " core_cells=", core_cells, "}");
 }
 
 std::string StepReport::DebugString() const {
@@ -281,15 +286,19 @@ void MicroStepQueue::MaybeComplete() {
   report_.complete = true;
   for (const Slot& slot : slots_) report_.ran_by[slot.cell].push_back(slot.micro_step->id);
   std::vector<int> cells;
-  if (joined_.count(options_.core_cell)) cells.push_back(options_.core_cell);
+  std::vector<int> missing_cores;
+  for (int c = options_.core_cell; c < options_.core_cell + options_.core_cells; ++c) {
+    (joined_.count(c) ? cells : missing_cores).push_back(c);
+  }
   for (int cell : joined_) {
-    if (cell != options_.core_cell) cells.push_back(cell);
+    if (!options_.IsCore(cell)) cells.push_back(cell);
   }
   participants_step_ = step_;
-  if (cells.empty() || cells.front() != options_.core_cell) {
-    participants_ = absl::FailedPreconditionError(StrCat(
-        "micro-step queue: step ", step_, " completed without the core cell ", options_.core_cell,
-        " (participants [", flywheel::Join(cells, ","), "]; it died or never joined): nobody can apply it"));
+  if (!missing_cores.empty()) {
+    participants_ = absl::FailedPreconditionError(
+        StrCat("micro-step queue: step ", step_, " completed without the core cell(s) [",
+               flywheel::Join(missing_cores, ","), "] (participants [", flywheel::Join(cells, ","),
+               "]; they died or never joined): their optimiser shards cannot apply it"));
   } else {
     if (cells != epoch_cells_) {
       ++epoch_;

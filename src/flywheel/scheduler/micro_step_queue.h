@@ -30,7 +30,8 @@
 // Completion. The step is complete when it is closed and every micro-step is done by a cell
 // still alive. Requeue(cell) declares a cell dead for the step: EVERY micro-step it claimed,
 // done or not, goes back to the queue (its accumulated gradient died with it). The participants
-// of a complete step are the cells that joined it and are alive, core first, then ascending; a
+// of a complete step are the cells that joined it and are alive, the core cells first (each
+// holds a shard of the optimiser, so every one of them must be there), then ascending; a
 // new membership epoch is numbered whenever that list differs from the previous step's, so
 // cells re-form their c10d group only when it changed (scheduler/step_group.h).
 //
@@ -68,9 +69,14 @@ struct MicroStepQueueOptions {
   PackerOptions packer;
   AdvantageOptions advantages;
   int64_t max_staleness = -1;  // -1: no bound
-  int core_cell = 0;           // the cell that owns the optimiser: rank 0 of every step's group
+  // The cells core_cell … core_cell + core_cells − 1 own the optimiser (a shard each): ranks
+  // 0 … core_cells − 1 of every step's group, in that order.
+  int core_cell = 0;
+  int core_cells = 1;
 
-  static MicroStepQueueOptions FromLearnerOptions(const LearnerOptions& o, int core_cell = 0);
+  static MicroStepQueueOptions FromLearnerOptions(const LearnerOptions& o, int core_cell = 0,
+                                                  int core_cells = 1);
+  bool IsCore(int cell) const { return cell >= core_cell && cell < core_cell + core_cells; }
   absl::Status Validate() const;
   std::string DebugString() const;
 };
@@ -79,7 +85,7 @@ struct MicroStepQueueOptions {
 struct StepParticipants {
   int64_t step = -1;
   int64_t epoch = -1;      // membership epoch of `cells`; a new number whenever the list changes
-  std::vector<int> cells;  // core first, then the satellites in ascending id
+  std::vector<int> cells;  // the core cells first, then the satellites in ascending id
   double normaliser = 0;   // the step's D
 };
 
@@ -137,7 +143,8 @@ class MicroStepQueue {
   absl::StatusOr<int64_t> Requeue(int cell);
 
   // Blocks until step `step` is complete and returns who reduces it (kept until the next step
-  // completes). kFailedPrecondition when the core is not among them (it died or never joined).
+  // completes). kFailedPrecondition when a core cell is not among them (it died or never
+  // joined).
   absl::StatusOr<StepParticipants> AwaitParticipants(int64_t step, absl::Time deadline);
   // Blocks until `count` micro-steps of step `step` are done (or it is complete).
   absl::Status AwaitDone(int64_t step, int64_t count, absl::Time deadline);

@@ -253,7 +253,42 @@ TEST(MicroStepQueueTest, AStepWithoutTheCoreCannotBeApplied) {
   }
   auto participants = queue.AwaitParticipants(0, Deadline());
   EXPECT_EQ(participants.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(participants.status().message(), HasSubstr("core cell 0"));
+  EXPECT_THAT(participants.status().message(), HasSubstr("core cell(s) [0]"));
+}
+
+// Two core cells: both lead every step's group, in order, and a step without one of them cannot
+// be applied (each holds a shard of the optimiser).
+TEST(MicroStepQueueTest, EveryCoreCellLeadsTheParticipantsAndNoneMayBeMissing) {
+  MicroStepQueueOptions options = Options();
+  options.core_cells = 2;  // cells 0 and 1
+  MicroStepQueue queue(options);
+  EXPECT_TRUE(options.IsCore(1));
+  EXPECT_FALSE(options.IsCore(2));
+  auto run_step = [&](int64_t s, const std::vector<int>& joins, int dies) {
+    EXPECT_TRUE(queue.BeginStep(s, s).ok());
+    for (int cell : joins) EXPECT_TRUE(queue.Join(cell, s).ok());
+    if (dies >= 0) {
+      EXPECT_TRUE(queue.Requeue(dies).ok());
+    }
+    EXPECT_TRUE(queue.Add(Group(StrCat("s", s), 4, 8)).ok());
+    EXPECT_TRUE(queue.Close().ok());
+    for (;;) {
+      auto ms = queue.Claim(3, Deadline());
+      EXPECT_TRUE(ms.ok()) << ms.status();
+      if (!ms.ok() || *ms == nullptr) break;
+      EXPECT_TRUE(queue.Done(3, (*ms)->id).ok());
+    }
+    return queue.AwaitParticipants(s, Deadline());
+  };
+  auto participants = run_step(0, {3, 1, 0}, -1);
+  ASSERT_TRUE(participants.ok()) << participants.status();
+  EXPECT_THAT(participants->cells, ElementsAre(0, 1, 3));
+  participants = run_step(1, {3, 0, 1}, 1);
+  EXPECT_EQ(participants.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(participants.status().message(), HasSubstr("core cell(s) [1]"));
+  MicroStepQueueOptions none = Options();
+  none.core_cells = 0;
+  EXPECT_THAT(none.Validate().message(), HasSubstr("core_cells = 0"));
 }
 
 TEST(MicroStepQueueTest, BlockingCallsHonourTheirDeadlineAndCancel) {

@@ -19,7 +19,9 @@ namespace flywheel {
 
 struct SchedulerOptions {
   int64_t cells = 2;          // model replicas of the elastic job, each one thread
-  int64_t core_cells = 1;     // elastic: cells that always train (they hold the optimiser)
+  // elastic: cells that always train; each holds a shard of the optimiser state (ZeRO-1 over
+  // the core cells, streaming_learner.h)
+  int64_t core_cells = 1;
   // rollout -> train: finish the cell's in-flight episodes in place instead of handing them
   // to another rollout cell at their last environment boundary.
   bool drain_on_switch = false;
@@ -34,7 +36,8 @@ struct SchedulerOptions {
   template <typename V>
   void VisitFields(V& v) {
     v.Field("cells", cells, "model replicas (threads) of the elastic job");
-    v.Field("core_cells", core_cells, "elastic: cells that always train and hold the optimiser");
+    v.Field("core_cells", core_cells,
+            "elastic: cells that always train, each holding a shard of the optimiser state");
     v.Field("drain_on_switch", drain_on_switch,
             "a cell moving to training finishes its episodes in place instead of handing them "
             "to another rollout cell");

@@ -48,6 +48,7 @@ struct Scenario {
   int kill_cell = -1;      // this satellite dies in step kill_step (claims 2, finishes 1)
   int64_t kill_step = 1;
   int per_chunk = 1;
+  int cores = 1;  // cells 0 … cores−1 hold a shard of the optimiser each and join at once
 };
 
 struct Outcome {
@@ -55,7 +56,8 @@ struct Outcome {
   std::vector<std::vector<torch::Tensor>> satellite_weights;  // those alive at the end
   std::vector<double> losses;                                 // per step, as the core saw it
   std::vector<StepReport> reports;
-  int64_t groups_formed = 0;  // by the core
+  int64_t groups_formed = 0;                   // by the core
+  std::vector<size_t> core_optimizer_tensors;  // parameters each core's optimiser steps
 };
 
 // Runs the cells of `scenario` for kSteps steps; every cell's failure cancels the queue so that
@@ -65,7 +67,8 @@ class StreamingRun {
   StreamingRun(const LearnerOptions& options, Scenario scenario)
       : options_(options),
         scenario_(scenario),
-        queue_(MicroStepQueueOptions::FromLearnerOptions(options, /*core_cell=*/0)),
+        queue_(MicroStepQueueOptions::FromLearnerOptions(options, /*core_cell=*/0,
+                                                         scenario.cores)),
         store_(c10::make_intrusive<c10d::HashStore>()),
         membership_(store_, MembershipOpts()),
         resume_(kSteps),
@@ -74,8 +77,11 @@ class StreamingRun {
     // Built here, not on the cell threads: the initialisers share torch's global generator.
     for (int c = 0; c < scenario_.cells; ++c) {
       policies_.push_back(std::make_unique<TinyPolicy>(/*seed=*/7 + c));  // satellites load
+      const OptimizerShard shard = c < scenario_.cores ? OptimizerShard{c, scenario_.cores}
+                                                       : OptimizerShard::Satellite(scenario_.cores);
       learners_.push_back(std::make_unique<StreamingLearner>(
-          options_, kParallelRunSteps, policies_[c]->Parameters(), policies_[c]->Forward()));
+          options_, kParallelRunSteps, policies_[c]->Parameters(), policies_[c]->Forward(),
+          nullptr, 1.0, 0, RealClock(), shard));
     }
   }
 
@@ -90,6 +96,9 @@ class StreamingRun {
     outcome_.core_weights = policies_[0]->Weights();
     for (int c = 1; c < scenario_.cells; ++c) {
       if (c != scenario_.kill_cell) outcome_.satellite_weights.push_back(policies_[c]->Weights());
+    }
+    for (int c = 0; c < scenario_.cores; ++c) {
+      outcome_.core_optimizer_tensors.push_back(learners_[c]->optimizer().parameters().size());
     }
     return std::move(outcome_);
   }
@@ -190,7 +199,9 @@ class StreamingRun {
       if (KillIn(s) && cell != scenario_.kill_cell) {
         RETURN_IF_ERROR(Wait(requeued_[s], "the dead satellite's requeue"));
       }
-      RETURN_IF_ERROR(queue_.AwaitDone(s, scenario_.join_after, Deadline()));
+      // The other core cells join at once: the step cannot be applied without them.
+      const int64_t join_after = cell < scenario_.cores ? 0 : scenario_.join_after;
+      RETURN_IF_ERROR(queue_.AwaitDone(s, join_after, Deadline()));
       RETURN_IF_ERROR(queue_.Join(cell, s));
       // After Join the core's weights stay those of the step's start until everybody reduces.
       if (!reduced_last_step) {
@@ -328,6 +339,47 @@ TEST(StreamingStepTest, ASatelliteKilledMidStepLeavesTheWeightsOfOneCell) {
   }
 }
 
+// (d) Several core cells, each stepping AdamW on its own range of the parameters (ZeRO-1 over
+// the cores), with satellites joining mid-step and one dying == one core alone.
+TEST(StreamingStepTest, CoreCellsShardingTheOptimiserGiveTheWeightsOfOneCore) {
+  const LearnerOptions options = ParallelLearnerOptions(PolicyLossKind::kDecoupledPpo);
+  const Outcome reference = RunStreaming(options, {.cells = 1});
+  const size_t tensors = TinyPolicy(7).Parameters().size();
+  struct Case {
+    int cores, cells, kill_cell;
+  };
+  for (const Case& c : {Case{2, 2, -1}, Case{2, 3, -1}, Case{2, 4, 3}, Case{3, 4, -1}}) {
+    SCOPED_TRACE(StrCat(c.cores, " cores, ", c.cells, " cells, kill ", c.kill_cell));
+    const Outcome run = RunStreaming(
+        options, {.cells = c.cells, .join_after = 1, .kill_cell = c.kill_cell, .cores = c.cores});
+    ASSERT_EQ(run.reports.size(), static_cast<size_t>(kSteps));
+    EXPECT_LT(MaxAbsDiff(run.core_weights, reference.core_weights), 1e-5);
+    for (int64_t s = 0; s < kSteps; ++s) EXPECT_NEAR(run.losses[s], reference.losses[s], 1e-5);
+    for (const auto& weights : run.satellite_weights) {
+      EXPECT_EQ(MaxAbsDiff(weights, run.core_weights), 0.0);
+    }
+    // The optimiser state is split: each core steps a part, together all of it.
+    size_t stepped = 0;
+    for (size_t n : run.core_optimizer_tensors) {
+      EXPECT_GT(n, 0u);
+      EXPECT_LT(n, tensors);
+      stepped += n;
+    }
+    EXPECT_EQ(stepped, tensors);
+  }
+}
+
+TEST(StreamingLearnerTest, OptimizerShardRangesAreContiguousBalancedAndNeverEmpty) {
+  std::vector<torch::Tensor> params = {torch::zeros({100}), torch::zeros({10}), torch::zeros({10}),
+                                       torch::zeros({60}),  torch::zeros({20}), torch::zeros({1})};
+  using Ranges = std::vector<std::pair<size_t, size_t>>;
+  EXPECT_EQ(OptimizerShardRanges(params, 1), (Ranges{{0, 6}}));
+  EXPECT_EQ(OptimizerShardRanges(params, 2), (Ranges{{0, 1}, {1, 6}}));
+  EXPECT_EQ(OptimizerShardRanges(params, 3), (Ranges{{0, 1}, {1, 4}, {4, 6}}));
+  EXPECT_EQ(OptimizerShardRanges(params, 6),
+            (Ranges{{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}, {5, 6}}));
+}
+
 TEST(StreamingLearnerTest, RefusesOtherVersionsBadWeightsAndEmptySteps) {
   torch::set_num_threads(1);
   const LearnerOptions options = ParallelLearnerOptions(PolicyLossKind::kDecoupledPpo);
@@ -366,6 +418,18 @@ TEST(StreamingLearnerTest, RefusesOtherVersionsBadWeightsAndEmptySteps) {
   sharded.sharding = ShardingMode::kGradsOptimizer;
   StreamingLearner refused(sharded, kParallelRunSteps, policy.Parameters(), policy.Forward());
   EXPECT_EQ(refused.RunMicroStep(**ms).code(), absl::StatusCode::kFailedPrecondition);
+
+  // A core of two may not reduce alone; more cores than parameter tensors is refused.
+  StreamingLearner half(options, kParallelRunSteps, policy.Parameters(), policy.Forward(), nullptr,
+                        1.0, 4, RealClock(), OptimizerShard{0, 2});
+  ASSERT_TRUE(half.RunMicroStep(**ms).ok());
+  auto alone = half.FinishStep(nullptr, 1.0);
+  EXPECT_EQ(alone.status().code(), absl::StatusCode::kFailedPrecondition) << alone.status();
+  EXPECT_THAT(alone.status().message(), ::testing::HasSubstr("shard 0 of 2"));
+  const int too_many = static_cast<int>(policy.Parameters().size()) + 1;
+  StreamingLearner crowded(options, kParallelRunSteps, policy.Parameters(), policy.Forward(),
+                           nullptr, 1.0, 4, RealClock(), OptimizerShard{0, too_many});
+  EXPECT_EQ(crowded.RunMicroStep(**ms).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
