@@ -35,6 +35,7 @@ int Main(int argc, char** argv) {
   AddLearnerCommand(app, invocation);
   AddActorCommand(app, invocation);
   AddLaunchCommand(app, invocation);
+  AddSimCommand(app, invocation);
 
   try {
     app.parse(argc, argv);
