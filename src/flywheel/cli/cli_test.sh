@@ -77,5 +77,10 @@ err=$("$FLYWHEEL" sim "$SOURCE/examples/sim-elastic.toml" --set cluster.device=8
   fail "flywheel sim accepted cluster.device"
 grep -q "did you mean cluster.devices?" <<<"$err" || fail "sim config error lacks suggestion: $err"
 
+# flywheel plan: a recommendation with its latency sensitivity.
+out=$("$FLYWHEEL" plan "$SOURCE/examples/sim-elastic.toml" --steps 3) || fail "flywheel plan failed: $out"
+grep -q "^recommended (fastest on the budget):" <<<"$out" || fail "plan printed no recommendation: $out"
+grep -q "environment latency x2:" <<<"$out" || fail "plan printed no latency sensitivity: $out"
+
 echo "cli_test: $failures failures"
 exit $((failures > 0))

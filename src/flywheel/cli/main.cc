@@ -36,6 +36,7 @@ int Main(int argc, char** argv) {
   AddActorCommand(app, invocation);
   AddLaunchCommand(app, invocation);
   AddSimCommand(app, invocation);
+  AddPlanCommand(app, invocation);
 
   try {
     app.parse(argc, argv);
