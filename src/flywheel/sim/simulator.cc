@@ -136,7 +136,6 @@ class Simulation {
   // --- time and events
   void Schedule(double delay, EventKind kind, int32_t cell, int64_t id = 0, int64_t tag = 0);
   absl::Time Now() { return clock_.Now(); }
-  double Seconds() const { return now_; }
 
   // --- roles
   bool IsSatellite(int c) const { return c >= core_cells_; }
@@ -229,7 +228,6 @@ class Simulation {
   double micro_seconds_ = 0;
   std::vector<bool> participated_;
   int64_t participants_ = 0;
-  double step_start_ = 0;
   double core_busy_step_ = 0;  // cell 0's training seconds in this step
   int64_t step_trajectories_ = 0;
   int64_t step_dropped_ = 0;
@@ -646,7 +644,6 @@ void Simulation::TryStartStep() {
   if (config_.run.mode == SimMode::kColocated && !AllCellsTrain()) return;
   limiter_.Sample(batch);
   step_running_ = true;
-  step_start_ = now_;
   step_trajectories_ = step_dropped_ = step_tokens_ = 0;
   step_lag_sum_ = 0;
   core_busy_step_ = 0;
