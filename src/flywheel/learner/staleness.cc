@@ -30,7 +30,7 @@ StalenessReport StalenessFilter::Apply(int64_t learner_version,
     ++report.lag_counts[lag];
     report.lags->Observe(static_cast<double>(lag));
     global_lags_->Observe(static_cast<double>(lag));
-    if (!Keeps(lag)) {
+    if (max_staleness_ >= 0 && lag > max_staleness_) {
       ++report.dropped;
       continue;
     }

@@ -38,10 +38,6 @@ class StalenessFilter {
   // drops in "learner.dropped{reason=stale}".
   StalenessReport Apply(int64_t learner_version, std::vector<Trajectory>& batch) const;
 
-  // Whether a trajectory of this lag is trained on: the bound Apply enforces, for callers that
-  // track lags without holding Trajectory objects (the cluster simulator).
-  bool Keeps(int64_t lag) const { return max_staleness_ < 0 || lag <= max_staleness_; }
-
   int64_t max_staleness() const { return max_staleness_; }
 
  private:

@@ -3,8 +3,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "flywheel/core/strings.h"
-
 namespace flywheel {
 namespace {
 
@@ -53,19 +51,6 @@ TEST(StalenessTest, ZeroIsOnPolicyAndMinusOneIsUnbounded) {
   const StalenessReport all = StalenessFilter(-1).Apply(400, copy);
   EXPECT_EQ(all.kept, 2);
   EXPECT_EQ(all.dropped, 0);
-}
-
-TEST(StalenessTest, KeepsIsTheBoundApplyEnforces) {
-  const StalenessFilter bounded(2);
-  EXPECT_TRUE(bounded.Keeps(0));
-  EXPECT_TRUE(bounded.Keeps(2));
-  EXPECT_FALSE(bounded.Keeps(3));
-  EXPECT_TRUE(StalenessFilter(-1).Keeps(1000));
-  std::vector<Trajectory> batch;
-  for (int64_t v = 0; v <= 5; ++v) batch.push_back(WithVersions(StrCat("v", v), {v}));
-  const StalenessReport report = bounded.Apply(5, batch);
-  for (const Trajectory& t : batch) EXPECT_TRUE(bounded.Keeps(StalenessFilter::Lag(t, 5)));
-  EXPECT_EQ(report.kept, 3);
 }
 
 }  // namespace

@@ -112,7 +112,6 @@ struct Episode {
 };
 
 struct Group {
-  int64_t tokens = 0;
   std::vector<std::shared_ptr<const Trajectory>> members;
 };
 
@@ -587,11 +586,7 @@ void Simulation::FinishEpisode(int64_t slot) {
 
 void Simulation::InsertGroup(std::vector<ItemMember> members) {
   Group group;
-  for (ItemMember& m : members) {
-    int64_t index = 0;
-    if (absl::SimpleAtoi(m.trajectory->id, &index)) group.tokens += episode_tokens_[index];
-    group.members.push_back(std::move(m.trajectory));
-  }
+  for (ItemMember& m : members) group.members.push_back(std::move(m.trajectory));
   blocked_.push_back(std::move(group));
   RetryBlockedInserts();
 }
@@ -647,22 +642,25 @@ void Simulation::TryStartStep() {
   step_trajectories_ = step_dropped_ = step_tokens_ = 0;
   step_lag_sum_ = 0;
   core_busy_step_ = 0;
+  // The learner's staleness filter, applied as the learner applies it, on the step's trajectories
+  // (each a group id, an id and the versions of its tokens: a few bytes to copy).
+  std::vector<Trajectory> trajectories;
+  trajectories.reserve(static_cast<size_t>(batch * config_.run.group_size));
   for (int64_t i = 0; i < batch; ++i) {
-    Group group = std::move(table_.front());
+    for (const auto& t : table_.front().members) trajectories.push_back(*t);
     table_.pop_front();
-    const double per_member = static_cast<double>(group.tokens) / group.members.size();
-    for (const auto& t : group.members) {
-      const int64_t lag = StalenessFilter::Lag(*t, version_);
-      ++lag_counts_[lag];
-      lag_histogram_.Observe(static_cast<double>(lag));
-      step_lag_sum_ += static_cast<double>(lag);
-      ++step_trajectories_;
-      if (!staleness_.Keeps(lag)) {
-        ++step_dropped_;
-        continue;
-      }
-      step_tokens_ += static_cast<int64_t>(per_member);
-    }
+  }
+  const StalenessReport report = staleness_.Apply(version_, trajectories);
+  for (const auto& [lag, count] : report.lag_counts) {
+    lag_counts_[lag] += count;
+    step_lag_sum_ += static_cast<double>(lag * count);
+    for (int64_t n = 0; n < count; ++n) lag_histogram_.Observe(static_cast<double>(lag));
+  }
+  step_trajectories_ = report.kept + report.dropped;
+  step_dropped_ = report.dropped;
+  for (const Trajectory& t : trajectories) {  // the kept ones
+    int64_t index = 0;
+    if (absl::SimpleAtoi(t.id, &index)) step_tokens_ += episode_tokens_[index];
   }
   RetryBlockedInserts();
   micro_left_ = config_.learner.micro_steps;

@@ -6,7 +6,7 @@
 //      ▲ started while ElasticAdmission::Room > 0 (scheduler/elastic_control.h)        │ group
 //      │                                                                               ▼
 //   rollout cells ◀── weights (transfer) ◀── step end ◀── micro-steps ◀── RateLimiter (buffer/)
-//      ▲                                                  claimed by      StalenessFilter::Keeps
+//      ▲                                                  claimed by      StalenessFilter::Apply
 //      └── WaterLevelPolicy::Decide every tick (elastic) ─ training cells  (learner/)
 //
 // Modes: colocated (every cell generates a batch, then every cell trains on it), async (a
