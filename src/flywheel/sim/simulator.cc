@@ -179,7 +179,11 @@ class Simulation {
   };
   Usage UsageNow() const;
   nlohmann::json UsageJson(const Usage& now, const Usage& before, double seconds) const;
-  void Timeline(nlohmann::json line);
+  // Timeline lines are built only when kept: a colocated run on 1,024 cells changes roles
+  // millions of times.
+  bool KeepTimelineLine();
+  void TimelineRole(int c);
+  void TimelineStep();
   nlohmann::json Summary(std::string_view stopped_by, double real_seconds) const;
 
   const SimConfig& config_;
@@ -292,19 +296,27 @@ absl::Status Simulation::Init() {
       config_.run.max_steps * config_.run.batch_groups * config_.run.group_size;
   episode_tokens_.reserve(static_cast<size_t>(std::min<int64_t>(episodes * 2, 1 << 24)));
   for (int c = 0; c < cells; ++c) {
-    Timeline(
-        {{"t", 0.0}, {"event", "role"}, {"cell", c}, {"role", CellStateName(cells_[c].state)}});
+    TimelineRole(c);
   }
   return absl::OkStatus();
 }
 
-void Simulation::Timeline(nlohmann::json line) {
-  if (!config_.run.timeline) return;
-  if (static_cast<int64_t>(timeline_.size()) >= options_.max_timeline_lines) {
-    ++timeline_dropped_;
-    return;
-  }
-  timeline_.push_back(std::move(line));
+bool Simulation::KeepTimelineLine() {
+  if (!config_.run.timeline) return false;
+  if (static_cast<int64_t>(timeline_.size()) < options_.max_timeline_lines) return true;
+  ++timeline_dropped_;
+  return false;
+}
+
+void Simulation::TimelineRole(int c) {
+  if (!KeepTimelineLine()) return;
+  timeline_.push_back(
+      {{"t", now_}, {"event", "role"}, {"cell", c}, {"role", CellStateName(cells_[c].state)}});
+}
+
+void Simulation::TimelineStep() {
+  if (!KeepTimelineLine()) return;
+  timeline_.push_back({{"t", now_}, {"event", "step"}, {"step", steps_done_}});
 }
 
 // ---------------------------------------------------------------- roles
@@ -316,7 +328,7 @@ void Simulation::SetState(int c, CellState state) {
   if (was_switching) cell.switching += now_ - cell.since;
   cell.state = state;
   if (state == CellState::kToTrain || state == CellState::kToRollout) cell.since = now_;
-  Timeline({{"t", now_}, {"event", "role"}, {"cell", c}, {"role", CellStateName(state)}});
+  TimelineRole(c);
 }
 
 void Simulation::RequestRole(int c, CellRole role) {
@@ -742,7 +754,7 @@ void Simulation::OnReduceDone() {
   last_usage_ = usage;
   last_step_time_ = now_;
   if (time_to_half_ < 0 && 2 * steps_done_ >= config_.run.max_steps) time_to_half_ = now_;
-  Timeline({{"t", now_}, {"event", "step"}, {"step", steps_done_}});
+  TimelineStep();
   if (steps_done_ >= config_.run.max_steps) return;
   Publish();
   if (config_.run.mode == SimMode::kColocated) {
