@@ -1,6 +1,6 @@
 // flywheel plan CONFIG.toml [--target-samples-per-s X] [--max-devices N] [--steps N]
-//                           [--out FILE.json] [--set k=v …]: sizing by simulation
-//                           (docs/planning.md).
+//                           [--from-run runs/NAME] [--out FILE.json] [--set k=v …]: sizing by
+//                           simulation (docs/planning.md).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -25,9 +25,14 @@ void PrintCandidate(const sim::PlanCandidate& c) {
 }
 
 int Run(const std::string& file, const std::vector<std::string>& overrides,
-        const sim::PlanOptions& options, const std::string& out) {
+        const sim::PlanOptions& options, const std::string& from_run, const std::string& out) {
   absl::StatusOr<sim::SimConfig> config = sim::LoadSimConfig(file, overrides);
   if (!config.ok()) return ReportError(config.status());
+  if (!from_run.empty()) {
+    absl::StatusOr<std::string> note = sim::TakeLatencyFromRun(from_run, *config);
+    if (!note.ok()) return ReportError(note.status());
+    std::cout << *note << "\n";
+  }
   absl::StatusOr<sim::Plan> plan = sim::MakePlan(*config, options);
   if (!plan.ok()) return ReportError(plan.status());
   if (!out.empty()) {
@@ -66,6 +71,7 @@ void AddPlanCommand(CLI::App& app, Invocation& invocation) {
   struct Args {
     std::string file;
     std::string out;
+    std::string from_run;
     std::vector<std::string> overrides;
     sim::PlanOptions options;
   };
@@ -81,10 +87,14 @@ void AddPlanCommand(CLI::App& app, Invocation& invocation) {
   plan->add_option("--steps", args->options.steps, "learner steps simulated per candidate")
       ->capture_default_str();
   plan->add_option("--out", args->out, "write every candidate as JSON");
+  plan->add_option("--from-run", args->from_run,
+                   "take the environment latency from a real run's latency audit (runs/NAME)");
   plan->add_option("--set", args->overrides, "override a key, e.g. --set run.group_size=16")
       ->take_all();
   plan->callback([args, &invocation] {
-    invocation.run = [args] { return Run(args->file, args->overrides, args->options, args->out); };
+    invocation.run = [args] {
+      return Run(args->file, args->overrides, args->options, args->from_run, args->out);
+    };
   });
 }
 

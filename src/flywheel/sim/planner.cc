@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <utility>
 
 #include "flywheel/core/status_macros.h"
@@ -171,6 +172,37 @@ absl::StatusOr<Plan> MakePlan(const SimConfig& base, const PlanOptions& options)
     plan.latency_sensitivity.emplace_back(scale, c.samples_per_s);
   }
   return plan;
+}
+
+absl::StatusOr<std::string> TakeLatencyFromRun(const std::filesystem::path& run_dir,
+                                               SimConfig& config) {
+  const std::filesystem::path path = run_dir / "summary.json";
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(StrCat("--from-run: cannot open ", path.string()));
+  const nlohmann::json summary = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const auto* audit = summary.is_object() && summary.contains("latency_audit")
+                          ? &summary["latency_audit"]
+                          : nullptr;
+  if (audit == nullptr || !audit->contains("env_wait_seconds") ||
+      !summary.contains("episodes_finished") || summary["episodes_finished"].get<int64_t>() <= 0) {
+    return absl::InvalidArgumentError(
+        StrCat("--from-run: ", path.string(),
+               " has no latency_audit.env_wait_seconds with episodes_finished > 0: give the "
+               "summary of a finished `flywheel train` run (async or colocated)"));
+  }
+  const EpisodeOptions& e = config.workload.episode;
+  const double turns = (e.min_turns + e.max_turns) / 2.0;
+  const double episodes = summary["episodes_finished"].get<double>();
+  const double per_episode_s = (*audit)["env_wait_seconds"].get<double>() / episodes;
+  LatencyOptions& latency = config.workload.env_latency;
+  if (latency.model == LatencyKind::kNone || latency.model == LatencyKind::kTrace) {
+    latency.model = LatencyKind::kLognormal;
+  }
+  latency.mean_ms = 1000 * per_episode_s / turns;
+  RETURN_IF_ERROR(config.Validate());
+  return StrCat("environment latency from ", path.string(), ": ", per_episode_s,
+                " s of environment wait per episode over ", episodes, " episodes / ", turns,
+                " turns = ", latency.mean_ms, " ms per step");
 }
 
 }  // namespace flywheel::sim

@@ -12,11 +12,13 @@
 // and recommends, in target mode, the cheapest (USD per simulated hour, then the fastest) that
 // reaches target_samples_per_s trained samples/s, or in budget mode the fastest. It then reruns
 // the recommendation with the environment's latency scaled (×0.5, ×2) to show how much the
-// choice depends on it. Each candidate is an ordinary Simulate() call.
+// choice depends on it; a real run's latency audit can set that latency (TakeLatencyFromRun).
+// Each candidate is an ordinary Simulate() call.
 #ifndef FLYWHEEL_SIM_PLANNER_H_
 #define FLYWHEEL_SIM_PLANNER_H_
 
 #include <cstdint>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -60,6 +62,13 @@ struct Plan {
 };
 
 absl::StatusOr<Plan> MakePlan(const SimConfig& base, const PlanOptions& options);
+
+// Sets the workload's environment latency from a real run's latency audit (`flywheel train`'s
+// runs/NAME/summary.json: latency_audit.env_wait_seconds over episodes_finished): the mean wait
+// of one environment step, taking the config's mean turn count per episode. The distribution's
+// kind is kept (lognormal when the config had none). Returns one line saying what was taken.
+absl::StatusOr<std::string> TakeLatencyFromRun(const std::filesystem::path& run_dir,
+                                               SimConfig& config);
 
 }  // namespace flywheel::sim
 

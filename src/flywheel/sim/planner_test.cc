@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 namespace flywheel::sim {
 namespace {
 
@@ -71,6 +74,30 @@ TEST(PlannerTest, ABudgetThatHoldsNoSplitIsRefused) {
   const absl::Status status = MakePlan(Workload(), {.max_devices = 1}).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("devices_per_replica"), std::string_view::npos);
+}
+
+TEST(PlannerTest, TakesTheEnvironmentLatencyOfARealRun) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / "flywheel_plan_from_run";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream summary(dir / "summary.json");
+    summary << R"({"episodes_finished": 100, "latency_audit": {"env_wait_seconds": 1200}})";
+  }
+  SimConfig config = Workload();  // 4 turns per episode, constant latency
+  absl::StatusOr<std::string> note = TakeLatencyFromRun(dir, config);
+  ASSERT_TRUE(note.ok()) << note.status();
+  // 1200 s / 100 episodes / 4 turns = 3 s per environment step.
+  EXPECT_DOUBLE_EQ(config.workload.env_latency.mean_ms, 3000);
+  EXPECT_EQ(config.workload.env_latency.model, LatencyKind::kConstant);
+  EXPECT_NE(note->find("3000 ms per step"), std::string::npos) << *note;
+  {
+    std::ofstream summary(dir / "summary.json");
+    summary << R"({"mode": "elastic"})";
+  }
+  EXPECT_EQ(TakeLatencyFromRun(dir, config).status().code(), absl::StatusCode::kInvalidArgument);
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(TakeLatencyFromRun(dir, config).status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace
