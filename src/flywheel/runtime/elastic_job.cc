@@ -145,7 +145,7 @@ class ElasticJob {
   std::unique_ptr<TaskSource> tasks_;  // shared by the satellites: handed_out() = dispatched
   std::unique_ptr<MicroStepQueue> queue_;
   std::unique_ptr<dist::Membership> membership_;
-  scheduler::ElasticAdmission admission_;               // set by Init
+  scheduler::ElasticAdmission admission_;              // set by Init
   std::optional<scheduler::WaterLevelPolicy> policy_;  // the controller thread's
   std::unique_ptr<scheduler::SchedulerLog> log_;
   std::vector<std::unique_ptr<Cell>> cells_;  // [0] is the core
