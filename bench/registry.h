@@ -22,6 +22,7 @@ absl::StatusOr<BenchReport> RunLearnerParallelBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunTrajectoryTreeBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunPipelineBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunElasticBench(const BenchArgs& args);
+absl::StatusOr<BenchReport> RunSimBench(const BenchArgs& args);
 
 }  // namespace flywheel::bench
 

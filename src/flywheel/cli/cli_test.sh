@@ -67,5 +67,20 @@ out=$(cd "$SOURCE" && "$FLYWHEEL" env play examples/guess_process.toml --policy 
   fail "env play of the process example failed: $out"
 grep -q "process(guess" <<<"$out" || fail "env play did not run the process environment: $out"
 
+# flywheel sim: the example writes a run directory; a mistyped key is named with a suggestion.
+out=$("$FLYWHEEL" sim "$SOURCE/examples/sim-elastic.toml" --out "$TMP/sim" --set run.max_steps=5) ||
+  fail "flywheel sim of the example failed: $out"
+grep -q "^run $TMP/sim: elastic on 64 devices: 5 steps" <<<"$out" || fail "sim headline unclear: $out"
+[[ $(wc -l <"$TMP/sim/metrics.jsonl") -eq 5 ]] || fail "sim metrics.jsonl does not have 5 steps"
+grep -q '"simulated": true' "$TMP/sim/summary.json" || fail "sim summary.json lacks simulated"
+err=$("$FLYWHEEL" sim "$SOURCE/examples/sim-elastic.toml" --set cluster.device=8 2>&1) &&
+  fail "flywheel sim accepted cluster.device"
+grep -q "did you mean cluster.devices?" <<<"$err" || fail "sim config error lacks suggestion: $err"
+
+# flywheel plan: a recommendation with its latency sensitivity.
+out=$("$FLYWHEEL" plan "$SOURCE/examples/sim-elastic.toml" --steps 3) || fail "flywheel plan failed: $out"
+grep -q "^recommended (fastest on the budget):" <<<"$out" || fail "plan printed no recommendation: $out"
+grep -q "environment latency x2:" <<<"$out" || fail "plan printed no latency sensitivity: $out"
+
 echo "cli_test: $failures failures"
 exit $((failures > 0))

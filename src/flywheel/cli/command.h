@@ -29,6 +29,8 @@ void AddTrainCommand(CLI::App& app, Invocation& invocation);
 void AddLearnerCommand(CLI::App& app, Invocation& invocation);
 void AddActorCommand(CLI::App& app, Invocation& invocation);
 void AddLaunchCommand(CLI::App& app, Invocation& invocation);
+void AddSimCommand(CLI::App& app, Invocation& invocation);
+void AddPlanCommand(CLI::App& app, Invocation& invocation);
 
 }  // namespace flywheel::cli
 

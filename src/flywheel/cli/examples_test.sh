@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every examples/*.toml run as a user runs it: `flywheel train examples/NAME.toml` from a
+# Every examples/*.toml run as a user runs it: `flywheel train examples/NAME.toml` (or, for a
+# cluster-simulator config, one with a [cluster] section, `flywheel sim examples/NAME.toml`) from a
 # directory holding the examples (relative paths in the configs resolve as in the repository),
 # with nothing changed but a short wall-clock budget. Each must train (lines in metrics.jsonl),
 # exit 0 within the budget plus the stop bound (and its start-up), and write summary.json. Then
@@ -38,6 +39,17 @@ configs=(examples/*.toml)
 ((${#configs[@]} > 0)) || fail "no examples/*.toml"
 for config in "${configs[@]}"; do
   name=$(basename "$config" .toml)
+  if grep -q '^\[cluster\]' "$config"; then
+    # A cluster-simulator config: `flywheel sim` as shipped, which runs in seconds of real time.
+    start=$(now)
+    "$FLYWHEEL" sim "$config" >"$name.log" 2>&1 ||
+      { cat "$name.log"; fail "flywheel sim $config exited $?"; }
+    took=$(elapsed "$start" "$(now)")
+    run=$(check_run "$name.log")
+    echo "$config: simulated $(wc -l <"$run/metrics.jsonl") learner steps in ${took} s"
+    within "$took" "$BUDGET" || fail "flywheel sim $config took $took s, more than $BUDGET s"
+    continue
+  fi
   start=$(now)
   "$FLYWHEEL" train "$config" --set "run.max_wall_seconds=$BUDGET" >"$name.log" 2>&1 ||
     { cat "$name.log"; fail "flywheel train $config exited $?"; }

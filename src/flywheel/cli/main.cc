@@ -35,6 +35,8 @@ int Main(int argc, char** argv) {
   AddLearnerCommand(app, invocation);
   AddActorCommand(app, invocation);
   AddLaunchCommand(app, invocation);
+  AddSimCommand(app, invocation);
+  AddPlanCommand(app, invocation);
 
   try {
     app.parse(argc, argv);

@@ -40,6 +40,7 @@
 #include "flywheel/runtime/progress.h"
 #include "flywheel/runtime/run_directory.h"
 #include "flywheel/runtime/run_stop.h"
+#include "flywheel/scheduler/elastic_control.h"
 #include "flywheel/scheduler/micro_step_queue.h"
 #include "flywheel/scheduler/scheduler_log.h"
 #include "flywheel/scheduler/step_group.h"
@@ -156,6 +157,7 @@ class ElasticJob {
   std::unique_ptr<TaskSource> tasks_;  // shared by the satellites: handed_out() = dispatched
   std::unique_ptr<MicroStepQueue> queue_;
   std::unique_ptr<dist::Membership> membership_;
+  scheduler::ElasticAdmission admission_;              // set by Init
   std::optional<scheduler::WaterLevelPolicy> policy_;  // the controller thread's
   std::unique_ptr<scheduler::SchedulerLog> log_;
   std::vector<std::unique_ptr<Cell>> cells_;  // the cores first; [0] begins every step
@@ -226,6 +228,10 @@ absl::Status ElasticJob::Init(const EmbeddedJobOptions& options) {
         "versions ahead of the learner; set learner.max_staleness >= 0 (0 = "
         "on-policy)");
   }
+  admission_ = {.max_staleness = config_.learner.max_staleness,
+                .batch_groups = config_.run.batch_groups,
+                .group_size = config_.actor.group_size};
+  RETURN_IF_ERROR(admission_.Validate());
   ASSIGN_OR_RETURN(factory_, EnvFactory::Create(config_.env));
   executor_ = std::make_unique<EnvExecutor>(EnvExecutor::OptionsFor(config_.env));
   ASSIGN_OR_RETURN(tokenizer_, MakeTokenizer(factory_->vocabulary()));
@@ -297,12 +303,8 @@ absl::Status ElasticJob::Init(const EmbeddedJobOptions& options) {
     cells_.push_back(std::move(cell));
   }
 
-  scheduler::WaterLevelOptions rule;
-  rule.satellites = satellites();
-  rule.capacity_per_cell = static_cast<double>(config_.actor.episodes_in_flight);
-  rule.unit = scheduler::WorkUnit::kEpisodes;
-  rule.hysteresis = s.hysteresis;
-  rule.min_residence = absl::Seconds(s.min_residence_seconds);
+  const scheduler::WaterLevelOptions rule = scheduler::ElasticRule(
+      s, satellites(), static_cast<double>(config_.actor.episodes_in_flight));
   ASSIGN_OR_RETURN(scheduler::WaterLevelPolicy policy, scheduler::WaterLevelPolicy::Create(rule));
   policy_.emplace(std::move(policy));
   spdlog::info("elastic job: {} core cell(s), {} satellites; {}", cores(), satellites(),
@@ -376,9 +378,8 @@ absl::Status ElasticJob::Sink(Trajectory t) {
 int64_t ElasticJob::AdmissionRoom() const {
   if (quiescing_.load()) return 0;
   // Batches 0 … k + η may have been started once k steps are done and their weights published
-  // (header comment).
-  const int64_t batches = steps_done_.load() + 1 + config_.learner.max_staleness;
-  return batches * config_.run.batch_groups * config_.actor.group_size - tasks_->handed_out();
+  // (header comment; elastic_control.h).
+  return admission_.Room(steps_done_.load(), tasks_->handed_out());
 }
 
 int64_t ElasticJob::EpisodesFinished() const {
@@ -555,12 +556,10 @@ absl::Status ElasticJob::Control() {
   const absl::Duration tick = absl::Seconds(config_.scheduler.tick_seconds);
   while (!Stopping() && !quiescing_.load()) {
     absl::SleepFor(tick);
-    scheduler::SchedulerObservation observation;
-    observation.now = absl::Now();
-    observation.dispatched = tasks_->handed_out();
-    observation.finished = std::min(observation.dispatched, EpisodesFinished());
-    observation.new_batch_demanded = AdmissionRoom() > 0;
-    observation.step = cells_[0]->learner->optimizer_step();
+    const int64_t room = AdmissionRoom();
+    const scheduler::SchedulerObservation observation =
+        scheduler::ElasticObservation(absl::Now(), tasks_->handed_out(), EpisodesFinished(), room,
+                                      cells_[0]->learner->optimizer_step());
     ASSIGN_OR_RETURN(SchedulerDecision decision, policy_->Decide(observation));
     if (decision.changed) RETURN_IF_ERROR(log_->Append(decision));
     if (decision.move != SchedulerDecision::Move::kNone) RETURN_IF_ERROR(Move(decision));

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Smoke test of `flywheel bench sim --quick`: the report has every figure the benchmark promises,
+# with sane values, and a bad knob is refused naming it. No speed targets: those are the full
+# benchmark's business (a loaded CI machine is not this one).
+set -euo pipefail
+flywheel=$1
+out=${2:-sim_quick.json}
+rm -f "$out"
+if "$flywheel" bench sim --quick --param devices=1 >"$out.err" 2>&1; then
+  echo "bench sim accepted --param devices=1"; exit 1
+fi
+grep -q "devices=1" "$out.err" || { echo "error does not name the knob:"; cat "$out.err"; exit 1; }
+"$flywheel" bench sim --quick --out "$out"
+/usr/bin/python3 - "$out" <<'PY'
+import json, math, sys
+
+report = json.load(open(sys.argv[1]))
+errors = []
+
+def check(cond, what):
+    if not cond:
+        errors.append(what)
+
+def number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+check(report.get("bench") == "sim", "bench is not sim")
+check(number(report.get("events_per_s")) and report["events_per_s"] > 0, "no events_per_s > 0")
+results = report.get("results", {})
+check(results.get("throughput", {}).get("episodes_sampled", 0) > 0, "throughput run trained nothing")
+tunix = report.get("tunix_learner_utilisation", {})
+for side in ("sync", "decoupled"):
+    check(number(tunix.get(side)) and 0 <= tunix[side] <= 1, f"tunix {side} utilisation {tunix.get(side)}")
+check(tunix.get("sync", 1) < tunix.get("decoupled", 0), "decoupling does not raise utilisation")
+for key in ("elastic_speedup_vs_colocated", "elastic_speedup_vs_static_async",
+            "long_horizon_speedup_vs_colocated", "long_horizon_speedup_vs_static_async"):
+    check(number(report.get(key)) and report[key] > 0, f"no positive {key}")
+for scenario in ("elastic", "elastic_long_horizon"):
+    for mode in ("colocated", "async", "elastic"):
+        r = results.get(scenario, {}).get(mode)
+        check(r is not None and r.get("trained_samples_per_s", 0) > 0,
+              f"{scenario}/{mode}: trained nothing")
+check(results.get("elastic", {}).get("elastic", {}).get("switches", 0) > 0,
+      "the elastic run never switched a cell")
+published = report.get("published", {})
+check(published.get("elastic_speedup_vs_static_async") == 1.78, "published ratios missing")
+sw = report.get("switch_seconds", {})
+check(number(sw.get("to_train")) and number(sw.get("to_rollout")), "no switch_seconds")
+if errors:
+    print(sys.argv[1] + " is not a sane report:\n  " + "\n  ".join(errors))
+    sys.exit(1)
+print("sim report ok")
+PY

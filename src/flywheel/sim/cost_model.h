@@ -1,0 +1,229 @@
+// The hardware of the cluster simulator, replaced by arithmetic: how long a prefill, a decode
+// step, a training micro-step, a weight transfer and a role switch take on the configured
+// devices, and what the episodes of the workload look like. Rooflines (Williams et al., 2009):
+// a kernel takes max(FLOPs / peak FLOP/s, bytes / peak bandwidth), each peak scaled by the share
+// of it the engine reaches. Symbols (docs/simulator.md has the derivations):
+//
+//   P  model parameters            W = P · bytes_per_param      weight bytes
+//   d  devices per replica (cell)  F, B, M, I per device: FLOP/s, HBM bytes/s, HBM bytes,
+//   κ  KV bytes per token             interconnect bytes/s
+//
+//   prefill(n)          = 2·P·n / (d·F·prefill_mfu)                         compute-bound
+//   decode_step(b, C)   = max(2·P·b / (d·F·prefill_mfu), (W + κ·C) / (d·B·bw_eff))
+//                         b sequences in the batch, C tokens of KV cache read in all
+//   slots               = min(max_batch, ⌊(d·M − W) / (κ · max_tokens)⌋)   KV memory per replica
+//   train(T tokens, n)  = 6·P·T / (n·d·F·mfu)                              (Kaplan et al., 2020)
+//   transfer            = W / (d·I)                                        every link carries W/d
+//   allreduce(n)        = 2·(n−1)/n · W / (d·I)                             ring all-reduce
+//   to_train            = switch_overhead_s + transfer    a satellite pulls the current weights
+//   to_rollout          = switch_overhead_s               its weights are already current
+//
+// Attention FLOPs and the quadratic cost of long prefills are left out (see docs/simulator.md
+// for where this matters: the 700K–1M-token case). Immutable after Create; thread-compatible.
+#ifndef FLYWHEEL_SIM_COST_MODEL_H_
+#define FLYWHEEL_SIM_COST_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "flywheel/core/config.h"
+#include "flywheel/env/env_options.h"
+#include "flywheel/env/latency/latency_model.h"
+
+namespace flywheel::sim {
+
+// [cluster]: identical devices. Defaults: one H100 SXM node.
+struct ClusterOptions {
+  int64_t devices = 8;
+  double bf16_flops = 989e12;            // dense bf16 FLOP/s per device
+  double memory_bytes = 80e9;            // HBM per device
+  double memory_bandwidth = 3.35e12;     // HBM bytes/s per device
+  double interconnect_bandwidth = 50e9;  // bytes/s per device between replicas (weights, grads)
+  double price_per_device_hour = 2.5;    // USD
+
+  template <typename V>
+  void VisitFields(V& v) {
+    v.Field("devices", devices, "accelerators in the cluster");
+    v.Field("bf16_flops", bf16_flops, "dense bf16 FLOP/s per device");
+    v.Field("memory_bytes", memory_bytes, "accelerator memory per device, bytes");
+    v.Field("memory_bandwidth", memory_bandwidth, "memory bandwidth per device, bytes/s");
+    v.Field("interconnect_bandwidth", interconnect_bandwidth,
+            "bandwidth per device between replicas (weight transfer, gradients), bytes/s");
+    v.Field("price_per_device_hour", price_per_device_hour, "price of one device for one hour");
+  }
+  absl::Status Validate() const;
+};
+
+// [workload.model]
+struct ModelCostOptions {
+  double params = 7e9;
+  int64_t layers = 32;
+  int64_t hidden = 4096;
+  double kv_bytes_per_token = 0;  // 0: 2 (K, V) · layers · hidden · 2 bytes (bf16, no GQA)
+  double bytes_per_param = 2;     // bf16 weights
+  int64_t devices_per_replica = 1;
+
+  template <typename V>
+  void VisitFields(V& v) {
+    v.Field("params", params, "model parameters");
+    v.Field("layers", layers, "transformer layers");
+    v.Field("hidden", hidden, "hidden size");
+    v.Field("kv_bytes_per_token", kv_bytes_per_token,
+            "KV-cache bytes per token; 0 = 2 x layers x hidden x 2 (bf16, no grouped-query)");
+    v.Field("bytes_per_param", bytes_per_param, "bytes per weight (2 = bf16)");
+    v.Field("devices_per_replica", devices_per_replica,
+            "devices one model replica (a cell) spans: tensor x pipeline parallel degree");
+  }
+};
+
+// [workload.generation]
+struct GenerationCostOptions {
+  int64_t max_batch = 256;   // continuous-batching cap per replica
+  double prefill_mfu = 0.5;  // share of peak FLOP/s that prefill (and decode compute) reach
+  double bandwidth_efficiency = 0.8;  // share of peak memory bandwidth that decode reaches
+
+  template <typename V>
+  void VisitFields(V& v) {
+    v.Field("max_batch", max_batch, "sequences one replica decodes at once, at most");
+    v.Field("prefill_mfu", prefill_mfu, "share of peak FLOP/s reached by prefill");
+    v.Field("bandwidth_efficiency", bandwidth_efficiency,
+            "share of peak memory bandwidth reached by a decode step");
+  }
+};
+
+// [workload.training]
+struct TrainingCostOptions {
+  double mfu = 0.4;                // model-FLOP utilisation of a training micro-step
+  double switch_overhead_s = 3.0;  // fixed part of a role switch: engine / optimiser set-up
+
+  template <typename V>
+  void VisitFields(V& v) {
+    v.Field("mfu", mfu, "model-FLOP utilisation of training (6 x params FLOPs per token)");
+    v.Field("switch_overhead_s", switch_overhead_s,
+            "fixed seconds of a role switch on top of moving weights");
+  }
+};
+
+enum class LengthKind { kFixed, kUniform, kLognormal };
+inline constexpr config::ChoiceName<LengthKind> kLengthKindNames[] = {
+    {"fixed", LengthKind::kFixed},
+    {"uniform", LengthKind::kUniform},
+    {"lognormal", LengthKind::kLognormal}};
+
+// [workload.episode]: one agent execution. Its length (prompt, generated and observation tokens)
+// is drawn per episode; turns alternate generation and an environment step.
+struct EpisodeOptions {
+  int64_t min_turns = 4;
+  int64_t max_turns = 4;  // turns drawn uniformly in [min_turns, max_turns]
+  int64_t prompt_tokens = 512;
+  LengthKind length = LengthKind::kFixed;
+  double mean_tokens = 4096;        // whole trajectory: prompt + generated + observations
+  int64_t min_tokens = 1024;        // uniform: the range; lognormal: the clamp
+  int64_t max_tokens = 8192;        // also the KV reservation of one episode
+  double length_sigma = 0.5;        // lognormal: standard deviation of log(length)
+  double generated_fraction = 0.5;  // share of the non-prompt tokens the policy generates
+  double failure_rate = 0;          // probability that an episode fails and is restarted
+
+  template <typename V>
+  void VisitFields(V& v) {
+    v.Field("min_turns", min_turns, "turns per episode, at least");
+    v.Field("max_turns", max_turns, "turns per episode, at most (uniform in between)");
+    v.Field("prompt_tokens", prompt_tokens, "prompt tokens of an episode");
+    v.Choice("length", length, kLengthKindNames, "distribution of the trajectory length");
+    v.Field("mean_tokens", mean_tokens, "fixed, lognormal: mean trajectory length in tokens");
+    v.Field("min_tokens", min_tokens, "uniform: shortest; lognormal: clamp below");
+    v.Field("max_tokens", max_tokens,
+            "uniform: longest; lognormal: clamp above; the KV memory reserved per episode");
+    v.Field("length_sigma", length_sigma, "lognormal: standard deviation of log(length)");
+    v.Field("generated_fraction", generated_fraction,
+            "share of the non-prompt tokens the policy generates (the rest: observations)");
+    v.Field("failure_rate", failure_rate,
+            "probability that an episode fails at a random turn and is started again");
+  }
+};
+
+// [workload]
+struct WorkloadOptions {
+  ModelCostOptions model;
+  GenerationCostOptions generation;
+  TrainingCostOptions training;
+  EpisodeOptions episode;
+  LatencyOptions env_latency;  // per environment step: the project's latency models
+
+  template <typename V>
+  void VisitFields(V& v) {
+    v.Section("model", model);
+    v.Section("generation", generation);
+    v.Section("training", training);
+    v.Section("episode", episode);
+    v.Section("env_latency", env_latency);
+  }
+  absl::Status Validate() const;
+};
+
+// One drawn episode. Every turn generates `generated_per_turn` tokens and then waits for the
+// environment, whose observation adds `observation_per_turn` tokens (none after the last turn).
+struct EpisodeShape {
+  int turns = 1;
+  int64_t prompt_tokens = 0;
+  int64_t generated_per_turn = 0;
+  int64_t observation_per_turn = 0;
+
+  int64_t generated_tokens() const { return generated_per_turn * turns; }
+  int64_t total_tokens() const {
+    return prompt_tokens + generated_tokens() + observation_per_turn * (turns - 1);
+  }
+};
+
+class CostModel {
+ public:
+  // Validates both sections, and that one episode's KV reservation fits a replica.
+  static absl::StatusOr<CostModel> Create(const ClusterOptions& cluster,
+                                          const WorkloadOptions& workload);
+
+  double weight_bytes() const { return weight_bytes_; }
+  double kv_bytes_per_token() const { return kv_bytes_per_token_; }
+  int64_t devices_per_replica() const { return workload_.model.devices_per_replica; }
+  int64_t replicas() const { return cluster_.devices / devices_per_replica(); }
+  // Concurrent episodes one replica holds (KV memory, the batch cap).
+  int64_t episode_slots() const { return episode_slots_; }
+
+  double PrefillSeconds(int64_t tokens) const;
+  // One decode step of `batch` sequences reading `kv_tokens` tokens of KV cache in all.
+  double DecodeStepSeconds(int64_t batch, double kv_tokens) const;
+  // Training on `tokens` tokens (forward and backward) by `replicas` replicas together.
+  double TrainSeconds(double tokens, int64_t replicas = 1) const;
+  double WeightTransferSeconds() const;
+  double AllReduceSeconds(int64_t participants) const;
+  double SwitchToTrainSeconds() const;
+  double SwitchToRolloutSeconds() const;
+  // Price of `device_seconds` of device time.
+  double CostUsd(double device_seconds) const;
+
+  EpisodeShape DrawEpisode(std::mt19937_64& rng) const;
+  // The environment's step latency, seeded: the project's latency models (env/latency/).
+  std::unique_ptr<LatencyModel> NewEnvLatency(uint64_t seed) const;
+
+  const ClusterOptions& cluster() const { return cluster_; }
+  const WorkloadOptions& workload() const { return workload_; }
+  std::string DebugString() const;
+
+ private:
+  CostModel(const ClusterOptions& cluster, const WorkloadOptions& workload,
+            std::shared_ptr<const LatencyModelFactory> latency);
+
+  ClusterOptions cluster_;
+  WorkloadOptions workload_;
+  std::shared_ptr<const LatencyModelFactory> latency_;
+  double weight_bytes_ = 0;
+  double kv_bytes_per_token_ = 0;
+  int64_t episode_slots_ = 0;
+};
+
+}  // namespace flywheel::sim
+
+#endif  // FLYWHEEL_SIM_COST_MODEL_H_

@@ -1,0 +1,104 @@
+#include "flywheel/sim/planner.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace flywheel::sim {
+namespace {
+
+// Up to eight devices for a 1B policy, four-turn episodes with one-second environment steps.
+SimConfig Workload() {
+  SimConfig c;
+  c.run.seed = 3;
+  c.run.batch_groups = 4;
+  c.run.group_size = 4;
+  c.cluster.devices = 8;
+  c.cluster.bf16_flops = 1e15;
+  c.workload.model.params = 1e9;
+  c.workload.model.layers = 16;
+  c.workload.model.hidden = 2048;
+  c.workload.generation.max_batch = 8;
+  c.workload.env_latency.model = LatencyKind::kConstant;
+  c.workload.env_latency.mean_ms = 1000;
+  c.scheduler.min_residence_seconds = 2;
+  return c;
+}
+
+TEST(PlannerTest, BudgetModePicksTheFastestOnTheBudget) {
+  absl::StatusOr<Plan> plan = MakePlan(Workload(), {.steps = 4});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_GE(plan->best, 0);
+  for (const PlanCandidate& c : plan->candidates) {
+    EXPECT_EQ(c.config.cluster.devices, 8);
+    EXPECT_LE(c.samples_per_s, plan->candidates[plan->best].samples_per_s);
+  }
+  // Colocated, three static splits and elastic were all tried.
+  bool colocated = false, async = false, elastic = false;
+  for (const PlanCandidate& c : plan->candidates) {
+    colocated |= c.config.run.mode == SimMode::kColocated;
+    async |= c.config.run.mode == SimMode::kAsync;
+    elastic |= c.config.run.mode == SimMode::kElastic;
+  }
+  EXPECT_TRUE(colocated && async && elastic);
+  // A slower environment cannot make an environment-bound job faster.
+  ASSERT_EQ(plan->latency_sensitivity.size(), 2u);
+  EXPECT_EQ(plan->latency_sensitivity[1].first, 2.0);
+  EXPECT_LE(plan->latency_sensitivity[1].second, plan->candidates[plan->best].samples_per_s);
+}
+
+TEST(PlannerTest, TargetModePicksTheCheapestThatReachesTheTarget) {
+  const PlanOptions budget{.steps = 4};
+  absl::StatusOr<Plan> fastest = MakePlan(Workload(), budget);
+  ASSERT_TRUE(fastest.ok()) << fastest.status();
+  const double target = fastest->candidates[fastest->best].samples_per_s * 0.3;
+  absl::StatusOr<Plan> plan = MakePlan(Workload(), {.target_samples_per_s = target, .steps = 4});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_GE(plan->best, 0);
+  const PlanCandidate& best = plan->candidates[plan->best];
+  EXPECT_GE(best.samples_per_s, target);
+  for (const PlanCandidate& c : plan->candidates) {
+    if (c.meets_target) EXPECT_GE(c.usd_per_hour, best.usd_per_hour) << c.label;
+  }
+  // Fewer devices than the budget were tried.
+  EXPECT_LT(plan->candidates.front().config.cluster.devices, 8);
+
+  absl::StatusOr<Plan> impossible = MakePlan(Workload(), {.target_samples_per_s = 1e9, .steps = 2});
+  ASSERT_TRUE(impossible.ok()) << impossible.status();
+  EXPECT_EQ(impossible->best, -1);
+  EXPECT_TRUE(impossible->ToJson()["recommendation"].is_null());
+}
+
+TEST(PlannerTest, ABudgetThatHoldsNoSplitIsRefused) {
+  const absl::Status status = MakePlan(Workload(), {.max_devices = 1}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("devices_per_replica"), std::string_view::npos);
+}
+
+TEST(PlannerTest, TakesTheEnvironmentLatencyOfARealRun) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / "flywheel_plan_from_run";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream summary(dir / "summary.json");
+    summary << R"({"episodes_finished": 100, "latency_audit": {"env_wait_seconds": 1200}})";
+  }
+  SimConfig config = Workload();  // 4 turns per episode, constant latency
+  absl::StatusOr<std::string> note = TakeLatencyFromRun(dir, config);
+  ASSERT_TRUE(note.ok()) << note.status();
+  // 1200 s / 100 episodes / 4 turns = 3 s per environment step.
+  EXPECT_DOUBLE_EQ(config.workload.env_latency.mean_ms, 3000);
+  EXPECT_EQ(config.workload.env_latency.model, LatencyKind::kConstant);
+  EXPECT_NE(note->find("3000 ms per step"), std::string::npos) << *note;
+  {
+    std::ofstream summary(dir / "summary.json");
+    summary << R"({"mode": "elastic"})";
+  }
+  EXPECT_EQ(TakeLatencyFromRun(dir, config).status().code(), absl::StatusCode::kInvalidArgument);
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(TakeLatencyFromRun(dir, config).status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace flywheel::sim

@@ -1,0 +1,128 @@
+// The configuration of `flywheel sim CONFIG.toml`: the cluster and workload of the cost model,
+// the training run to simulate, and the policies' knobs, which have the same names and meaning
+// as in a `flywheel train` config (learner.max_staleness, run.batch_groups, scheduler.hysteresis):
+//
+//   [run]       name, runs_dir, seed, mode = "colocated" | "async" | "elastic", max_steps,
+//               max_sim_hours, batch_groups, group_size, rollout_devices (async: the split K)
+//   [cluster]   devices, bf16_flops, memory_bytes, memory_bandwidth, interconnect_bandwidth, price
+//   [workload]  model, generation, training, episode, env_latency (cost_model.h)
+//   [learner]   max_staleness, micro_steps
+//   [buffer]    max_size (the rate limiter's queue)
+//   [scheduler] core_cells, hysteresis, min_residence_seconds, tick_seconds
+#ifndef FLYWHEEL_SIM_SIM_CONFIG_H_
+#define FLYWHEEL_SIM_SIM_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "flywheel/core/config.h"
+#include "flywheel/scheduler/scheduler_options.h"
+#include "flywheel/sim/cost_model.h"
+
+namespace flywheel::sim {
+
+enum class SimMode { kColocated, kAsync, kElastic };
+inline constexpr config::ChoiceName<SimMode> kSimModeNames[] = {
+    {"colocated", SimMode::kColocated}, {"async", SimMode::kAsync}, {"elastic", SimMode::kElastic}};
+std::string_view SimModeName(SimMode mode);
+
+struct SimRunOptions {
+  std::string name = "sim";
+  std::string runs_dir = "runs";
+  int64_t seed = 1;
+  SimMode mode = SimMode::kElastic;
+  int64_t max_steps = 20;
+  double max_sim_hours = 0;     // 0: no bound on simulated time
+  int64_t batch_groups = 8;     // groups per learner step
+  int64_t group_size = 8;       // episodes per group (GRPO's G)
+  int64_t rollout_devices = 0;  // async: devices that only generate; 0 = half the cluster
+  bool timeline = true;         // write timeline.jsonl (role changes and steps)
+
+  template <typename V>
+  void VisitFields(V& v) {
+    v.Field("name", name, "run directory name under runs_dir");
+    v.Field("runs_dir", runs_dir, "where run directories are created");
+    v.Field("seed", seed, "seed of every draw: episode lengths, latencies, failures");
+    v.Choice("mode", mode, kSimModeNames, "how devices are split between rollout and training");
+    v.Field("max_steps", max_steps, "learner steps to simulate");
+    v.Field("max_sim_hours", max_sim_hours, "stop after this much simulated time (0 = no bound)");
+    v.Field("batch_groups", batch_groups, "groups per learner step");
+    v.Field("group_size", group_size, "episodes per group");
+    v.Field("rollout_devices", rollout_devices,
+            "async: devices that only generate, the rest train (0 = half)");
+    v.Field("timeline", timeline, "write timeline.jsonl: every role change and step");
+  }
+};
+
+struct SimLearnerOptions {
+  int64_t max_staleness = 1;  // η: admission and the staleness filter
+  int64_t micro_steps = 8;    // a step's batch is split into this many claimable micro-steps
+
+  template <typename V>
+  void VisitFields(V& v) {
+    v.Field("max_staleness", max_staleness, "versions an episode may lag its step (0 = on-policy)");
+    v.Field("micro_steps", micro_steps, "micro-steps per learner step, claimed by training cells");
+  }
+};
+
+// The table is a queue of groups, each trained on once, behind the production rate limiter
+// (RateLimiterOptions::Queue): inserts block while it holds max_size groups.
+struct SimBufferOptions {
+  int64_t max_size = 1 << 20;
+
+  template <typename V>
+  void VisitFields(V& v) {
+    v.Field("max_size", max_size, "groups the table holds before inserts block");
+  }
+};
+
+// The policy knobs of [scheduler] that the simulator uses; cells come from the cluster.
+struct SimSchedulerOptions {
+  int64_t core_cells = 1;
+  double hysteresis = 0.25;
+  double min_residence_seconds = 10;
+  double tick_seconds = 1;
+
+  template <typename V>
+  void VisitFields(V& v) {
+    v.Field("core_cells", core_cells, "elastic: cells that always train");
+    v.Field("hysteresis", hysteresis, "water-level rule: capacity share to keep free, [0, 1)");
+    v.Field("min_residence_seconds", min_residence_seconds, "a cell keeps a role this long");
+    v.Field("tick_seconds", tick_seconds, "seconds between two looks at the water level");
+  }
+};
+
+struct SimConfig {
+  SimRunOptions run;
+  ClusterOptions cluster;
+  WorkloadOptions workload;
+  SimLearnerOptions learner;
+  SimBufferOptions buffer;
+  SimSchedulerOptions scheduler;
+
+  template <typename V>
+  void VisitFields(V& v) {
+    v.Section("run", run);
+    v.Section("cluster", cluster);
+    v.Section("workload", workload);
+    v.Section("learner", learner);
+    v.Section("buffer", buffer);
+    v.Section("scheduler", scheduler);
+  }
+  absl::Status Validate() const;
+
+  // The [scheduler] options of a `flywheel train` job with `cells` cells, for ElasticRule.
+  SchedulerOptions JobSchedulerOptions(int64_t cells) const;
+};
+
+// Reads CONFIG.toml, applies "--set key=value" overrides, validates.
+absl::StatusOr<SimConfig> LoadSimConfig(const std::string& path,
+                                        const std::vector<std::string>& overrides = {});
+std::string FormatSimConfig(const SimConfig& config);
+
+}  // namespace flywheel::sim
+
+#endif  // FLYWHEEL_SIM_SIM_CONFIG_H_

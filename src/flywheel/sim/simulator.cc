@@ -1,0 +1,997 @@
+#include "flywheel/sim/simulator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <queue>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "flywheel/buffer/group_assembler.h"
+#include "flywheel/buffer/rate_limiter.h"
+#include "flywheel/core/clock.h"
+#include "flywheel/core/metrics.h"
+#include "flywheel/core/status_macros.h"
+#include "flywheel/core/strings.h"
+#include "flywheel/learner/staleness.h"
+#include "flywheel/runtime/run_directory.h"
+#include "flywheel/scheduler/elastic_control.h"
+#include "flywheel/scheduler/scheduler_log.h"
+#include "flywheel/sim/cost_model.h"
+
+namespace flywheel::sim {
+namespace {
+
+using scheduler::CellRole;
+using scheduler::SchedulerDecision;
+
+enum class EventKind : uint8_t {
+  kGenerated,      // an episode's turn of generation ended (id: episode slot, tag: its epoch)
+  kEnvDone,        // an environment step returned (id: episode slot, tag: its epoch)
+  kMicroStepDone,  // a training cell finished a micro-step (cell)
+  kReduceDone,     // the step's gradients are reduced and applied: a new version
+  kWeightsArrive,  // a rollout cell received version `tag` (cell)
+  kPublished,      // version `tag` reached every rollout cell: admission counts it
+  kSwitchDone,     // a cell finished a role switch (cell)
+  kTick,           // the elastic controller looks at the water level
+};
+
+// Simulated time without a learner step after which a run is reported stalled (the elastic
+// controller's ticks never let the event queue run dry).
+constexpr double kStallSeconds = 30 * 24 * 3600.0;
+
+struct Event {
+  double time;
+  uint64_t seq;  // insertion order: equal times pop first-in first-out, so runs are reproducible
+  EventKind kind;
+  int32_t cell;
+  int64_t id;
+  int64_t tag;
+};
+
+struct EventAfter {
+  bool operator()(const Event& a, const Event& b) const {
+    return a.time != b.time ? a.time > b.time : a.seq > b.seq;
+  }
+};
+
+// What a cell does. The to_* states are switches in progress.
+enum class CellState { kRollout, kTrain, kToTrain, kToRollout };
+
+std::string_view CellStateName(CellState s) {
+  switch (s) {
+    case CellState::kRollout:
+      return "rollout";
+    case CellState::kTrain:
+      return "train";
+    case CellState::kToTrain:
+      return "to_train";
+    case CellState::kToRollout:
+      return "to_rollout";
+  }
+  return "unknown";
+}
+
+struct Cell {
+  CellState state = CellState::kRollout;
+  CellRole target = CellRole::kRollout;  // where the scheduler wants it
+  int64_t version = 0;                   // the weights it generates with
+  std::vector<int64_t> episodes;         // episode slots assigned to it
+  int64_t generating = 0;                // of those, in a generation now
+  bool in_micro_step = false;
+  double since = 0;  // start of the current generation busy period / micro-step / switch
+  // Cell-seconds: generating (>= 1 episode in a generation), training, switching.
+  double rollout_busy = 0;
+  double train_busy = 0;
+  double switching = 0;
+};
+
+struct Episode {
+  int64_t index = 0;     // handout number: group index / group_size, batch group / batch_groups
+  int32_t cell = -1;     // -1: parked (no rollout cell to take it)
+  int32_t position = 0;  // in its cell's `episodes`
+  int32_t turn = 0;      // turns whose generation ended
+  uint32_t epoch = 0;    // bumped when a pending generation is cancelled
+  bool generating = false;
+  bool in_env = false;        // waiting for an environment step
+  bool full_prefill = false;  // resumed on another cell: its whole context is prefilled
+  EpisodeShape shape;
+  int64_t context = 0;
+  int64_t min_version = 0;
+  int64_t max_version = 0;
+  double generation_start = 0;
+  double generation_seconds = 0;
+};
+
+struct Group {
+  std::vector<std::shared_ptr<const Trajectory>> members;
+};
+
+class Simulation {
+ public:
+  Simulation(const SimConfig& config, const SimulateOptions& options, CostModel cost)
+      : config_(config),
+        options_(options),
+        cost_(std::move(cost)),
+        rng_(static_cast<uint64_t>(config.run.seed)),
+        env_latency_(cost_.NewEnvLatency(static_cast<uint64_t>(config.run.seed) * 7919u + 1)),
+        assembler_(config.run.group_size, config.run.group_size, absl::InfiniteDuration()),
+        limiter_(RateLimiterOptions::Queue(config.buffer.max_size)),
+        staleness_(config.learner.max_staleness),
+        lag_histogram_(StalenessFilter::LagBounds()) {}
+
+  absl::Status Init();
+  absl::StatusOr<SimResult> Run();
+
+ private:
+  // --- time and events
+  void Schedule(double delay, EventKind kind, int32_t cell, int64_t id = 0, int64_t tag = 0);
+  absl::Time Now() { return clock_.Now(); }
+
+  // --- roles
+  bool IsSatellite(int c) const { return c >= core_cells_; }
+  int SatelliteCell(int satellite) const { return core_cells_ + satellite; }
+  void SetState(int c, CellState state);
+  void RequestRole(int c, CellRole role);
+  void StartSwitch(int c);
+  void OnSwitchDone(int c);
+  int RolloutTaker() const;
+  void HandOver(int c);
+  void Resume(int64_t slot, int c);
+
+  // --- rollout
+  int64_t AdmissionRoom() const;
+  void FillCell(int c);
+  void FillRolloutCells();
+  void StartEpisode(int c);
+  void AssignToCell(int64_t slot, int c);
+  void RemoveFromCell(int64_t slot);
+  void BeginGeneration(int64_t slot);
+  void EndGeneration(Episode& e);
+  void OnGenerated(int64_t slot, uint32_t epoch);
+  void OnEnvDone(int64_t slot, uint32_t epoch);
+  void FinishEpisode(int64_t slot);
+  void InsertGroup(std::vector<ItemMember> members);
+  void RetryBlockedInserts();
+
+  // --- training
+  bool AllCellsTrain() const;
+  void TryStartStep();
+  void ClaimMicroStep(int c);
+  void OnMicroStepDone(int c);
+  void OnReduceDone();
+  void Publish();
+  void OnPublished(int64_t steps);
+  void ColocatedControl();
+  absl::Status OnTick();
+
+  // --- outputs
+  struct Usage {
+    double rollout = 0, train = 0, switching = 0;
+  };
+  Usage UsageNow() const;
+  nlohmann::json UsageJson(const Usage& now, const Usage& before, double seconds) const;
+  // Timeline lines are built only when kept: a colocated run on 1,024 cells changes roles
+  // millions of times.
+  bool KeepTimelineLine();
+  void TimelineRole(int c);
+  void TimelineStep();
+  nlohmann::json Summary(std::string_view stopped_by, double real_seconds) const;
+
+  const SimConfig& config_;
+  const SimulateOptions options_;
+  const CostModel cost_;
+  std::mt19937_64 rng_;
+  std::unique_ptr<LatencyModel> env_latency_;
+  VirtualClock clock_;  // what the policies see
+  double now_ = 0;      // seconds since the start, the same instant as clock_
+  uint64_t seq_ = 0;
+  std::priority_queue<Event, std::vector<Event>, EventAfter> events_;
+  int64_t events_done_ = 0;
+
+  // The production policies.
+  GroupAssembler assembler_;
+  RateLimiter limiter_;
+  StalenessFilter staleness_;
+  scheduler::ElasticAdmission admission_;
+  std::optional<scheduler::WaterLevelPolicy> policy_;
+
+  int core_cells_ = 0;  // elastic: cells [0, core_cells_) always train
+  std::vector<Cell> cells_;
+  std::vector<Episode> episodes_;  // by slot
+  std::vector<int64_t> free_slots_;
+  std::vector<int64_t> parked_;          // slots of episodes no rollout cell could take
+  std::vector<int64_t> episode_tokens_;  // by handout index: the finished trajectory's length
+
+  std::deque<Group> table_;    // groups inserted, oldest first
+  std::deque<Group> blocked_;  // groups whose insert the rate limiter holds back
+  int64_t handed_out_ = 0;
+  int64_t finished_ = 0;
+  int64_t failed_ = 0;
+  int64_t inserted_groups_ = 0;
+  int64_t tokens_generated_ = 0;
+  double tokens_discarded_ = 0;
+  int64_t handovers_ = 0;
+
+  // The learner.
+  int64_t version_ = 0;
+  int64_t steps_done_ = 0;
+  int64_t steps_published_ = 0;  // steps whose weights reached the rollout cells
+  bool step_running_ = false;
+  int64_t micro_left_ = 0;     // micro-steps not yet claimed
+  int64_t micro_running_ = 0;  // claimed, not finished
+  double micro_seconds_ = 0;
+  std::vector<bool> participated_;
+  int64_t participants_ = 0;
+  double core_busy_step_ = 0;  // cell 0's training seconds in this step
+  int64_t step_trajectories_ = 0;
+  int64_t step_dropped_ = 0;
+  int64_t step_tokens_ = 0;
+  double step_lag_sum_ = 0;
+  int64_t trained_trajectories_ = 0;
+  int64_t trained_tokens_ = 0;
+  int64_t dropped_stale_ = 0;
+  std::map<int64_t, int64_t> lag_counts_;
+  Histogram lag_histogram_;
+  bool colocated_training_ = false;  // colocated: the cells are (moving to) training
+
+  // Outputs.
+  std::vector<nlohmann::json> metrics_;
+  std::vector<nlohmann::json> timeline_;
+  int64_t timeline_dropped_ = 0;
+  std::vector<SchedulerDecision> decisions_;
+  int64_t switches_to_train_ = 0;
+  int64_t switches_to_rollout_ = 0;
+  Usage last_usage_;
+  double last_step_time_ = 0;
+  double time_to_half_ = -1;
+};
+
+void Simulation::Schedule(double delay, EventKind kind, int32_t cell, int64_t id, int64_t tag) {
+  events_.push(Event{now_ + std::max(0.0, delay), seq_++, kind, cell, id, tag});
+}
+
+absl::Status Simulation::Init() {
+  const int cells = static_cast<int>(cost_.replicas());
+  cells_.resize(cells);
+  participated_.assign(cells, false);
+  const SimMode mode = config_.run.mode;
+  admission_ = {.max_staleness = mode == SimMode::kColocated ? 0 : config_.learner.max_staleness,
+                .batch_groups = config_.run.batch_groups,
+                .group_size = config_.run.group_size};
+  RETURN_IF_ERROR(admission_.Validate());
+  if (mode == SimMode::kAsync) {
+    const int64_t rollout_devices =
+        config_.run.rollout_devices > 0
+            ? config_.run.rollout_devices
+            : std::max<int64_t>(1, cells / 2) * cost_.devices_per_replica();
+    const int rollout = static_cast<int>(rollout_devices / cost_.devices_per_replica());
+    // The trainers are cells [0, cells - rollout); the rest generate.
+    core_cells_ = cells - rollout;
+    for (int c = 0; c < core_cells_; ++c) {
+      cells_[c].state = CellState::kTrain;
+      cells_[c].target = CellRole::kTrain;
+    }
+  } else if (mode == SimMode::kElastic) {
+    core_cells_ = static_cast<int>(config_.scheduler.core_cells);
+    for (int c = 0; c < core_cells_; ++c) {
+      cells_[c].state = CellState::kTrain;
+      cells_[c].target = CellRole::kTrain;
+    }
+    ASSIGN_OR_RETURN(scheduler::WaterLevelPolicy policy,
+                     scheduler::WaterLevelPolicy::Create(scheduler::ElasticRule(
+                         config_.JobSchedulerOptions(cells), cells - core_cells_,
+                         static_cast<double>(cost_.episode_slots()))));
+    policy_.emplace(std::move(policy));
+  }
+  const int64_t episodes =
+      config_.run.max_steps * config_.run.batch_groups * config_.run.group_size;
+  episode_tokens_.reserve(static_cast<size_t>(std::min<int64_t>(episodes * 2, 1 << 24)));
+  for (int c = 0; c < cells; ++c) {
+    TimelineRole(c);
+  }
+  return absl::OkStatus();
+}
+
+bool Simulation::KeepTimelineLine() {
+  if (!config_.run.timeline) return false;
+  if (static_cast<int64_t>(timeline_.size()) < options_.max_timeline_lines) return true;
+  ++timeline_dropped_;
+  return false;
+}
+
+void Simulation::TimelineRole(int c) {
+  if (!KeepTimelineLine()) return;
+  timeline_.push_back(
+      {{"t", now_}, {"event", "role"}, {"cell", c}, {"role", CellStateName(cells_[c].state)}});
+}
+
+void Simulation::TimelineStep() {
+  if (!KeepTimelineLine()) return;
+  timeline_.push_back({{"t", now_}, {"event", "step"}, {"step", steps_done_}});
+}
+
+// ---------------------------------------------------------------- roles
+
+void Simulation::SetState(int c, CellState state) {
+  Cell& cell = cells_[c];
+  const bool was_switching =
+      cell.state == CellState::kToTrain || cell.state == CellState::kToRollout;
+  if (was_switching) cell.switching += now_ - cell.since;
+  cell.state = state;
+  if (state == CellState::kToTrain || state == CellState::kToRollout) cell.since = now_;
+  TimelineRole(c);
+}
+
+void Simulation::RequestRole(int c, CellRole role) {
+  cells_[c].target = role;
+  StartSwitch(c);
+}
+
+// Starts the switch towards the cell's target when it is in a stable role that differs; a cell
+// in a switch or a micro-step starts it when that ends.
+void Simulation::StartSwitch(int c) {
+  Cell& cell = cells_[c];
+  if (cell.target == CellRole::kTrain && cell.state == CellState::kRollout) {
+    HandOver(c);
+    SetState(c, CellState::kToTrain);
+    ++switches_to_train_;
+    Schedule(config_.run.mode == SimMode::kColocated ? cost_.SwitchToRolloutSeconds()
+                                                     : cost_.SwitchToTrainSeconds(),
+             EventKind::kSwitchDone, c);
+  } else if (cell.target == CellRole::kRollout && cell.state == CellState::kTrain &&
+             !cell.in_micro_step) {
+    SetState(c, CellState::kToRollout);
+    ++switches_to_rollout_;
+    Schedule(cost_.SwitchToRolloutSeconds(), EventKind::kSwitchDone, c);
+  }
+}
+
+void Simulation::OnSwitchDone(int c) {
+  Cell& cell = cells_[c];
+  if (cell.state == CellState::kToTrain) {
+    SetState(c, CellState::kTrain);
+    cell.version = version_;
+    if (cell.target == CellRole::kRollout) return StartSwitch(c);
+    ClaimMicroStep(c);
+    TryStartStep();
+    return;
+  }
+  SetState(c, CellState::kRollout);
+  cell.version = version_;  // it trained the current weights (colocated: in place)
+  if (cell.target == CellRole::kTrain) return StartSwitch(c);
+  // Episodes parked while no cell rolled out resume here from their last environment boundary.
+  std::vector<int64_t> parked;
+  parked.swap(parked_);
+  for (int64_t slot : parked) Resume(slot, c);
+  if (config_.run.mode != SimMode::kColocated) return FillCell(c);
+  // Colocated: the batch is spread over all cells once they are all back.
+  for (const Cell& other : cells_) {
+    if (other.state != CellState::kRollout) return;
+  }
+  FillRolloutCells();
+}
+
+// The lowest satellite still rolling out, as the elastic job picks the taker.
+int Simulation::RolloutTaker() const {
+  for (int c = 0; c < static_cast<int>(cells_.size()); ++c) {
+    if (cells_[c].state == CellState::kRollout && cells_[c].target == CellRole::kRollout) return c;
+  }
+  return -1;
+}
+
+// A cell leaving rollout hands its episodes to another rollout cell (or parks them): those in
+// an environment wait continue there; a generation in progress is cancelled and resumed from
+// the last environment boundary, its tokens discarded (ARCHITECTURE.md "Elastic scheduling").
+void Simulation::HandOver(int c) {
+  std::vector<int64_t> slots;
+  slots.swap(cells_[c].episodes);
+  const int taker = RolloutTaker();
+  for (int64_t slot : slots) {
+    Episode& e = episodes_[slot];
+    ++handovers_;
+    if (e.generating) {
+      const double done = (now_ - e.generation_start) / std::max(1e-12, e.generation_seconds);
+      tokens_discarded_ += done * static_cast<double>(e.shape.generated_per_turn);
+      EndGeneration(e);
+      ++e.epoch;  // its kGenerated event is now stale
+    }
+    e.cell = -1;
+    e.full_prefill = true;  // the new cell holds none of its KV cache
+    if (taker < 0) {
+      parked_.push_back(slot);
+    } else {
+      Resume(slot, taker);
+    }
+  }
+}
+
+// An episode handed over continues on `c`: its generation restarts now, or when its
+// environment step returns.
+void Simulation::Resume(int64_t slot, int c) {
+  AssignToCell(slot, c);
+  if (!episodes_[slot].in_env) BeginGeneration(slot);
+}
+
+// ---------------------------------------------------------------- rollout
+
+// Counted from the steps whose weights the rollout cells hold, as the elastic job counts the
+// steps "done and published" (its publish is in-process; here it takes the transfer time).
+int64_t Simulation::AdmissionRoom() const {
+  if (steps_done_ >= config_.run.max_steps) return 0;
+  return admission_.Room(steps_published_, handed_out_);
+}
+
+void Simulation::FillCell(int c) {
+  Cell& cell = cells_[c];
+  if (cell.state != CellState::kRollout || cell.target != CellRole::kRollout) return;
+  while (static_cast<int64_t>(cell.episodes.size()) < cost_.episode_slots() &&
+         AdmissionRoom() > 0) {
+    StartEpisode(c);
+  }
+}
+
+// Spreads new episodes over the rollout cells, least loaded first (level by level), as a
+// router in front of several engines would.
+void Simulation::FillRolloutCells() {
+  const int64_t slots = cost_.episode_slots();
+  int64_t level = slots;
+  for (const Cell& cell : cells_) {
+    if (cell.state == CellState::kRollout && cell.target == CellRole::kRollout) {
+      level = std::min(level, static_cast<int64_t>(cell.episodes.size()));
+    }
+  }
+  for (; level < slots && AdmissionRoom() > 0; ++level) {
+    for (int c = 0; c < static_cast<int>(cells_.size()) && AdmissionRoom() > 0; ++c) {
+      Cell& cell = cells_[c];
+      if (cell.state == CellState::kRollout && cell.target == CellRole::kRollout &&
+          static_cast<int64_t>(cell.episodes.size()) <= level) {
+        StartEpisode(c);
+      }
+    }
+  }
+}
+
+void Simulation::StartEpisode(int c) {
+  int64_t slot;
+  if (free_slots_.empty()) {
+    slot = static_cast<int64_t>(episodes_.size());
+    episodes_.emplace_back();
+  } else {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  }
+  Episode& e = episodes_[slot];
+  const uint32_t epoch = e.epoch + 1;  // events of the slot's previous episode stay stale
+  e = Episode{};
+  e.epoch = epoch;
+  e.index = handed_out_++;
+  e.shape = cost_.DrawEpisode(rng_);
+  e.context = e.shape.prompt_tokens;
+  e.min_version = e.max_version = cells_[c].version;
+  e.full_prefill = true;
+  AssignToCell(slot, c);
+  BeginGeneration(slot);
+}
+
+void Simulation::AssignToCell(int64_t slot, int c) {
+  Episode& e = episodes_[slot];
+  std::vector<int64_t>& list = cells_[c].episodes;
+  e.cell = c;
+  e.position = static_cast<int32_t>(list.size());
+  list.push_back(slot);
+}
+
+void Simulation::RemoveFromCell(int64_t slot) {
+  Episode& e = episodes_[slot];
+  if (e.cell < 0) return;
+  std::vector<int64_t>& list = cells_[e.cell].episodes;
+  const int64_t last = list.back();
+  list[e.position] = last;
+  episodes_[last].position = e.position;
+  list.pop_back();
+  e.cell = -1;
+}
+
+// One turn of generation on the episode's cell: prefill what is new in the context, then
+// generated_per_turn decode steps whose cost is fixed at the start from the cell's batch then
+// (continuous batching; the other sequences are taken to hold as much KV as this one).
+void Simulation::BeginGeneration(int64_t slot) {
+  Episode& e = episodes_[slot];
+  Cell& cell = cells_[e.cell];
+  if (cell.generating++ == 0) cell.since = now_;
+  e.generating = true;
+  // The weights of the cell now: tokens generated after a swap carry the newer version.
+  e.min_version = std::min(e.min_version, cell.version);
+  e.max_version = std::max(e.max_version, cell.version);
+  const int64_t fresh = e.full_prefill ? e.context
+                        : e.turn == 0  ? e.shape.prompt_tokens
+                                       : e.shape.observation_per_turn;
+  e.full_prefill = false;
+  const int64_t g = e.shape.generated_per_turn;
+  const double mean_context = static_cast<double>(e.context) + static_cast<double>(g) / 2;
+  const double step =
+      cost_.DecodeStepSeconds(cell.generating, static_cast<double>(cell.generating) * mean_context);
+  e.generation_start = now_;
+  e.generation_seconds = cost_.PrefillSeconds(fresh) + static_cast<double>(g) * step;
+  Schedule(e.generation_seconds, EventKind::kGenerated, e.cell, slot, e.epoch);
+}
+
+void Simulation::EndGeneration(Episode& e) {
+  Cell& cell = cells_[e.cell];
+  e.generating = false;
+  if (--cell.generating == 0) cell.rollout_busy += now_ - cell.since;
+}
+
+void Simulation::OnGenerated(int64_t slot, uint32_t epoch) {
+  Episode& e = episodes_[slot];
+  if (e.epoch != epoch || !e.generating) return;  // cancelled by a handover
+  EndGeneration(e);
+  tokens_generated_ += e.shape.generated_per_turn;
+  e.context += e.shape.generated_per_turn;
+  ++e.turn;
+  if (e.turn == e.shape.turns) return FinishEpisode(slot);
+  // A failure (a crashed sandbox, a lost tool server) strikes at a turn boundary with the
+  // per-turn probability that makes the episode's failure probability failure_rate:
+  // 1 − (1 − p)^turns = failure_rate. The episode starts again from its prompt.
+  const double rate = config_.workload.episode.failure_rate;
+  if (rate > 0) {
+    const double p = 1 - std::pow(1 - rate, 1.0 / e.shape.turns);
+    if (std::uniform_real_distribution<double>(0, 1)(rng_) < p) {
+      ++failed_;
+      tokens_discarded_ += static_cast<double>(e.context - e.shape.prompt_tokens);
+      e.turn = 0;
+      e.context = e.shape.prompt_tokens;
+      e.min_version = e.max_version = cells_[e.cell].version;
+      e.full_prefill = true;
+      return BeginGeneration(slot);
+    }
+  }
+  e.in_env = true;
+  Schedule(absl::ToDoubleSeconds(env_latency_->Sample()), EventKind::kEnvDone, e.cell, slot,
+           e.epoch);
+}
+
+void Simulation::OnEnvDone(int64_t slot, uint32_t epoch) {
+  Episode& e = episodes_[slot];
+  if (e.epoch != epoch) return;
+  e.in_env = false;
+  e.context += e.shape.observation_per_turn;
+  if (e.cell < 0) return;  // parked: generates when a cell comes back to rollout
+  BeginGeneration(slot);
+}
+
+void Simulation::FinishEpisode(int64_t slot) {
+  Episode& e = episodes_[slot];
+  const int c = e.cell;
+  ++finished_;
+  // What the buffer and the staleness filter read of a trajectory: its group, and the versions
+  // of its generated tokens (the oldest and the newest stand for all of them).
+  auto t = std::make_shared<Trajectory>();
+  t->id = std::to_string(e.index);
+  t->group_id = std::to_string(e.index / config_.run.group_size);
+  t->versions = {e.min_version, e.max_version};
+  t->trainable = {1, 1};
+  if (static_cast<int64_t>(episode_tokens_.size()) <= e.index) {
+    episode_tokens_.resize(static_cast<size_t>(e.index + 1), 0);
+  }
+  episode_tokens_[e.index] = e.context;
+  RemoveFromCell(slot);
+  ++e.epoch;
+  free_slots_.push_back(slot);
+
+  ItemMember member;
+  member.trajectory = std::move(t);
+  GroupAssembler::Output out;
+  assembler_.Add(std::move(member), Now(), &out);
+  for (std::vector<ItemMember>& group : out.released) InsertGroup(std::move(group));
+  FillCell(c);
+}
+
+void Simulation::InsertGroup(std::vector<ItemMember> members) {
+  Group group;
+  for (ItemMember& m : members) group.members.push_back(std::move(m.trajectory));
+  blocked_.push_back(std::move(group));
+  RetryBlockedInserts();
+}
+
+// Inserts in order while the rate limiter allows (a full table blocks the producers).
+void Simulation::RetryBlockedInserts() {
+  bool inserted = false;
+  while (!blocked_.empty() && limiter_.CanInsert(static_cast<int64_t>(table_.size()))) {
+    limiter_.Insert();
+    table_.push_back(std::move(blocked_.front()));
+    blocked_.pop_front();
+    ++inserted_groups_;
+    inserted = true;
+  }
+  if (!inserted) return;
+  if (config_.run.mode == SimMode::kColocated) {
+    ColocatedControl();
+  } else {
+    TryStartStep();
+  }
+}
+
+// ---------------------------------------------------------------- training
+
+bool Simulation::AllCellsTrain() const {
+  for (const Cell& cell : cells_) {
+    if (cell.state != CellState::kTrain) return false;
+  }
+  return true;
+}
+
+// Colocated: once the batch is in the buffer and nothing is left generating, every cell moves
+// to training; after the step, every cell moves back (OnReduceDone).
+void Simulation::ColocatedControl() {
+  if (colocated_training_) return;
+  const int64_t batch = config_.run.batch_groups;
+  if (static_cast<int64_t>(table_.size()) < batch) return;
+  for (const Cell& cell : cells_) {
+    if (cell.state != CellState::kRollout || !cell.episodes.empty()) return;
+  }
+  colocated_training_ = true;
+  for (int c = 0; c < static_cast<int>(cells_.size()); ++c) RequestRole(c, CellRole::kTrain);
+}
+
+void Simulation::TryStartStep() {
+  if (step_running_ || steps_done_ >= config_.run.max_steps) return;
+  const int64_t batch = config_.run.batch_groups;
+  const int64_t size = static_cast<int64_t>(table_.size());
+  if (size < batch || !limiter_.CanSample(size, batch)) return;
+  if (config_.run.mode == SimMode::kColocated && !AllCellsTrain()) return;
+  limiter_.Sample(batch);
+  step_running_ = true;
+  step_trajectories_ = step_dropped_ = step_tokens_ = 0;
+  step_lag_sum_ = 0;
+  core_busy_step_ = 0;
+  // The learner's staleness filter, applied as the learner applies it, on the step's trajectories
+  // (each a group id, an id and the versions of its tokens: a few bytes to copy).
+  std::vector<Trajectory> trajectories;
+  trajectories.reserve(static_cast<size_t>(batch * config_.run.group_size));
+  for (int64_t i = 0; i < batch; ++i) {
+    for (const auto& t : table_.front().members) trajectories.push_back(*t);
+    table_.pop_front();
+  }
+  const StalenessReport report = staleness_.Apply(version_, trajectories);
+  for (const auto& [lag, count] : report.lag_counts) {
+    lag_counts_[lag] += count;
+    step_lag_sum_ += static_cast<double>(lag * count);
+    for (int64_t n = 0; n < count; ++n) lag_histogram_.Observe(static_cast<double>(lag));
+  }
+  step_trajectories_ = report.kept + report.dropped;
+  step_dropped_ = report.dropped;
+  for (const Trajectory& t : trajectories) {  // the kept ones
+    int64_t index = 0;
+    if (absl::SimpleAtoi(t.id, &index)) step_tokens_ += episode_tokens_[index];
+  }
+  RetryBlockedInserts();
+  micro_left_ = config_.learner.micro_steps;
+  micro_running_ = 0;
+  micro_seconds_ = cost_.TrainSeconds(static_cast<double>(step_tokens_) / micro_left_);
+  participants_ = 0;
+  std::fill(participated_.begin(), participated_.end(), false);
+  for (int c = 0; c < static_cast<int>(cells_.size()); ++c) ClaimMicroStep(c);
+}
+
+void Simulation::ClaimMicroStep(int c) {
+  Cell& cell = cells_[c];
+  if (!step_running_ || micro_left_ == 0 || cell.in_micro_step || cell.state != CellState::kTrain ||
+      cell.target != CellRole::kTrain) {
+    return;
+  }
+  --micro_left_;
+  ++micro_running_;
+  cell.in_micro_step = true;
+  cell.since = now_;
+  if (!participated_[c]) {
+    participated_[c] = true;
+    ++participants_;
+  }
+  Schedule(micro_seconds_, EventKind::kMicroStepDone, c);
+}
+
+void Simulation::OnMicroStepDone(int c) {
+  Cell& cell = cells_[c];
+  cell.in_micro_step = false;
+  cell.train_busy += now_ - cell.since;
+  if (c == 0) core_busy_step_ += now_ - cell.since;
+  --micro_running_;
+  if (cell.target == CellRole::kRollout) {
+    StartSwitch(c);  // a satellite told to leave stops claiming
+  } else {
+    ClaimMicroStep(c);
+  }
+  if (micro_left_ == 0 && micro_running_ == 0) {
+    Schedule(cost_.AllReduceSeconds(participants_), EventKind::kReduceDone, 0);
+  }
+}
+
+void Simulation::OnReduceDone() {
+  ++version_;
+  ++steps_done_;
+  step_running_ = false;
+  trained_trajectories_ += step_trajectories_ - step_dropped_;
+  trained_tokens_ += step_tokens_;
+  dropped_stale_ += step_dropped_;
+  for (Cell& cell : cells_) {
+    if (cell.state == CellState::kTrain) cell.version = version_;
+  }
+  const Usage usage = UsageNow();
+  int training = 0, rolling = 0;
+  for (int c = 0; c < static_cast<int>(cells_.size()); ++c) {
+    training += cells_[c].state == CellState::kTrain && IsSatellite(c);
+    rolling += cells_[c].state == CellState::kRollout;
+  }
+  const double window = now_ - last_step_time_;
+  metrics_.push_back({
+      {"step", steps_done_},
+      {"version", version_},
+      {"elapsed_s", now_},
+      {"trajectories", step_trajectories_},
+      {"dropped", {{"learner_stale", step_dropped_}}},
+      {"tokens", step_tokens_},
+      {"lag_mean", step_trajectories_ ? step_lag_sum_ / step_trajectories_ : 0.0},
+      {"learner_busy_s", core_busy_step_},
+      {"learner_wait_s", std::max(0.0, window - core_busy_step_)},
+      {"participants", participants_},
+      {"micro_steps", config_.learner.micro_steps},
+      {"satellites_training", training},
+      {"rollout_cells", rolling},
+      {"episodes_in_flight", handed_out_ - finished_},
+      {"trained_samples_per_s", now_ > 0 ? trained_trajectories_ / now_ : 0.0},
+      {"utilisation", UsageJson(usage, last_usage_, window)},
+  });
+  last_usage_ = usage;
+  last_step_time_ = now_;
+  if (time_to_half_ < 0 && 2 * steps_done_ >= config_.run.max_steps) time_to_half_ = now_;
+  TimelineStep();
+  if (steps_done_ >= config_.run.max_steps) return;
+  Publish();
+  if (config_.run.mode == SimMode::kColocated) {
+    colocated_training_ = false;
+    for (int c = 0; c < static_cast<int>(cells_.size()); ++c) RequestRole(c, CellRole::kRollout);
+    return;
+  }
+  TryStartStep();
+}
+
+// Every cell that generates receives the new weights after the transfer time; generation goes
+// on meanwhile (the swap happens between decode steps).
+void Simulation::Publish() {
+  if (config_.run.mode == SimMode::kColocated) {  // the weights are updated in place
+    steps_published_ = steps_done_;
+    return;
+  }
+  const double transfer = cost_.WeightTransferSeconds();
+  for (int c = 0; c < static_cast<int>(cells_.size()); ++c) {
+    if (cells_[c].state == CellState::kRollout || cells_[c].state == CellState::kToRollout) {
+      Schedule(transfer, EventKind::kWeightsArrive, c, 0, version_);
+    }
+  }
+  Schedule(transfer, EventKind::kPublished, 0, 0, steps_done_);
+}
+
+void Simulation::OnPublished(int64_t steps) {
+  steps_published_ = std::max(steps_published_, steps);
+  FillRolloutCells();
+}
+
+// The elastic job's controller tick, on the simulator's counters (ElasticJob::Control).
+absl::Status Simulation::OnTick() {
+  const scheduler::SchedulerObservation observation = scheduler::ElasticObservation(
+      Now(), handed_out_, finished_, AdmissionRoom(), steps_published_);
+  ASSIGN_OR_RETURN(SchedulerDecision decision, policy_->Decide(observation));
+  if (decision.move != SchedulerDecision::Move::kNone) {
+    RequestRole(
+        SatelliteCell(decision.satellite),
+        decision.move == SchedulerDecision::Move::kToTrain ? CellRole::kTrain : CellRole::kRollout);
+  }
+  if (decision.changed || options_.record_all_decisions) decisions_.push_back(std::move(decision));
+  Schedule(config_.scheduler.tick_seconds, EventKind::kTick, 0);
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- run
+
+absl::StatusOr<SimResult> Simulation::Run() {
+  const auto real_start = std::chrono::steady_clock::now();
+  if (config_.run.mode == SimMode::kElastic) Schedule(0, EventKind::kTick, 0);
+  FillRolloutCells();
+  const double horizon =
+      config_.run.max_sim_hours > 0 ? config_.run.max_sim_hours * 3600 : INFINITY;
+  std::string_view stopped_by = "max_steps";
+  while (steps_done_ < config_.run.max_steps) {
+    if (events_.empty() || now_ - last_step_time_ > kStallSeconds) {
+      return absl::InternalError(StrCat("simulation stalled at t=", now_, " s, step ", steps_done_,
+                                        ": no learner step can complete (", handed_out_,
+                                        " episodes handed out, ", finished_, " finished, ",
+                                        table_.size(), " groups in the buffer, ",
+                                        assembler_.pending_members(), " waiting for their group)"));
+    }
+    const Event event = events_.top();
+    if (event.time > horizon) {
+      stopped_by = "max_sim_hours";
+      break;
+    }
+    events_.pop();
+    clock_.Advance(absl::Seconds(event.time - now_));
+    now_ = event.time;
+    ++events_done_;
+    switch (event.kind) {
+      case EventKind::kGenerated:
+        OnGenerated(event.id, static_cast<uint32_t>(event.tag));
+        break;
+      case EventKind::kEnvDone:
+        OnEnvDone(event.id, static_cast<uint32_t>(event.tag));
+        break;
+      case EventKind::kMicroStepDone:
+        OnMicroStepDone(event.cell);
+        break;
+      case EventKind::kReduceDone:
+        OnReduceDone();
+        break;
+      case EventKind::kWeightsArrive:
+        cells_[event.cell].version = std::max(cells_[event.cell].version, event.tag);
+        break;
+      case EventKind::kPublished:
+        OnPublished(event.tag);
+        break;
+      case EventKind::kSwitchDone:
+        OnSwitchDone(event.cell);
+        break;
+      case EventKind::kTick:
+        RETURN_IF_ERROR(OnTick());
+        break;
+    }
+  }
+  if (stopped_by == "max_sim_hours") now_ = horizon;
+  const double real_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - real_start).count();
+  SimResult result;
+  result.summary = Summary(stopped_by, real_seconds);
+  result.metrics = std::move(metrics_);
+  result.timeline = std::move(timeline_);
+  result.decisions = std::move(decisions_);
+  result.events = events_done_;
+  result.sim_seconds = now_;
+  result.real_seconds = real_seconds;
+  return result;
+}
+
+// ---------------------------------------------------------------- outputs
+
+Simulation::Usage Simulation::UsageNow() const {
+  Usage u;
+  for (const Cell& cell : cells_) {
+    u.rollout += cell.rollout_busy + (cell.generating > 0 ? now_ - cell.since : 0);
+    u.train += cell.train_busy + (cell.in_micro_step ? now_ - cell.since : 0);
+    const bool switching = cell.state == CellState::kToTrain || cell.state == CellState::kToRollout;
+    u.switching += cell.switching + (switching ? now_ - cell.since : 0);
+  }
+  return u;
+}
+
+// Shares of the device time in the window spent generating, training, switching and idle.
+nlohmann::json Simulation::UsageJson(const Usage& now, const Usage& before, double seconds) const {
+  const double total = std::max(1e-12, seconds * static_cast<double>(cells_.size()));
+  const double rollout = (now.rollout - before.rollout) / total;
+  const double train = (now.train - before.train) / total;
+  const double switching = (now.switching - before.switching) / total;
+  return {{"rollout", rollout},
+          {"train", train},
+          {"switching", switching},
+          {"idle", std::max(0.0, 1 - rollout - train - switching)}};
+}
+
+nlohmann::json Simulation::Summary(std::string_view stopped_by, double real_seconds) const {
+  const Usage usage = UsageNow();
+  const double wall = std::max(1e-12, now_);
+  // The learner's utilisation as a real run reports it: the training cells that always train
+  // (colocated: every cell), busy over the wall time.
+  double learner_busy = 0;
+  const int learners =
+      config_.run.mode == SimMode::kColocated ? static_cast<int>(cells_.size()) : core_cells_;
+  for (int c = 0; c < learners; ++c) learner_busy += cells_[c].train_busy;
+  const double device_seconds = wall * static_cast<double>(cost_.cluster().devices);
+  nlohmann::json lags = nlohmann::json::object();
+  for (const auto& [lag, count] : lag_counts_) lags[std::to_string(lag)] = count;
+  nlohmann::json summary = {
+      {"mode", SimModeName(config_.run.mode)},
+      {"simulated", true},
+      {"steps", steps_done_},
+      {"final_step", steps_done_},
+      {"version", version_},
+      {"wall_seconds", now_},
+      {"time_to_steps",
+       {{"steps", steps_done_}, {"seconds", now_}, {"half_seconds", time_to_half_}}},
+      {"episodes_dispatched", handed_out_},
+      {"episodes_inserted", finished_},
+      {"episodes_failed", failed_},
+      {"episodes_handed_over", handovers_},
+      {"tokens_generated", tokens_generated_},
+      {"tokens_discarded", std::llround(tokens_discarded_)},
+      {"trajectories_trained", trained_trajectories_},
+      {"tokens_trained", trained_tokens_},
+      {"trained_samples_per_s", trained_trajectories_ / wall},
+      {"trained_tokens_per_s", trained_tokens_ / wall},
+      {"learner_utilization", learner_busy / (wall * std::max(1, learners))},
+      {"utilisation", UsageJson(usage, Usage{}, wall)},
+      {"staleness", {{"lag_counts", lags}, {"histogram", lag_histogram_.ToJson()}}},
+      {"groups",
+       {{"inserted", inserted_groups_},
+        {"sampled", limiter_.samples()},
+        {"left_in_buffer", table_.size()},
+        {"dropped_stale", dropped_stale_}}},
+      {"cost",
+       {{"devices", cost_.cluster().devices},
+        {"device_hours", device_seconds / 3600},
+        {"usd", cost_.CostUsd(device_seconds)},
+        {"usd_per_1k_trained_samples",
+         trained_trajectories_ ? cost_.CostUsd(device_seconds) * 1000 / trained_trajectories_
+                               : 0.0}}},
+      {"cells",
+       {{"replicas", cells_.size()},
+        {"devices_per_replica", cost_.devices_per_replica()},
+        {"episode_slots", cost_.episode_slots()},
+        {"core_or_train_cells", core_cells_},
+        {"switches_to_train", switches_to_train_},
+        {"switches_to_rollout", switches_to_rollout_},
+        {"to_train_seconds", cost_.SwitchToTrainSeconds()},
+        {"to_rollout_seconds", cost_.SwitchToRolloutSeconds()},
+        {"weight_transfer_seconds", cost_.WeightTransferSeconds()}}},
+      {"events", events_done_},
+      {"events_per_s", real_seconds > 0 ? events_done_ / real_seconds : 0.0},
+      {"real_seconds", real_seconds},
+      {"timeline_lines_dropped", timeline_dropped_},
+      {"stopped_by", std::string(stopped_by)},
+  };
+  return summary;
+}
+
+}  // namespace
+
+absl::StatusOr<SimResult> Simulate(const SimConfig& config, const SimulateOptions& options) {
+  RETURN_IF_ERROR(config.Validate());
+  ASSIGN_OR_RETURN(CostModel cost, CostModel::Create(config.cluster, config.workload));
+  Simulation simulation(config, options, std::move(cost));
+  RETURN_IF_ERROR(simulation.Init());
+  return simulation.Run();
+}
+
+absl::Status WriteSimRun(const SimConfig& config, const SimResult& result,
+                         const std::filesystem::path& dir) {
+  ASSIGN_OR_RETURN(std::unique_ptr<RunDirectory> run,
+                   RunDirectory::Open(dir.parent_path().empty() ? "." : dir.parent_path(),
+                                      dir.filename().string(), FormatSimConfig(config),
+                                      /*resume=*/false));
+  for (const nlohmann::json& line : result.metrics) RETURN_IF_ERROR(run->AppendMetrics(line));
+  if (config.run.mode == SimMode::kElastic) {
+    ASSIGN_OR_RETURN(std::unique_ptr<scheduler::SchedulerLog> log,
+                     scheduler::SchedulerLog::Open(run->path() / "scheduler.jsonl"));
+    for (const SchedulerDecision& d : result.decisions) {
+      if (d.changed) RETURN_IF_ERROR(log->Append(d));
+    }
+  }
+  if (config.run.timeline) {
+    std::ofstream timeline(run->path() / "timeline.jsonl");
+    for (const nlohmann::json& line : result.timeline) timeline << line.dump() << "\n";
+    timeline.flush();
+    if (!timeline) {
+      return absl::InternalError(
+          StrCat("cannot write ", (run->path() / "timeline.jsonl").string()));
+    }
+  }
+  return run->WriteSummary(result.summary);
+}
+
+}  // namespace flywheel::sim

@@ -1,0 +1,205 @@
+#include "flywheel/sim/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "flywheel/scheduler/elastic_control.h"
+#include "flywheel/scheduler/water_level.h"
+
+namespace flywheel::sim {
+namespace {
+
+using scheduler::SchedulerDecision;
+
+// Eight 1e15 FLOP/s devices, a 1B model, four-turn episodes of ~4K tokens with two-second
+// environment steps: generation is short next to the environment, as in agentic RL.
+SimConfig SmallConfig(SimMode mode) {
+  SimConfig c;
+  c.run.mode = mode;
+  c.run.seed = 7;
+  c.run.max_steps = 12;
+  c.run.batch_groups = 4;
+  c.run.group_size = 4;
+  c.cluster.devices = 8;
+  c.cluster.bf16_flops = 1e15;
+  c.cluster.memory_bandwidth = 2e12;
+  c.workload.model.params = 1e9;
+  c.workload.model.layers = 16;
+  c.workload.model.hidden = 2048;
+  c.workload.generation.max_batch = 8;
+  c.workload.episode.length = LengthKind::kLognormal;
+  c.workload.episode.mean_tokens = 4096;
+  c.workload.episode.min_tokens = 1024;
+  c.workload.episode.max_tokens = 8192;
+  c.workload.env_latency.model = LatencyKind::kLognormal;
+  c.workload.env_latency.mean_ms = 2000;
+  c.workload.env_latency.sigma = 1.0;
+  c.learner.max_staleness = 1;
+  c.scheduler.min_residence_seconds = 2;
+  c.scheduler.tick_seconds = 0.5;
+  return c;
+}
+
+// The summary without what depends on the machine the simulation ran on.
+nlohmann::json Simulated(nlohmann::json summary) {
+  summary.erase("events_per_s");
+  summary.erase("real_seconds");
+  return summary;
+}
+
+TEST(SimulatorTest, SameSeedSameRunOtherSeedOtherRun) {
+  for (SimMode mode : {SimMode::kColocated, SimMode::kAsync, SimMode::kElastic}) {
+    SCOPED_TRACE(SimModeName(mode));
+    const SimConfig config = SmallConfig(mode);
+    absl::StatusOr<SimResult> a = Simulate(config);
+    absl::StatusOr<SimResult> b = Simulate(config);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(a->metrics.size(), 12u);
+    EXPECT_EQ(Simulated(a->summary), Simulated(b->summary));
+    EXPECT_EQ(a->metrics, b->metrics);
+    EXPECT_EQ(a->timeline, b->timeline);
+    SimConfig other = config;
+    other.run.seed = 8;
+    absl::StatusOr<SimResult> c = Simulate(other);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_NE(a->summary["wall_seconds"], c->summary["wall_seconds"]);
+  }
+}
+
+// The simulator's decisions are the production rule's: the same observations, fed to a fresh
+// WaterLevelPolicy built as the elastic job builds it, give the same decision sequence, field for
+// field; and "new batch demanded" is the production admission's room. A second copy of either
+// policy in the simulator would have to match every reason string to pass.
+TEST(SimulatorTest, ElasticDecisionsAreTheProductionPolicysOnTheSameTrace) {
+  const SimConfig config = SmallConfig(SimMode::kElastic);
+  absl::StatusOr<SimResult> result = Simulate(config, {.record_all_decisions = true});
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_GT(result->decisions.size(), 10u);
+
+  const int64_t cells = config.cluster.devices / config.workload.model.devices_per_replica;
+  const int64_t slots = result->summary["cells"]["episode_slots"].get<int64_t>();
+  absl::StatusOr<scheduler::WaterLevelPolicy> policy = scheduler::WaterLevelPolicy::Create(
+      scheduler::ElasticRule(config.JobSchedulerOptions(cells), static_cast<int>(cells - 1),
+                             static_cast<double>(slots)));
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  const scheduler::ElasticAdmission admission{.max_staleness = config.learner.max_staleness,
+                                              .batch_groups = config.run.batch_groups,
+                                              .group_size = config.run.group_size};
+  int to_train = 0, to_rollout = 0;
+  for (const SchedulerDecision& simulated : result->decisions) {
+    const scheduler::SchedulerObservation& o = simulated.observation;
+    // o.step counts the steps whose weights reached the rollout cells: what admission counts.
+    EXPECT_EQ(o.new_batch_demanded, admission.Room(o.step, o.dispatched) > 0);
+    absl::StatusOr<SchedulerDecision> real = policy->Decide(o);
+    ASSERT_TRUE(real.ok()) << real.status();
+    ASSERT_EQ(real->ToJson(), simulated.ToJson());
+    EXPECT_EQ(real->changed, simulated.changed);
+    to_train += real->move == SchedulerDecision::Move::kToTrain;
+    to_rollout += real->move == SchedulerDecision::Move::kToRollout;
+  }
+  // The trace exercises both directions of the rule.
+  EXPECT_GT(to_train, 0);
+  EXPECT_GT(to_rollout, 0);
+  EXPECT_EQ(result->summary["cells"]["switches_to_train"].get<int>(), to_train);
+}
+
+// The Tunix claim's shape: with multi-second environment steps a synchronous loop leaves the
+// learner idle most of the time; a decoupled learner is kept busy.
+TEST(SimulatorTest, DecouplingKeepsTheLearnerBusyUnderSlowEnvironments) {
+  SimConfig sync = SmallConfig(SimMode::kColocated);
+  sync.workload.env_latency.mean_ms = 10'000;
+  SimConfig decoupled = sync;
+  decoupled.run.mode = SimMode::kAsync;
+  decoupled.run.rollout_devices = 6;
+  decoupled.learner.max_staleness = 4;
+  absl::StatusOr<SimResult> a = Simulate(sync);
+  absl::StatusOr<SimResult> b = Simulate(decoupled);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_LT(a->summary["learner_utilization"].get<double>(), 0.1);
+  EXPECT_GT(b->summary["learner_utilization"].get<double>(),
+            5 * a->summary["learner_utilization"].get<double>());
+  EXPECT_GT(b->summary["trained_samples_per_s"].get<double>(),
+            a->summary["trained_samples_per_s"].get<double>());
+}
+
+TEST(SimulatorTest, StalenessFilterDropsWhatAdmissionLetsThroughLate) {
+  SimConfig config = SmallConfig(SimMode::kAsync);
+  config.learner.max_staleness = 0;
+  absl::StatusOr<SimResult> result = Simulate(config);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const nlohmann::json& s = result->summary;
+  int64_t sampled = 0, beyond = 0;
+  for (const auto& [lag, count] : s["staleness"]["lag_counts"].items()) {
+    sampled += count.get<int64_t>();
+    if (std::stoll(lag) > 0) beyond += count.get<int64_t>();
+  }
+  EXPECT_EQ(sampled, 12 * 4 * 4);
+  EXPECT_EQ(s["groups"]["dropped_stale"].get<int64_t>(), beyond);
+  EXPECT_EQ(s["trajectories_trained"].get<int64_t>(), sampled - beyond);
+  // Colocated is on-policy by construction.
+  absl::StatusOr<SimResult> colocated = Simulate(SmallConfig(SimMode::kColocated));
+  ASSERT_TRUE(colocated.ok()) << colocated.status();
+  EXPECT_EQ(colocated->summary["staleness"]["lag_counts"].size(), 1u);
+  EXPECT_TRUE(colocated->summary["staleness"]["lag_counts"].contains("0"));
+}
+
+TEST(SimulatorTest, FailuresAreRestartedAndCounted) {
+  SimConfig config = SmallConfig(SimMode::kAsync);
+  config.workload.episode.failure_rate = 0.3;
+  absl::StatusOr<SimResult> result = Simulate(config);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_GT(result->summary["episodes_failed"].get<int64_t>(), 0);
+  EXPECT_GT(result->summary["tokens_discarded"].get<int64_t>(), 0);
+  EXPECT_EQ(result->summary["steps"].get<int64_t>(), 12);
+}
+
+TEST(SimulatorTest, SimulatedTimeBoundStopsTheRun) {
+  SimConfig config = SmallConfig(SimMode::kElastic);
+  config.run.max_sim_hours = 60.0 / 3600;  // one simulated minute
+  absl::StatusOr<SimResult> result = Simulate(config);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->summary["stopped_by"], "max_sim_hours");
+  EXPECT_LT(result->summary["steps"].get<int64_t>(), 12);
+  EXPECT_DOUBLE_EQ(result->sim_seconds, 60);
+}
+
+TEST(SimulatorTest, WritesARunDirectoryLikeARealRun) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / "flywheel_sim_run_test";
+  std::filesystem::remove_all(dir);
+  const SimConfig config = SmallConfig(SimMode::kElastic);
+  absl::StatusOr<SimResult> result = Simulate(config);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_TRUE(WriteSimRun(config, *result, dir).ok());
+  for (const char* file :
+       {"config.toml", "metrics.jsonl", "summary.json", "scheduler.jsonl", "timeline.jsonl"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir / file)) << file;
+  }
+  std::ifstream metrics(dir / "metrics.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(metrics, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["step"].get<int>(), ++lines);
+    EXPECT_TRUE(j.contains("utilisation"));
+  }
+  EXPECT_EQ(lines, 12);
+  // A second run does not overwrite the first.
+  EXPECT_FALSE(WriteSimRun(config, *result, dir).ok());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SimulatorTest, AsyncNeedsAReplicaOnEachSide) {
+  SimConfig config = SmallConfig(SimMode::kAsync);
+  config.run.rollout_devices = 8;
+  const absl::Status status = Simulate(config).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("run.rollout_devices"), std::string_view::npos);
+}
+
+}  // namespace
+}  // namespace flywheel::sim
