@@ -56,7 +56,7 @@ wait_exit() {
 echo "token-$RANDOM-$RANDOM" >"$TMP/token"
 echo "not-the-token" >"$TMP/wrong"
 CONFIG="$SOURCE/examples/guess.toml"
-SETS=(run.runs_dir="\"$TMP/runs\"" run.name='"dist"' run.max_steps=30 run.max_wall_seconds=110
+SETS=(run.runs_dir="\"$TMP/runs\"" run.name='"dist"' run.max_steps=60 run.max_wall_seconds=110
       run.batch_groups=2 actor.group_size=4 actor.episodes_in_flight=8
       env.latency.model='"constant"' env.latency.mean_ms=1 learner.checkpoint_every=5)
 METRICS="$TMP/runs/dist/metrics.jsonl"
@@ -130,6 +130,9 @@ KILL_VERSION=$(last_version)
 echo "killed actor 1 at learner version $KILL_VERSION ($KILL_LINES steps)"
 
 # A restarted actor 1 (same index) starts from the newest weights and stops cleanly on SIGTERM.
+# Actor 0 is frozen meanwhile, so that the learner cannot run out its steps (and finish) while
+# actor 1 starts: the learner waits for data instead of racing the start-up.
+kill -STOP "$ACTOR0_PID"
 RESTART_VERSION=$(last_version)
 mv "$TMP/actor1.log" "$TMP/actor1-killed.log"
 start_actor 1
@@ -143,12 +146,13 @@ kill -TERM "$RESTARTED_PID"
 wait_exit "$RESTARTED_PID" 20
 [[ "$STATUS" == 0 ]] || fail "the restarted actor did not exit 0 on SIGTERM (status $STATUS)"
 grep -q "stopped (signal)" "$TMP/actor1.log" || fail "the restarted actor did not say why it stopped"
+kill -CONT "$ACTOR0_PID"
 
 wait_exit "$LEARNER_PID" 90
 [[ "$STATUS" == 0 ]] || fail "the learner did not exit 0 after the kill (status $STATUS)"
 LINES=$(metrics_lines)
 ((LINES > KILL_LINES)) || fail "no learner step after the kill ($LINES lines)"
-[[ $(field step) == 30 ]] || fail "the learner did not reach max_steps"
+[[ $(field step) == 60 ]] || fail "the learner did not reach max_steps"
 # Trajectories of the surviving actor, trained on after the kill, carry newer weights.
 after=$(tail -n +"$((KILL_LINES + 1))" "$METRICS" | python3 -c "
 import json, sys
