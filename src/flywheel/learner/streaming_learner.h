@@ -132,7 +132,6 @@ class StreamingLearner {
   int64_t cell_micro_steps() const { return micro_steps_; }  // in the current step
   // A core's optimiser is over its shard's parameters only.
   Optimizer& optimizer() { return *optimizer_; }
-  const OptimizerShard& shard() const { return shard_; }
   UtilisationTracker& tracker() { return tracker_; }
 
  private:
