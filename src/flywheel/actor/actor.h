@@ -134,6 +134,9 @@ class Actor {
   }
   int64_t version() const { return engine_->version(); }
   ActorStats stats() const;
+  // Policy tokens generated so far by each episode in flight, as of the last decode step (any
+  // thread): the elastic scheduler's remaining-work estimate in tokens starts from these.
+  std::vector<int64_t> InFlightPolicyTokens() const;
 
  private:
   struct Episode;
@@ -179,7 +182,7 @@ class Actor {
   // Something for the episodes' loop to look at before waiting for environment events.
   bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Stopped() const ABSL_LOCKS_EXCLUDED(mu_);
-  void UpdateInFlight();
+  void UpdateInFlight() ABSL_LOCKS_EXCLUDED(mu_);
   void BeginCall(Episode& ep);
   void Post(Event event);
   bool BudgetExpired(const Episode& ep) const;
@@ -216,6 +219,7 @@ class Actor {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   int64_t calls_in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // env calls whose callback is pending
   ActorStats stats_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> in_flight_tokens_ ABSL_GUARDED_BY(mu_);  // InFlightPolicyTokens
   // A thread drives the episodes (see "actor thread only" above); Run waits for it to be free.
   bool driving_ ABSL_GUARDED_BY(mu_) = false;
   bool running_ ABSL_GUARDED_BY(mu_) = false;  // inside Run (which may be waiting to drive)

@@ -27,11 +27,12 @@ std::string ElasticAdmission::DebugString() const {
 }
 
 WaterLevelOptions ElasticRule(const SchedulerOptions& options, int satellites,
-                              double episodes_per_cell) {
+                              double episodes_per_cell, double episode_tokens) {
   WaterLevelOptions rule;
   rule.satellites = satellites;
-  rule.capacity_per_cell = episodes_per_cell;
-  rule.unit = WorkUnit::kEpisodes;
+  const bool tokens = options.unit == "tokens";
+  rule.unit = tokens ? WorkUnit::kTokens : WorkUnit::kEpisodes;
+  rule.capacity_per_cell = tokens ? episodes_per_cell * episode_tokens : episodes_per_cell;
   rule.hysteresis = options.hysteresis;
   rule.min_residence = absl::Seconds(options.min_residence_seconds);
   return rule;
@@ -46,6 +47,43 @@ SchedulerObservation ElasticObservation(absl::Time now, int64_t handed_out, int6
   observation.new_batch_demanded = admission_room > 0;
   observation.step = step;
   return observation;
+}
+
+void AddTokenWork(const RemainingTokens& estimate, std::span<const int64_t> in_flight,
+                  double episodes_per_cell, SchedulerObservation& observation) {
+  observation.remaining_tokens = estimate.Remaining(in_flight);
+  observation.capacity_per_cell = episodes_per_cell * estimate.Fresh();
+}
+
+int64_t AdmittedEpisodes(std::span<const CellAdmission> cells) {
+  int64_t admitted = 0;
+  for (const CellAdmission& c : cells) admitted += c.alive ? c.held() : c.finished;
+  return admitted;
+}
+
+std::vector<int64_t> GrantAdmission(const ElasticAdmission& admission, int64_t steps_done,
+                                    std::span<const CellAdmission> cells,
+                                    int64_t episodes_per_cell) {
+  std::vector<int64_t> grants;
+  grants.reserve(cells.size());
+  for (const CellAdmission& c : cells) {
+    // Taken back first, so that its room goes to the cells still rolling out.
+    grants.push_back(c.alive && !c.rolling_out ? c.dispatched : c.admit_until);
+  }
+  std::vector<CellAdmission> now(cells.begin(), cells.end());
+  for (size_t i = 0; i < now.size(); ++i) now[i].admit_until = grants[i];
+  int64_t room = admission.Room(steps_done, AdmittedEpisodes(now));
+  for (size_t i = 0; i < now.size() && room >= admission.group_size; ++i) {
+    const CellAdmission& c = now[i];
+    if (!c.alive || !c.rolling_out) continue;
+    const int64_t free = episodes_per_cell - (c.held() - c.finished);
+    const int64_t groups = std::min(room, free) / admission.group_size;
+    if (groups <= 0) continue;
+    const int64_t extra = groups * admission.group_size;
+    grants[i] = c.held() + extra;
+    room -= extra;
+  }
+  return grants;
 }
 
 }  // namespace flywheel::scheduler

@@ -418,6 +418,28 @@ absl::StatusOr<int64_t> MicroStepQueue::Requeue(int cell) {
   return static_cast<int64_t>(ids.size());
 }
 
+absl::StatusOr<int64_t> MicroStepQueue::Leave(int cell) {
+  {
+    absl::MutexLock lock(&mu_);
+    bool claims = false;
+    for (const Slot& slot : slots_) claims = claims || slot.cell == cell;
+    if (!claims) {
+      if (step_ < 0) {
+        return absl::FailedPreconditionError("micro-step queue: Leave before any step began");
+      }
+      if (complete_ && joined_.count(cell)) {
+        return absl::FailedPreconditionError(
+            StrCat("micro-step queue: cell ", cell, " leaves step ", step_,
+                   " after it completed with the cell as a participant: reduce it"));
+      }
+      joined_.erase(cell);
+      changed_.SignalAll();
+      return 0;
+    }
+  }
+  return Requeue(cell);
+}
+
 absl::StatusOr<StepParticipants> MicroStepQueue::AwaitParticipants(int64_t step,
                                                                    absl::Time deadline) {
   absl::MutexLock lock(&mu_);

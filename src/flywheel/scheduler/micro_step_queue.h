@@ -141,6 +141,10 @@ class MicroStepQueue {
   // queue. Returns how many. kFailedPrecondition once the step is complete: its participants'
   // reduce is under way and fails on its own (the group's timeout).
   absl::StatusOr<int64_t> Requeue(int cell);
+  // `cell` leaves the current step alive (a satellite sent back to rollout): with no claim in
+  // it, it is simply no longer a participant and may join again while the step runs; with
+  // claims, as Requeue (its gradient will be in no reduce). Returns the micro-steps sent back.
+  absl::StatusOr<int64_t> Leave(int cell);
 
   // Blocks until step `step` is complete and returns who reduces it (kept until the next step
   // completes). kFailedPrecondition when a core cell is not among them (it died or never

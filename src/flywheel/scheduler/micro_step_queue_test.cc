@@ -189,6 +189,37 @@ TEST(MicroStepQueueTest, RequeueSendsBackEverythingTheDeadCellClaimedDoneOrNot) 
   EXPECT_EQ(queue.Requeue(0).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+TEST(MicroStepQueueTest, ACellWithoutClaimsLeavesAliveAndMayJoinAgain) {
+  MicroStepQueue queue(Options());
+  ASSERT_TRUE(queue.BeginStep(0, 0).ok());
+  for (int g = 0; g < 3; ++g) ASSERT_TRUE(queue.Add(Group(StrCat("g", g), 4, 8)).ok());
+  ASSERT_TRUE(queue.Join(0, 0).ok());
+  ASSERT_TRUE(queue.Join(1, 0).ok());
+  auto left = queue.Leave(1);  // sent back to rollout before it claimed anything
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_EQ(*left, 0);
+  EXPECT_TRUE(queue.report().dead.empty());
+  ASSERT_TRUE(queue.Join(1, 0).ok());  // back to training within the same step
+  auto a = queue.Claim(1, Deadline());
+  ASSERT_TRUE(a.ok() && *a != nullptr) << a.status();
+  ASSERT_TRUE(queue.Done(1, (*a)->id).ok());
+  // With a claim, leaving is a death for the step: its micro-step goes back.
+  left = queue.Leave(1);
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_EQ(*left, 1);
+  EXPECT_EQ(queue.Join(1, 0).code(), absl::StatusCode::kAborted);
+  ASSERT_TRUE(queue.Close().ok());
+  for (;;) {
+    auto ms = queue.Claim(0, Deadline());
+    ASSERT_TRUE(ms.ok()) << ms.status();
+    if (*ms == nullptr) break;
+    ASSERT_TRUE(queue.Done(0, (*ms)->id).ok());
+  }
+  auto participants = queue.AwaitParticipants(0, Deadline());
+  ASSERT_TRUE(participants.ok());
+  EXPECT_THAT(participants->cells, ElementsAre(0));
+}
+
 TEST(MicroStepQueueTest, ABlockedClaimOfADeadCellReturnsAborted) {
   MicroStepQueue queue(Options());
   ASSERT_TRUE(queue.BeginStep(0, 0).ok());

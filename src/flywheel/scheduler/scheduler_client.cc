@@ -78,11 +78,30 @@ absl::StatusOr<v1::RegisterResponse> SchedulerClient::Register(const std::string
 absl::StatusOr<v1::HeartbeatResponse> SchedulerClient::Heartbeat(int cell, absl::Duration timeout) {
   v1::HeartbeatRequest request;
   request.set_cell(cell);
+  return Heartbeat(request, timeout);
+}
+
+absl::StatusOr<v1::HeartbeatResponse> SchedulerClient::Heartbeat(
+    const v1::HeartbeatRequest& request, absl::Duration timeout) {
   v1::HeartbeatResponse response;
   auto context = NewContext(timeout);
-  RETURN_IF_ERROR(FromGrpc(stub_->Heartbeat(context.get(), request, &response),
-                           StrCat("scheduler at ", address_, ": heartbeat of cell ", cell)));
+  RETURN_IF_ERROR(
+      FromGrpc(stub_->Heartbeat(context.get(), request, &response),
+               StrCat("scheduler at ", address_, ": heartbeat of cell ", request.cell())));
   return response;
+}
+
+absl::StatusOr<int64_t> SchedulerClient::Leave(int cell, int64_t step, bool exit) {
+  v1::LeaveRequest request;
+  request.set_cell(cell);
+  request.set_step(step);
+  request.set_exit(exit);
+  v1::LeaveResponse response;
+  auto context = NewContext(kRpcSlack);
+  RETURN_IF_ERROR(FromGrpc(stub_->Leave(context.get(), request, &response),
+                           StrCat("scheduler at ", address_, ": cell ", cell, " leaving",
+                                  step >= 0 ? StrCat(" step ", step) : std::string())));
+  return response.requeued();
 }
 
 absl::StatusOr<v1::JoinResponse> SchedulerClient::Join(int cell, int64_t step,
@@ -172,10 +191,12 @@ absl::StatusOr<StepParticipants> SchedulerClient::AwaitParticipants(int cell, in
   }
 }
 
-HeartbeatSender::HeartbeatSender(SchedulerClient* client, int cell, absl::Duration interval)
+HeartbeatSender::HeartbeatSender(SchedulerClient* client, int cell, absl::Duration interval,
+                                 Report report)
     : client_(client),
       cell_(cell),
       interval_(interval),
+      report_(std::move(report)),
       latest_(absl::UnavailableError("no heartbeat answered yet")) {
   thread_ = std::thread([this] { Run(); });
 }
@@ -190,21 +211,38 @@ void HeartbeatSender::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+void HeartbeatSender::Poke() {
+  absl::MutexLock lock(&mu_);
+  poked_ = true;
+}
+
 void HeartbeatSender::Run() {
   for (;;) {
+    v1::HeartbeatRequest request;
+    if (report_) report_(request);
+    request.set_cell(cell_);
     // A reply may be slow on a loaded core; the service's timeout is what declares a death.
     absl::StatusOr<v1::HeartbeatResponse> reply =
-        client_->Heartbeat(cell_, std::max(interval_ * 4, absl::Seconds(5)));
+        client_->Heartbeat(request, std::max(interval_ * 4, absl::Seconds(5)));
     absl::MutexLock lock(&mu_);
+    if (reply.ok() && reply->finished()) finished_ = true;
     latest_ = std::move(reply);
     ++sent_;
-    if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), interval_)) return;
+    poked_ = false;
+    auto wake = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || poked_; };
+    mu_.AwaitWithTimeout(absl::Condition(&wake), interval_);
+    if (stopping_) return;
   }
 }
 
 absl::StatusOr<v1::HeartbeatResponse> HeartbeatSender::latest() const {
   absl::MutexLock lock(&mu_);
   return latest_;
+}
+
+bool HeartbeatSender::AwaitFinished(absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(&finished_), timeout);
 }
 
 int64_t HeartbeatSender::sent() const {

@@ -13,6 +13,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -42,6 +43,9 @@ class SchedulerClient {
                                                 absl::Duration timeout = absl::Seconds(30));
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(int cell,
                                                   absl::Duration timeout = absl::Seconds(5));
+  // A heartbeat with the cell's report (role, episode counts, weights version).
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request,
+                                                  absl::Duration timeout = absl::Seconds(5));
   // Blocks until step `step` has begun and `cell` joined it; the weights to train from.
   absl::StatusOr<v1::JoinResponse> Join(int cell, int64_t step, absl::Time deadline);
   // The next micro-step of `step` for `cell`; null once the step is complete (go reduce).
@@ -50,6 +54,9 @@ class SchedulerClient {
   absl::Status Done(int cell, int64_t step, int64_t id);
   // Blocks until `step` is complete: who reduces it, over which epoch, and D.
   absl::StatusOr<StepParticipants> AwaitParticipants(int cell, int64_t step, absl::Time deadline);
+  // Gives the cell's claims of `step` back (step -1: none) and, with `exit`, unregisters it.
+  // Returns how many micro-steps went back.
+  absl::StatusOr<int64_t> Leave(int cell, int64_t step, bool exit);
 
  private:
   SchedulerClient() = default;
@@ -68,8 +75,13 @@ class SchedulerClient {
 // (the role the core wants and the current step) for the cell's main loop.
 class HeartbeatSender {
  public:
-  // `client` is borrowed and must outlive this object.
-  HeartbeatSender(SchedulerClient* client, int cell, absl::Duration interval);
+  // Fills a heartbeat's report (everything but the cell id); called on the sender's thread.
+  using Report = std::function<void(v1::HeartbeatRequest&)>;
+
+  // `client` is borrowed and must outlive this object. Without `report` the heartbeats carry
+  // the cell id alone.
+  HeartbeatSender(SchedulerClient* client, int cell, absl::Duration interval,
+                  Report report = nullptr);
   ~HeartbeatSender();  // Stop()
 
   // The latest reply, or the latest error (a cell declared dead gets kFailedPrecondition).
@@ -79,6 +91,12 @@ class HeartbeatSender {
   // slow) is waited out; any other error (declared dead, unknown cell) ends the wait with it.
   absl::StatusOr<v1::HeartbeatResponse> AwaitRole(v1::CellRole role, int64_t min_step,
                                                   absl::Time deadline) const;
+  // Whether a reply has said the run finished (it stays so; the core may be gone since). Waits
+  // up to `timeout` for one: a call that failed as the core shut down is followed by it.
+  bool AwaitFinished(absl::Duration timeout) const;
+  // Sends the next heartbeat now rather than at the end of the interval (the cell's report
+  // changed in a way the core should see soon: a role reached, admission used up).
+  void Poke();
   void Stop();
   int64_t sent() const;
 
@@ -88,7 +106,10 @@ class HeartbeatSender {
   SchedulerClient* const client_;  // borrowed
   const int cell_;
   const absl::Duration interval_;
+  const Report report_;
   mutable absl::Mutex mu_;
+  bool poked_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
   absl::StatusOr<v1::HeartbeatResponse> latest_ ABSL_GUARDED_BY(mu_);
   int64_t sent_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

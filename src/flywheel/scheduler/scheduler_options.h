@@ -10,6 +10,7 @@
 #define FLYWHEEL_SCHEDULER_SCHEDULER_OPTIONS_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "flywheel/core/config.h"
@@ -30,8 +31,15 @@ struct SchedulerOptions {
   // stays in a role at least min_residence_seconds.
   double hysteresis = 0.25;
   double min_residence_seconds = 0.05;
+  // What the water level w counts: "episodes" in flight, or "tokens" still to generate (an
+  // estimate from recently finished episodes' lengths, remaining_tokens.h).
+  std::string unit = "episodes";
   // Seconds between two looks of the rule at the water level.
   double tick_seconds = 0.02;
+  // Cells of other processes (`flywheel cell`): heartbeat period, and the silence after which
+  // the core declares a cell dead (its micro-steps re-queued, its episodes given back).
+  double heartbeat_seconds = 0.1;
+  double heartbeat_timeout_seconds = 3;
 
   template <typename V>
   void VisitFields(V& v) {
@@ -46,7 +54,13 @@ struct SchedulerOptions {
             "training, in [0, 1)");
     v.Field("min_residence_seconds", min_residence_seconds,
             "a satellite keeps a role at least this long");
+    v.Field("unit", unit,
+            "what the water level counts: \"episodes\" in flight or \"tokens\" still to generate");
     v.Field("tick_seconds", tick_seconds, "seconds between two looks at the water level");
+    v.Field("heartbeat_seconds", heartbeat_seconds,
+            "cells of other processes: seconds between two heartbeats");
+    v.Field("heartbeat_timeout_seconds", heartbeat_timeout_seconds,
+            "cells of other processes: silence after which a cell is declared dead");
   }
 
   absl::Status Validate() const {
@@ -61,10 +75,20 @@ struct SchedulerOptions {
     if (!(hysteresis >= 0 && hysteresis < 1)) {
       return absl::InvalidArgumentError("scheduler.hysteresis must be in [0, 1)");
     }
+    if (unit != "episodes" && unit != "tokens") {
+      return absl::InvalidArgumentError(
+          StrCat("scheduler.unit must be \"episodes\" or \"tokens\", got \"", unit, "\""));
+    }
     if (!(min_residence_seconds >= 0)) {
       return absl::InvalidArgumentError("scheduler.min_residence_seconds must be >= 0");
     }
     if (!(tick_seconds > 0)) return absl::InvalidArgumentError("scheduler.tick_seconds must be > 0");
+    if (!(heartbeat_seconds > 0) || !(heartbeat_timeout_seconds >= 2 * heartbeat_seconds)) {
+      return absl::InvalidArgumentError(
+          StrCat("scheduler.heartbeat_seconds must be > 0 and heartbeat_timeout_seconds at least "
+                 "two heartbeats, got ",
+                 heartbeat_seconds, " and ", heartbeat_timeout_seconds));
+    }
     return absl::OkStatus();
   }
 };

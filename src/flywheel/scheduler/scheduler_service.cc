@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "flywheel/buffer/auth.h"
@@ -81,6 +82,17 @@ absl::Status SchedulerService::SetRole(int cell, v1::CellRole role) {
   return absl::OkStatus();
 }
 
+absl::Status SchedulerService::SetAdmission(int cell, int64_t admit_until, int64_t admit_version) {
+  absl::MutexLock lock(&mu_);
+  auto it = cells_.find(cell);
+  if (it == cells_.end()) {
+    return absl::NotFoundError(StrCat("scheduler: no cell ", cell, " registered"));
+  }
+  it->second.admit_until = admit_until;
+  it->second.admit_version = admit_version;
+  return absl::OkStatus();
+}
+
 void SchedulerService::SetFinished() {
   absl::MutexLock lock(&mu_);
   finished_ = true;
@@ -131,7 +143,14 @@ void SchedulerService::Monitor() {
 
 void SchedulerService::DeclareDead(CellInfo& cell, absl::Duration silent) {
   cell.dead = true;
-  absl::StatusOr<int64_t> requeued = queue_->Requeue(cell.cell);
+  absl::StatusOr<int64_t> requeued =
+      step_ >= 0 ? queue_->Requeue(cell.cell) : absl::StatusOr<int64_t>(0);
+  if (cell.left) {
+    spdlog::info("scheduler: cell {} ({}) left; {} micro-steps re-queued", cell.cell, cell.name,
+                 requeued.value_or(0));
+    if (requeued.ok()) cell.requeued = *requeued;
+    return;
+  }
   if (requeued.ok()) {
     cell.requeued = *requeued;
     spdlog::warn(
@@ -219,10 +238,28 @@ grpc::Status SchedulerService::Heartbeat(grpc::ServerContext* context,
                                          const v1::HeartbeatRequest* request,
                                          v1::HeartbeatResponse* response) {
   if (absl::Status s = CheckCall(context, request->cell()); !s.ok()) return ToGrpc(s);
+  if (request->dispatched() < 0 || request->finished() < 0 ||
+      request->finished() > request->dispatched()) {
+    return ToGrpc(absl::InvalidArgumentError(
+        StrCat("cell ", request->cell(), " reports ", request->finished(), " of ",
+               request->dispatched(), " episodes finished: counts must be 0 <= finished <= "
+               "dispatched")));
+  }
   absl::MutexLock lock(&mu_);
-  response->set_role(cells_.at(request->cell()).role);
+  CellInfo& cell = cells_.at(request->cell());
+  cell.reported_role = request->role();
+  // Counts only grow: a reply reordered behind a newer one must not take admission back.
+  cell.dispatched = std::max(cell.dispatched, request->dispatched());
+  cell.finished = std::max(cell.finished, request->finished());
+  cell.weights_version = request->weights_version();
+  cell.remaining_tokens = std::isfinite(request->remaining_tokens())
+                              ? std::max(0.0, request->remaining_tokens())
+                              : 0.0;
+  response->set_role(cell.role);
   response->set_step(step_);
   response->set_finished(finished_);
+  response->set_admit_until(cell.admit_until);
+  response->set_admit_version(cell.admit_version);
   return grpc::Status::OK;
 }
 
@@ -322,6 +359,31 @@ grpc::Status SchedulerService::AwaitParticipants(grpc::ServerContext* context,
   response->set_epoch(participants->epoch);
   for (const int c : participants->cells) response->add_cells(c);
   response->set_normaliser(participants->normaliser);
+  return grpc::Status::OK;
+}
+
+grpc::Status SchedulerService::Leave(grpc::ServerContext* context, const v1::LeaveRequest* request,
+                                     v1::LeaveResponse* response) {
+  const int cell = request->cell();
+  if (absl::Status s = CheckCall(context, cell); !s.ok()) return ToGrpc(s);
+  absl::MutexLock lock(&mu_);
+  if (request->exit()) {
+    // As a death, without the wait: whatever it claimed in the current step goes back.
+    CellInfo& info = cells_.at(cell);
+    info.left = true;
+    DeclareDead(info, absl::ZeroDuration());
+    response->set_requeued(info.requeued);
+    return grpc::Status::OK;
+  }
+  if (request->step() >= 0) {
+    if (absl::Status s = CheckStep(cell, request->step(), "leaves"); !s.ok()) return ToGrpc(s);
+    // Its gradient will be in no reduce: every claim goes back, done or not (a cell without
+    // claims may join the step again). Fails once the step is complete: the cell is a
+    // participant and must reduce it.
+    absl::StatusOr<int64_t> requeued = queue_->Leave(cell);
+    if (!requeued.ok()) return ToGrpc(requeued.status());
+    response->set_requeued(*requeued);
+  }
   return grpc::Status::OK;
 }
 

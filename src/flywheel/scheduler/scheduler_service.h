@@ -8,7 +8,7 @@
 //   Register(hashes) ────────────────────▶ │ cells: id → last heartbeat, role, dead?        │
 //   Heartbeat ───────────────────────────▶ │   ◀── SetRole(cell, train) (the controller)    │
 //   Join / Claim / Done ─────────────────▶ │ MicroStepQueue* (borrowed) ◀── core thread:    │
-//   AwaitParticipants ───────────────────▶ │   BeginStep (through here), Add, Close, claims │
+//   AwaitParticipants, Leave ────────────▶ │   BeginStep (through here), Add, Close, claims │
 //                                          │ monitor thread: no heartbeat for timeout ⇒     │
 //                                          │   dead; queue->Requeue(cell)                   │
 //                                          └────────────────────────────────────────────────┘
@@ -22,6 +22,13 @@
 // (MicroStepQueue::Requeue), so the step completes without it; its later calls are refused
 // (kFailedPrecondition: register again). A cell that dies after its step completed cannot be
 // requeued: the participants' reduce fails on its own (the group's timeout).
+//
+// Leave. A cell that stops training mid-step without having run anything gives its claims back
+// (Leave with the step); a cell that exits cleanly says so (exit) and is unregistered at once,
+// without waiting for the heartbeat timeout.
+//
+// Heartbeats carry what the core's controller needs to decide roles and admission: the cell's
+// current role, the episodes it started and finished, its engine's weights version (cells()).
 //
 // Bad calls are refused with a clear status, never a crash: an unknown cell (kNotFound), a
 // step other than the current one (kFailedPrecondition), a micro-step id the step does not have
@@ -74,10 +81,20 @@ struct SchedulerServiceOptions {
 struct CellInfo {
   int cell = -1;
   std::string name;
-  v1::CellRole role = v1::CELL_ROLE_ROLLOUT;
+  v1::CellRole role = v1::CELL_ROLE_ROLLOUT;  // the role the core wants
   bool dead = false;
+  bool left = false;     // dead because it said so (Leave with exit), not by silence
   int64_t requeued = 0;  // micro-steps sent back when it was declared dead
   absl::Time last_seen;
+  // What its latest heartbeat reported.
+  v1::CellRole reported_role = v1::CELL_ROLE_UNSPECIFIED;  // unspecified before the first
+  int64_t dispatched = 0;
+  int64_t finished = 0;
+  int64_t weights_version = -1;
+  double remaining_tokens = 0;
+  // Its admission (SetAdmission), sent in every heartbeat reply.
+  int64_t admit_until = 0;
+  int64_t admit_version = 0;
 };
 
 class SchedulerService final : public v1::SchedulerService::Service {
@@ -91,6 +108,8 @@ class SchedulerService final : public v1::SchedulerService::Service {
   absl::Status BeginStep(int64_t step, int64_t version, int64_t optimizer_step);
   // The role a cell's heartbeats carry from now on (kNotFound for an unknown cell).
   absl::Status SetRole(int cell, v1::CellRole role);
+  // The admission a cell's heartbeats carry from now on (kNotFound for an unknown cell).
+  absl::Status SetAdmission(int cell, int64_t admit_until, int64_t admit_version);
   // Heartbeats answer finished = true from now on.
   void SetFinished();
   std::vector<CellInfo> cells() const;
@@ -112,6 +131,8 @@ class SchedulerService final : public v1::SchedulerService::Service {
   grpc::Status AwaitParticipants(grpc::ServerContext* context,
                                  const v1::AwaitParticipantsRequest* request,
                                  v1::AwaitParticipantsResponse* response) override;
+  grpc::Status Leave(grpc::ServerContext* context, const v1::LeaveRequest* request,
+                     v1::LeaveResponse* response) override;
 
  private:
   // Auth, then the cell is known and alive (refreshing its last heartbeat).

@@ -250,5 +250,76 @@ TEST(SchedulerServiceOptionsTest, Validate) {
   EXPECT_THAT(Message(o.Validate()), HasSubstr("must cover two heartbeats"));
 }
 
+TEST_F(SchedulerServiceTest, HeartbeatsReportTheCellAndCarryItsGrant) {
+  Start();
+  const int cell = Register();
+  v1::HeartbeatRequest report;
+  report.set_cell(cell);
+  report.set_role(v1::CELL_ROLE_ROLLOUT);
+  report.set_dispatched(12);
+  report.set_finished(5);
+  report.set_weights_version(3);
+  ASSERT_TRUE(server_->service().SetAdmission(cell, 16, 3).ok());
+  EXPECT_EQ(server_->service().SetAdmission(9, 1, 0).code(), absl::StatusCode::kNotFound);
+  auto hb = client_->Heartbeat(report);
+  ASSERT_TRUE(hb.ok()) << hb.status();
+  EXPECT_EQ(hb->admit_until(), 16);
+  EXPECT_EQ(hb->admit_version(), 3);
+  CellInfo info = server_->service().cells().at(0);
+  EXPECT_EQ(info.reported_role, v1::CELL_ROLE_ROLLOUT);
+  EXPECT_EQ(info.dispatched, 12);
+  EXPECT_EQ(info.finished, 5);
+  EXPECT_EQ(info.weights_version, 3);
+
+  // An older report (reordered on the wire) never takes counts back.
+  report.set_dispatched(10);
+  report.set_finished(4);
+  ASSERT_TRUE(client_->Heartbeat(report).ok());
+  info = server_->service().cells().at(0);
+  EXPECT_EQ(info.dispatched, 12);
+  EXPECT_EQ(info.finished, 5);
+
+  // Impossible counts are refused, naming them.
+  report.set_finished(20);
+  auto bad = client_->Heartbeat(report);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(bad.status()), HasSubstr("reports 20 of 10 episodes finished"));
+}
+
+TEST_F(SchedulerServiceTest, LeaveGivesTheClaimsBackAndExitUnregisters) {
+  Start();
+  const int cell = Register();
+  BeginFullStep(0);
+  ASSERT_TRUE(client_->Join(cell, 0, Soon()).ok());
+  auto ms = client_->Claim(cell, 0, Soon());
+  ASSERT_TRUE(ms.ok() && *ms != nullptr) << ms.status();
+  // A step other than the current one is refused.
+  EXPECT_EQ(client_->Leave(cell, 3, false).status().code(), absl::StatusCode::kFailedPrecondition);
+  auto left = client_->Leave(cell, 0, false);
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_EQ(*left, 1);
+  EXPECT_EQ(queue_->report().requeued, 1);
+  // The core runs everything, the satellite included none: it is not a participant.
+  CoreRunsTheRest();
+  auto participants = queue_->AwaitParticipants(0, Soon());
+  ASSERT_TRUE(participants.ok()) << participants.status();
+  EXPECT_THAT(participants->cells, ElementsAre(0));
+
+  // Still registered: it may join the next step. Exit unregisters it at once.
+  BeginFullStep(1);
+  ASSERT_TRUE(client_->Join(cell, 1, Soon()).ok());
+  ms = client_->Claim(cell, 1, Soon());
+  ASSERT_TRUE(ms.ok() && *ms != nullptr) << ms.status();
+  left = client_->Leave(cell, -1, true);
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_EQ(*left, 1);
+  const CellInfo info = server_->service().cells().at(0);
+  EXPECT_TRUE(info.dead);
+  EXPECT_TRUE(info.left);
+  EXPECT_EQ(client_->Heartbeat(cell).status().code(), absl::StatusCode::kFailedPrecondition);
+  CoreRunsTheRest();
+  EXPECT_TRUE(queue_->AwaitParticipants(1, Soon()).ok());
+}
+
 }  // namespace
 }  // namespace flywheel

@@ -112,6 +112,7 @@ nlohmann::json SchedulerDecision::ToJson() const {
       {"finished", observation.finished},
       {"in_flight", observation.in_flight()},
       {"remaining_tokens", observation.remaining_tokens},
+      {"capacity_per_cell", observation.capacity_per_cell},
       {"new_batch_demanded", observation.new_batch_demanded},
       {"rollout_cells_before", rollout_cells_before},
       {"rollout_cells_after", rollout_cells_after},
@@ -150,6 +151,11 @@ absl::Status WaterLevelPolicy::CheckObservation(const SchedulerObservation& o) c
                                              "dispatched=",
                                              o.dispatched, ", finished=", o.finished, ")"));
   }
+  if (!(std::isfinite(o.capacity_per_cell) && o.capacity_per_cell >= 0)) {
+    return absl::InvalidArgumentError(StrCat("scheduler observation at step ", o.step,
+                                             ": capacity_per_cell must be finite and >= 0 (got ",
+                                             o.capacity_per_cell, ")"));
+  }
   if (!(std::isfinite(o.remaining_tokens) && o.remaining_tokens >= 0)) {
     return absl::InvalidArgumentError(StrCat("scheduler observation at step ", o.step,
                                              ": remaining_tokens must be finite and >= 0 (got ",
@@ -161,6 +167,10 @@ absl::Status WaterLevelPolicy::CheckObservation(const SchedulerObservation& o) c
                absl::FormatDuration(last_now_ - o.now), " since the previous decision"));
   }
   return absl::OkStatus();
+}
+
+double WaterLevelPolicy::Capacity(const SchedulerObservation& o) const {
+  return o.capacity_per_cell > 0 ? o.capacity_per_cell : options_.capacity_per_cell;
 }
 
 double WaterLevelPolicy::Work(const SchedulerObservation& o) const {
@@ -222,7 +232,7 @@ void WaterLevelPolicy::DecideRelease(SchedulerDecision& d) const {
         StrCat(w, " still to generate and ", r, " rollout cells = min_rollout_cells: no move");
     return;
   }
-  const std::string rule = StrCat(d.threshold, " = ", r - 1, " x ", options_.capacity_per_cell,
+  const std::string rule = StrCat(d.threshold, " = ", r - 1, " x ", Capacity(d.observation),
                                   " x (1 - ", options_.hysteresis, ")");
   if (d.work > d.threshold) {
     d.cause = Cause::kAboveThreshold;
@@ -248,7 +258,7 @@ absl::StatusOr<SchedulerDecision> WaterLevelPolicy::Decide(const SchedulerObserv
   d.work = Work(o);
   d.rollout_cells_before = rollout_cells_;
   d.threshold = rollout_cells_ > 0
-                    ? (rollout_cells_ - 1) * options_.capacity_per_cell * (1 - options_.hysteresis)
+                    ? (rollout_cells_ - 1) * Capacity(o) * (1 - options_.hysteresis)
                     : 0;
   if (o.new_batch_demanded) {
     DecideReturn(d);

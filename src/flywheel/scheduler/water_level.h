@@ -83,6 +83,10 @@ struct SchedulerObservation {
   bool new_batch_demanded = false;
   // The learner step, for the log only.
   int64_t step = 0;
+  // When > 0, one rollout cell's capacity for this decision, in `unit`, instead of
+  // WaterLevelOptions::capacity_per_cell: the token unit's capacity is an estimate that moves
+  // as episodes finish (remaining_tokens.h).
+  double capacity_per_cell = 0;
 
   int64_t in_flight() const { return dispatched - finished; }
 };
@@ -148,6 +152,7 @@ class WaterLevelPolicy {
 
   absl::Status CheckObservation(const SchedulerObservation& observation) const;
   double Work(const SchedulerObservation& observation) const;
+  double Capacity(const SchedulerObservation& observation) const;
   void DecideReturn(SchedulerDecision& decision) const;
   void DecideRelease(SchedulerDecision& decision) const;
   // Whether `satellite` has held its role for min_residence at `now`; else fills `decision`.
