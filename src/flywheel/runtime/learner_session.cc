@@ -16,9 +16,9 @@
 #include "flywheel/dist/collectives.h"
 #include "flywheel/learner/sharded_checkpoint.h"
 #include "flywheel/learner/trainer_state.h"
-#include "flywheel/model/attention_layout.h"
 #include "flywheel/model/safetensors.h"
 #include "flywheel/model/torch_status.h"
+#include "flywheel/runtime/transformer_policy.h"
 
 namespace flywheel {
 namespace {
@@ -127,10 +127,7 @@ absl::StatusOr<std::unique_ptr<LearnerSession>> LearnerSession::Open(
     }
   }
   Transformer model = s->model_;
-  PolicyForward forward = [model](const PackedMicroBatch& mb) -> absl::StatusOr<torch::Tensor> {
-    ASSIGN_OR_RETURN(AttentionLayout layout, MakePackedLayout(mb.doc_lengths, mb.length));
-    return TorchCallOr("policy forward", [&] { return model->forward(mb.tokens, layout); });
-  };
+  PolicyForward forward = TransformerPolicy(model);
   ParallelContext parallel;
   // Per-layer units even on one rank without sharding: a sharded checkpoint restores by unit.
   // (They shape nothing else there.)

@@ -25,10 +25,6 @@
 namespace flywheel {
 namespace {
 
-// How long the server may hold one insert for room in the buffer before the actor asks again
-// (and checks whether it should stop).
-constexpr absl::Duration kInsertWait = absl::Seconds(1);
-
 class RemoteActorProcess {
  public:
   RemoteActorProcess(const JobConfig& config, const RemoteActorOptions& options)
@@ -138,32 +134,9 @@ absl::Status RemoteActorProcess::Init() {
 }
 
 absl::Status RemoteActorProcess::Insert(const Trajectory& trajectory) {
-  std::string wire;
-  ToProto(trajectory).SerializeToString(&wire);
-  std::optional<absl::Time> unreachable_since;
-  while (true) {
-    if (stopping_.load()) return absl::CancelledError("the actor is stopping");
-    absl::StatusOr<v1::InsertAck> ack = buffer_->InsertOne(wire, kInsertWait);
-    absl::Status status = ack.status();
-    if (ack.ok()) {
-      const auto code = static_cast<absl::StatusCode>(ack->code());
-      if (code == absl::StatusCode::kOk) {
-        inserted_.fetch_add(1);
-        return absl::OkStatus();
-      }
-      if (code == absl::StatusCode::kDeadlineExceeded) continue;  // full buffer: backpressure
-      return absl::Status(code, StrCat("buffer at ", options_.buffer_address, " refused ",
-                                       trajectory.id, ": ", ack->message()));
-    }
-    if (!IsTransient(status)) return status;
-    if (!unreachable_since.has_value()) unreachable_since = absl::Now();
-    if (absl::Now() - *unreachable_since > options_.connect_timeout) {
-      return absl::UnavailableError(StrCat("lost the buffer at ", options_.buffer_address, " for ",
-                                           absl::ToDoubleSeconds(options_.connect_timeout),
-                                           " s: ", status.message()));
-    }
-    absl::SleepFor(absl::Milliseconds(200));
-  }
+  RETURN_IF_ERROR(buffer_->Insert(trajectory, stopping_, options_.connect_timeout));
+  inserted_.fetch_add(1);
+  return absl::OkStatus();
 }
 
 void RemoteActorProcess::StopActors() {

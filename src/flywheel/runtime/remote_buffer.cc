@@ -1,18 +1,47 @@
 #include "flywheel/runtime/remote_buffer.h"
 
 #include <chrono>
+#include <optional>
 
+#include "absl/time/clock.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/core/trajectory_proto.h"
+#include "flywheel/runtime/remote_connect.h"
 
 namespace flywheel {
 namespace {
 
 // Beyond the server-side wait: time for the transfer itself.
 constexpr absl::Duration kTransferAllowance = absl::Seconds(10);
+// How long the server may hold one insert for room in the buffer before the client asks again
+// (and checks whether it should stop).
+constexpr absl::Duration kInsertWait = absl::Seconds(1);
+
+// The group size the buffer announces in its one-line description ("group_size=8"), or -1.
+int64_t AnnouncedGroupSize(const std::string& description) {
+  const std::string key = "group_size=";
+  const size_t at = description.find(key);
+  if (at == std::string::npos) return -1;
+  try {
+    return std::stoll(description.substr(at + key.size()));
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
 
 }  // namespace
+
+absl::Status CheckBufferGroupSize(const std::string& description, const std::string& address,
+                                  int64_t group_size) {
+  const int64_t announced = AnnouncedGroupSize(description);
+  if (announced <= 0 || announced == group_size) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      StrCat("the buffer at ", address, " releases groups of ", announced,
+             " trajectories but actor.group_size = ", group_size,
+             ": start it with --set buffer.group_size=", group_size,
+             " (group advantages need whole groups)"));
+}
 
 absl::StatusOr<std::unique_ptr<RemoteBuffer>> RemoteBuffer::Connect(const std::string& address,
                                                                     const std::string& auth_token) {
@@ -98,6 +127,33 @@ absl::StatusOr<v1::InsertAck> RemoteBuffer::InsertOne(const std::string& wire,
   RETURN_IF_ERROR(FromGrpc(stream->Finish(), What("insert")));
   if (!ack.has_value()) return absl::UnavailableError(What("insert stream ended without an ack"));
   return *ack;
+}
+
+absl::Status RemoteBuffer::Insert(const Trajectory& trajectory, const std::atomic<bool>& stopping,
+                                  absl::Duration unreachable_for) {
+  std::string wire;
+  ToProto(trajectory).SerializeToString(&wire);
+  std::optional<absl::Time> unreachable_since;
+  while (true) {
+    if (stopping.load()) return absl::CancelledError("the actor is stopping");
+    absl::StatusOr<v1::InsertAck> ack = InsertOne(wire, kInsertWait);
+    absl::Status status = ack.status();
+    if (ack.ok()) {
+      const auto code = static_cast<absl::StatusCode>(ack->code());
+      if (code == absl::StatusCode::kOk) return absl::OkStatus();
+      if (code == absl::StatusCode::kDeadlineExceeded) continue;  // full buffer: backpressure
+      return absl::Status(
+          code, StrCat("buffer at ", address_, " refused ", trajectory.id, ": ", ack->message()));
+    }
+    if (!IsTransient(status)) return status;
+    if (!unreachable_since.has_value()) unreachable_since = absl::Now();
+    if (absl::Now() - *unreachable_since > unreachable_for) {
+      return absl::UnavailableError(StrCat("lost the buffer at ", address_, " for ",
+                                           absl::ToDoubleSeconds(unreachable_for),
+                                           " s: ", status.message()));
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
 }
 
 }  // namespace flywheel

@@ -4,6 +4,7 @@
 #ifndef FLYWHEEL_RUNTIME_REMOTE_BUFFER_H_
 #define FLYWHEEL_RUNTIME_REMOTE_BUFFER_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +15,11 @@
 #include "flywheel/core/trajectory.h"
 
 namespace flywheel {
+
+// An error naming the fix when the buffer at `address`, whose one-line description is
+// `description` ("... group_size=8 ..."), releases groups of another size than `group_size`.
+absl::Status CheckBufferGroupSize(const std::string& description, const std::string& address,
+                                  int64_t group_size);
 
 class RemoteBuffer {
  public:
@@ -34,6 +40,11 @@ class RemoteBuffer {
   // buffer stayed full for `wait` (backpressure: ask again), or the server's refusal. A
   // failure of the call itself is the returned Status.
   absl::StatusOr<v1::InsertAck> InsertOne(const std::string& wire, absl::Duration wait);
+  // Inserts `trajectory` as an actor does: waits out backpressure (a full buffer) and an
+  // unreachable buffer for up to `unreachable_for`; kCancelled once `stopping` is set; the
+  // server's refusal as its status.
+  absl::Status Insert(const Trajectory& trajectory, const std::atomic<bool>& stopping,
+                      absl::Duration unreachable_for);
 
  private:
   std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout) const;
