@@ -28,6 +28,7 @@ void AddServeCommand(CLI::App& app, Invocation& invocation);
 void AddTrainCommand(CLI::App& app, Invocation& invocation);
 void AddLearnerCommand(CLI::App& app, Invocation& invocation);
 void AddActorCommand(CLI::App& app, Invocation& invocation);
+void AddCellCommand(CLI::App& app, Invocation& invocation);
 void AddLaunchCommand(CLI::App& app, Invocation& invocation);
 void AddSimCommand(CLI::App& app, Invocation& invocation);
 void AddPlanCommand(CLI::App& app, Invocation& invocation);

@@ -10,6 +10,10 @@
 // is one rank of a group (docs/distributed-learner.md): rank 0 is the learner above, ranks > 0
 // train on the batches rank 0 sends them. --world-size sets learner.world_size, which must be
 // 1 in the config or equal to it. An error of any rank names a rank that stopped, if one did.
+//
+// With run.mode = "elastic" the learner is the core cell of an elastic job and takes
+// --scheduler-listen HOST:PORT, where `flywheel cell` processes register; the first line then
+// also names the scheduler's address ("… scheduler on 127.0.0.1:7500").
 #include <unistd.h>
 
 #include <iostream>
@@ -22,19 +26,70 @@
 #include "flywheel/cli/stop_signals.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
+#include "flywheel/runtime/elastic_core.h"
 #include "flywheel/runtime/learner_group.h"
 #include "flywheel/runtime/remote_learner.h"
 
 namespace flywheel::cli {
 
-void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
-  struct Args {
-    RemoteJobFlags job;
-    std::string weights_listen = "127.0.0.1:7400";
-    bool resume = false;
-    LearnerGroupOptions group;
+namespace {
+
+struct LearnerArgs {
+  RemoteJobFlags job;
+  std::string weights_listen = "127.0.0.1:7400";
+  std::string scheduler_listen;
+  bool resume = false;
+  LearnerGroupOptions group;
+};
+
+void PrintRun(const JobConfig& job, const RemoteLearnerResult& result) {
+  std::cout << "run " << job.run.runs_dir << "/" << job.run.name << ": " << result.final_step
+            << " steps" << (result.stopped ? " (stopped by signal)" : "") << ", last reward "
+            << result.last_reward << ", last success " << result.last_success << std::endl;
+}
+
+// The core of an elastic job (elastic_core.h).
+int RunCore(const LearnerArgs& args, const JobConfig& job) {
+  if (job.run.mode != TrainMode::kElastic) {
+    return ReportError(absl::InvalidArgumentError(
+        "--scheduler-listen serves the elastic scheduler: set run.mode = \"elastic\""));
+  }
+  if (args.scheduler_listen.empty()) {
+    return ReportError(absl::InvalidArgumentError(
+        "run.mode = \"elastic\": give --scheduler-listen HOST:PORT, where `flywheel cell` "
+        "processes register"));
+  }
+  if (args.group.world_size > 1) {
+    return ReportError(absl::InvalidArgumentError(
+        "run.mode = \"elastic\" trains on its cells' streaming group, not on --world-size ranks"));
+  }
+  ElasticCoreOptions options;
+  options.buffer_address = args.job.buffer;
+  options.weights_listen = args.weights_listen;
+  options.scheduler_listen = args.scheduler_listen;
+  options.resume = args.resume;
+  options.connect_timeout = args.job.connect_timeout();
+  auto token = args.job.AuthToken();
+  if (!token.ok()) return ReportError(token.status());
+  options.auth_token = *token;
+  StopSignals signals;  // SIGINT/SIGTERM: stop cleanly, exit 0
+  options.stop = &signals.stop();
+  options.progress_is_terminal = isatty(fileno(stdout)) != 0;
+  options.on_serving = [&](const std::string& weights, const std::string& scheduler) {
+    std::cout << "flywheel: learner serving weights on " << weights << ", scheduler on "
+              << scheduler << " (buffer " << args.job.buffer
+              << ", auth=" << (options.auth_token.empty() ? "off" : "on") << ")" << std::endl;
   };
-  auto args = std::make_shared<Args>();
+  auto result = RunElasticCore(job, options);
+  if (!result.ok()) return ReportError(result.status());
+  PrintRun(job, *result);
+  return 0;
+}
+
+}  // namespace
+
+void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
+  auto args = std::make_shared<LearnerArgs>();
   CLI::App* learner = app.add_subcommand(
       "learner", "Train on groups from a remote buffer and serve the weights to actors");
   args->job.Add(learner, "job config (TOML)",
@@ -44,6 +99,9 @@ void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
       ->add_option("--weights-listen", args->weights_listen,
                    "serve weights on HOST:PORT (port 0 = any free port)")
       ->capture_default_str();
+  learner->add_option("--scheduler-listen", args->scheduler_listen,
+                      "run.mode = \"elastic\": serve the scheduler for `flywheel cell` processes "
+                      "on HOST:PORT (port 0 = any free port)");
   learner->add_flag("--resume", args->resume,
                     "continue runs/<name> from its latest complete checkpoint");
   learner->add_option("--world-size", args->group.world_size,
@@ -55,6 +113,9 @@ void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
     invocation.run = [args] {
       auto job = args->job.LoadJob();
       if (!job.ok()) return ReportError(job.status());
+      if (job->run.mode == TrainMode::kElastic || !args->scheduler_listen.empty()) {
+        return RunCore(*args, *job);
+      }
       if (absl::Status s = args->group.Validate(); !s.ok()) return ReportError(s);
       if (absl::Status s = ApplyWorldSize(args->group.world_size, args->job.file, *job); !s.ok()) {
         return ReportError(s);
@@ -103,9 +164,7 @@ void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
                   << ": followed rank 0 to step " << result->final_step << std::endl;
         return 0;
       }
-      std::cout << "run " << job->run.runs_dir << "/" << job->run.name << ": " << result->final_step
-                << " steps" << (result->stopped ? " (stopped by signal)" : "") << ", last reward "
-                << result->last_reward << ", last success " << result->last_success << std::endl;
+      PrintRun(*job, *result);
       return 0;
     };
   });

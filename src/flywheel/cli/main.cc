@@ -34,6 +34,7 @@ int Main(int argc, char** argv) {
   AddTrainCommand(app, invocation);
   AddLearnerCommand(app, invocation);
   AddActorCommand(app, invocation);
+  AddCellCommand(app, invocation);
   AddLaunchCommand(app, invocation);
   AddSimCommand(app, invocation);
   AddPlanCommand(app, invocation);

@@ -29,19 +29,20 @@
 #include "flywheel/learner/checkpoint.h"
 #include "flywheel/learner/streaming_learner.h"
 #include "flywheel/learner/trainer_state.h"
-#include "flywheel/model/attention_layout.h"
 #include "flywheel/model/safetensors.h"
-#include "flywheel/model/torch_status.h"
 #include "flywheel/model/transformer.h"
 #include "flywheel/model/weight_snapshot.h"
 #include "flywheel/runtime/blas_choice.h"
+#include "flywheel/runtime/elastic_switches.h"
 #include "flywheel/runtime/policy_eval.h"
 #include "flywheel/runtime/policy_setup.h"
 #include "flywheel/runtime/progress.h"
 #include "flywheel/runtime/run_directory.h"
 #include "flywheel/runtime/run_stop.h"
+#include "flywheel/runtime/transformer_policy.h"
 #include "flywheel/scheduler/elastic_control.h"
 #include "flywheel/scheduler/micro_step_queue.h"
+#include "flywheel/scheduler/remaining_tokens.h"
 #include "flywheel/scheduler/scheduler_log.h"
 #include "flywheel/scheduler/step_group.h"
 #include "flywheel/scheduler/water_level.h"
@@ -58,16 +59,6 @@ constexpr absl::Duration kPoll = absl::Milliseconds(100);
 // sees that it is to go back to rollout.
 constexpr absl::Duration kSatellitePoll = absl::Milliseconds(2);
 constexpr const char* kModelFile = "model.safetensors";
-
-// One measured role change of a satellite.
-struct Switch {
-  int satellite = 0;
-  bool to_train = false;
-  double seconds = 0;           // decision → the cell working in its new role
-  int64_t episodes_handed = 0;  // to_train: suspended here and adopted elsewhere (or parked)
-  int64_t finished_in_place = 0;
-  double at = 0;  // seconds since the job's start
-};
 
 // A model replica with its trainer and, for a satellite, its rollout actor.
 struct Cell {
@@ -88,13 +79,6 @@ struct StepData {
   double reward_sum = 0;
   int64_t successes = 0;
 };
-
-PolicyForward ForwardOf(Transformer model) {
-  return [model](const PackedMicroBatch& mb) -> absl::StatusOr<torch::Tensor> {
-    ASSIGN_OR_RETURN(AttentionLayout layout, MakePackedLayout(mb.doc_lengths, mb.length));
-    return TorchCallOr("policy forward", [&] { return model->forward(mb.tokens, layout); });
-  };
-}
 
 class ElasticJob {
  public:
@@ -159,6 +143,7 @@ class ElasticJob {
   std::unique_ptr<dist::Membership> membership_;
   scheduler::ElasticAdmission admission_;              // set by Init
   std::optional<scheduler::WaterLevelPolicy> policy_;  // the controller thread's
+  std::unique_ptr<scheduler::RemainingTokens> remaining_;  // scheduler.unit = "tokens"
   std::unique_ptr<scheduler::SchedulerLog> log_;
   std::vector<std::unique_ptr<Cell>> cells_;  // the cores first; [0] begins every step
   std::thread feeder_;
@@ -172,7 +157,7 @@ class ElasticJob {
   std::atomic<int64_t> steps_done_{0};
 
   mutable absl::Mutex mu_;
-  std::vector<Switch> switches_ ABSL_GUARDED_BY(mu_);
+  std::vector<SwitchRecord> switches_ ABSL_GUARDED_BY(mu_);
   // Episodes suspended while no satellite rolled out: adopted by the next one that does.
   std::vector<SuspendedEpisode> parked_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, StepData> step_data_ ABSL_GUARDED_BY(mu_);  // by queue step
@@ -204,7 +189,7 @@ absl::StatusOr<std::unique_ptr<Cell>> ElasticJob::MakeCell(
   const OptimizerShard shard =
       id < cores() ? OptimizerShard{id, cores()} : OptimizerShard::Satellite(cores());
   cell->learner = std::make_unique<StreamingLearner>(
-      config_.learner, config_.run.max_steps, cell->model->parameters(), ForwardOf(cell->model),
+      config_.learner, config_.run.max_steps, cell->model->parameters(), TransformerPolicy(cell->model),
       nullptr, config_.sampling.temperature, 0, RealClock(), shard);
   cell->group = std::make_unique<StepGroup>(membership_.get(), id);
   if (id < cores()) return cell;
@@ -303,8 +288,12 @@ absl::Status ElasticJob::Init(const EmbeddedJobOptions& options) {
     cells_.push_back(std::move(cell));
   }
 
-  const scheduler::WaterLevelOptions rule = scheduler::ElasticRule(
-      s, satellites(), static_cast<double>(config_.actor.episodes_in_flight));
+  // Before any episode finished, a fresh one is expected to fill one policy turn.
+  remaining_ = std::make_unique<scheduler::RemainingTokens>(
+      scheduler::RemainingTokens::kWindow, static_cast<double>(config_.actor.max_new_tokens));
+  const scheduler::WaterLevelOptions rule =
+      scheduler::ElasticRule(s, satellites(), static_cast<double>(config_.actor.episodes_in_flight),
+                             remaining_->Fresh());
   ASSIGN_OR_RETURN(scheduler::WaterLevelPolicy policy, scheduler::WaterLevelPolicy::Create(rule));
   policy_.emplace(std::move(policy));
   spdlog::info("elastic job: {} core cell(s), {} satellites; {}", cores(), satellites(),
@@ -359,6 +348,7 @@ absl::Status ElasticJob::SaveCheckpoint(int64_t step) {
 }
 
 absl::Status ElasticJob::Sink(Trajectory t) {
+  remaining_->Observe(t.NumTrainable());
   {
     // An episode handed between cells must arrive once: count any id seen twice.
     absl::MutexLock lock(&mu_);
@@ -429,21 +419,14 @@ absl::StatusOr<std::optional<StreamingStepResult>> ElasticJob::RunStep(Cell& cel
 
 void ElasticJob::RecordSwitch(Cell& cell, bool to_train, int64_t handed, int64_t in_place) {
   const absl::Time now = absl::Now();
-  Switch s;
+  SwitchRecord s;
   s.satellite = cell.id - cores();
   s.to_train = to_train;
   s.seconds = absl::ToDoubleSeconds(now - absl::FromUnixNanos(cell.switch_start_ns.load()));
   s.episodes_handed = handed;
   s.finished_in_place = in_place;
   s.at = absl::ToDoubleSeconds(now - start_);
-  log_->Append({{"event", "switch"},
-                {"satellite", s.satellite},
-                {"to", to_train ? "train" : "rollout"},
-                {"seconds", s.seconds},
-                {"episodes_handed", handed},
-                {"finished_in_place", in_place},
-                {"at_s", s.at}})
-      .IgnoreError();
+  log_->Append(s.ToJson()).IgnoreError();
   absl::MutexLock lock(&mu_);
   switches_.push_back(s);
 }
@@ -557,9 +540,18 @@ absl::Status ElasticJob::Control() {
   while (!Stopping() && !quiescing_.load()) {
     absl::SleepFor(tick);
     const int64_t room = AdmissionRoom();
-    const scheduler::SchedulerObservation observation =
+    scheduler::SchedulerObservation observation =
         scheduler::ElasticObservation(absl::Now(), tasks_->handed_out(), EpisodesFinished(), room,
                                       cells_[0]->learner->optimizer_step());
+    if (policy_->options().unit == scheduler::WorkUnit::kTokens) {
+      std::vector<int64_t> in_flight;
+      for (const auto& cell : satellite_cells()) {
+        const std::vector<int64_t> tokens = cell->actor->InFlightPolicyTokens();
+        in_flight.insert(in_flight.end(), tokens.begin(), tokens.end());
+      }
+      scheduler::AddTokenWork(*remaining_, in_flight,
+                              static_cast<double>(config_.actor.episodes_in_flight), observation);
+    }
     ASSIGN_OR_RETURN(SchedulerDecision decision, policy_->Decide(observation));
     if (decision.changed) RETURN_IF_ERROR(log_->Append(decision));
     if (decision.move != SchedulerDecision::Move::kNone) RETURN_IF_ERROR(Move(decision));
@@ -642,28 +634,6 @@ void ElasticJob::Shutdown() {
   }
   if (feeder_.joinable()) feeder_.join();
   if (executor_ != nullptr) executor_->Close([this] { factory_->Interrupt(); });
-}
-
-// p-th quantile (0..1) of `values` (nearest rank); 0 when empty.
-double Quantile(std::vector<double> values, double p) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t k = std::min(values.size() - 1, static_cast<size_t>(p * values.size()));
-  return values[k];
-}
-
-nlohmann::json SwitchStats(const std::vector<Switch>& switches, bool to_train) {
-  std::vector<double> seconds;
-  int64_t handed = 0;
-  for (const Switch& s : switches) {
-    if (s.to_train != to_train) continue;
-    seconds.push_back(s.seconds);
-    handed += s.episodes_handed;
-  }
-  return {{"count", seconds.size()},
-          {"p50_s", Quantile(seconds, 0.5)},
-          {"max_s", seconds.empty() ? 0.0 : *std::max_element(seconds.begin(), seconds.end())},
-          {"episodes_handed", handed}};
 }
 
 absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions& options) {
@@ -796,7 +766,7 @@ absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions& op
     stats.tokens_generated += s.tokens_generated;
     stats.tokens_discarded += s.tokens_discarded;
   }
-  std::vector<Switch> switches;
+  std::vector<SwitchRecord> switches;
   int64_t duplicates = 0;
   {
     absl::MutexLock lock(&mu_);

@@ -80,6 +80,24 @@ TEST(ElasticJobTest, NoEpisodeIsLostOrDuplicatedOverManySwitches) {
   EXPECT_GE(moves, 20);
 }
 
+TEST(ElasticJobTest, TheTokenUnitDrivesTheRule) {
+  const JobConfig config = Load("elastic_tokens", {"run.max_steps=8", "scheduler.unit=\"tokens\""});
+  absl::StatusOr<EmbeddedJobResult> result = RunElasticJob(config, Quiet());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->final_step, 8);
+  ExpectEveryEpisodeAccountedFor(result->summary);
+  EXPECT_GT(result->summary["elastic"]["to_train"]["count"].get<int64_t>(), 0);
+  // Every decision counted tokens, with the capacity the job estimated (not the 0 default).
+  int64_t decisions = 0;
+  for (const nlohmann::json& line : ReadSchedulerLog(config)) {
+    if (!line.contains("unit")) continue;
+    ++decisions;
+    EXPECT_EQ(line["unit"], "tokens") << line.dump();
+    EXPECT_GT(line["capacity_per_cell"].get<double>(), 0) << line.dump();
+  }
+  EXPECT_GT(decisions, 0);
+}
+
 TEST(ElasticJobTest, DrainOnSwitchFinishesEpisodesInPlace) {
   const JobConfig config =
       Load("elastic_drain", {"run.max_steps=8", "scheduler.drain_on_switch=true"});

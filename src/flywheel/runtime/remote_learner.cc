@@ -35,18 +35,6 @@ struct ActorContribution {
   int64_t max_version = -1;
 };
 
-// The group size the buffer announces in its one-line description ("group_size=8"), or -1.
-int64_t AnnouncedGroupSize(const std::string& description) {
-  const std::string key = "group_size=";
-  const size_t at = description.find(key);
-  if (at == std::string::npos) return -1;
-  try {
-    return std::stoll(description.substr(at + key.size()));
-  } catch (const std::exception&) {
-    return -1;
-  }
-}
-
 class RemoteLearner {
  public:
   RemoteLearner(const JobConfig& config, const RemoteLearnerOptions& options)
@@ -75,9 +63,9 @@ class RemoteLearner {
 
 absl::Status RemoteLearner::Init() {
   if (config_.run.mode == TrainMode::kElastic) {
-    return absl::UnimplementedError(
-        "run.mode = \"elastic\" runs its cells inside `flywheel train`; the separate learner "
-        "and actor processes run the async pipeline: set run.mode = \"async\"");
+    return absl::InvalidArgumentError(
+        "run.mode = \"elastic\": the learner is the core of the elastic job; give it "
+        "--scheduler-listen HOST:PORT and start `flywheel cell` processes (not actors)");
   }
   ASSIGN_OR_RETURN(factory_, EnvFactory::Create(config_.env));
   ASSIGN_OR_RETURN(tokenizer_, MakeTokenizer(factory_->vocabulary()));
@@ -95,14 +83,8 @@ absl::Status RemoteLearner::Init() {
         return info.status();
       },
       options_.stop));
-  const int64_t group_size = AnnouncedGroupSize(description);
-  if (group_size > 0 && group_size != config_.actor.group_size) {
-    return absl::InvalidArgumentError(
-        StrCat("the buffer at ", options_.buffer_address, " releases groups of ", group_size,
-               " trajectories but actor.group_size = ", config_.actor.group_size,
-               ": start it with --set buffer.group_size=", config_.actor.group_size,
-               " (group advantages need whole groups)"));
-  }
+  RETURN_IF_ERROR(
+      CheckBufferGroupSize(description, options_.buffer_address, config_.actor.group_size));
 
   ASSIGN_OR_RETURN(blas_, ChooseBlasThreads(BlasRole::kLearnerProcess, config_.run.blas_threads,
                                             model_options, config_.learner.token_budget));

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# The elastic job as separate processes on 127.0.0.1 with an auth token: `flywheel serve
+# buffer`, the core (`flywheel learner --scheduler-listen`) and `flywheel cell`s. Two cells
+# register; one is SIGKILLed while it rolls out: the core must declare it dead, give its
+# unfinished episodes back to admission and keep stepping. A replacement cell registers, takes
+# the free satellite slot, and later leaves on SIGTERM (the core logs it as left, not lost).
+# The run must reach max_steps with satellites having trained in its steps, and every process
+# must end cleanly. Also: an unreachable core, a missing --scheduler-listen and a cell started
+# from another config fail with errors that name what to fix.
+set -uo pipefail
+FLYWHEEL="$1"
+SOURCE="$2"
+TMP=$(mktemp -d)
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+dump() { for f in "$TMP"/*.log; do echo "--- $f"; tail -n 25 "$f"; done; }
+die() {
+  echo "FAIL: $*"
+  dump
+  exit 1
+}
+wait_for() {
+  local deadline=$((SECONDS + $1))
+  shift
+  until "$@"; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.2
+  done
+}
+wait_exit() {
+  local pid=$1 deadline=$((SECONDS + $2))
+  while kill -0 "$pid" 2>/dev/null; do
+    if ((SECONDS >= deadline)); then
+      STATUS=running
+      return
+    fi
+    sleep 0.2
+  done
+  wait "$pid"
+  STATUS=$?
+}
+RUN="$TMP/runs/elastic"
+METRICS="$RUN/metrics.jsonl"
+metrics_lines() { [[ -f "$METRICS" ]] && wc -l <"$METRICS" || echo 0; }
+has_lines() { (($(metrics_lines) >= $1)); }
+# events KIND: how many scheduler.jsonl lines have "event": KIND.
+events() {
+  local n
+  n=$(grep -c "\"event\":\"$1\"" "$RUN/scheduler.jsonl" 2>/dev/null)
+  echo "${n:-0}"
+}
+has_event() { (($(events "$1") >= 1)); }
+
+echo "token-$RANDOM-$RANDOM" >"$TMP/token"
+CONFIG="$SOURCE/examples/copy.toml"
+# η = 0, and a model large enough that a step's micro-steps queue up for the satellites to claim
+# (with the example's tiny model the core alone keeps up and the satellites have nothing to do).
+SETS=(run.mode='"elastic"' run.runs_dir="\"$TMP/runs\"" run.name='"elastic"' run.max_steps=40
+      run.max_wall_seconds=150 run.batch_groups=4 actor.group_size=4 actor.episodes_in_flight=8
+      learner.max_staleness=0 learner.token_budget=128 learner.buckets=[64,128]
+      learner.checkpoint_every=10 scheduler.cells=3
+      model.hidden_size=256 model.num_layers=4 model.intermediate_size=688
+      scheduler.heartbeat_seconds=0.1 scheduler.heartbeat_timeout_seconds=2
+      env.latency.mean_ms=5)
+
+err=$("$FLYWHEEL" cell "$CONFIG" --scheduler 127.0.0.1:1 --buffer 127.0.0.1:1 \
+      --connect-timeout 1 --set "${SETS[@]}" 2>&1)
+[[ $? -ne 0 ]] || fail "a cell with no core to reach exited 0"
+grep -q "scheduler at 127.0.0.1:1" <<<"$err" || fail "unreachable core error unclear: $err"
+
+"$FLYWHEEL" --log-level warn serve buffer --config "$CONFIG" --set buffer.group_size=4 \
+  buffer.max_size=64 --address 127.0.0.1:0 --auth-token-file "$TMP/token" >"$TMP/buffer.log" 2>&1 &
+BUFFER_PID=$!
+PIDS+=("$BUFFER_PID")
+wait_for 20 grep -qs "serving on" "$TMP/buffer.log" || die "the buffer did not start"
+BUFFER=$(sed -n 's/.*serving on \([0-9.:]*\) .*/\1/p' "$TMP/buffer.log")
+
+err=$("$FLYWHEEL" learner "$CONFIG" --buffer "$BUFFER" --auth-token-file "$TMP/token" \
+      --set "${SETS[@]}" 2>&1)
+[[ $? -ne 0 ]] || fail "an elastic learner without --scheduler-listen exited 0"
+grep -q "give --scheduler-listen" <<<"$err" || fail "missing --scheduler-listen error unclear: $err"
+
+"$FLYWHEEL" --log-level warn learner "$CONFIG" --buffer "$BUFFER" --weights-listen 127.0.0.1:0 \
+  --scheduler-listen 127.0.0.1:0 --auth-token-file "$TMP/token" --set "${SETS[@]}" \
+  >"$TMP/core.log" 2>&1 &
+CORE_PID=$!
+PIDS+=("$CORE_PID")
+wait_for 30 grep -qs "scheduler on" "$TMP/core.log" || die "the core did not start"
+SCHEDULER=$(sed -n 's/.*scheduler on \([0-9.:]*\) .*/\1/p' "$TMP/core.log")
+
+# A cell built from another config is refused, naming the hash.
+err=$("$FLYWHEEL" cell "$CONFIG" --scheduler "$SCHEDULER" --buffer "$BUFFER" \
+      --auth-token-file "$TMP/token" --set "${SETS[@]}" learner.lr=0.5 2>&1)
+[[ $? -ne 0 ]] || fail "a cell with another config exited 0"
+grep -q "config hash" <<<"$err" || fail "config mismatch error unclear: $err"
+
+start_cell() {
+  "$FLYWHEEL" --log-level warn cell "$CONFIG" --scheduler "$SCHEDULER" --buffer "$BUFFER" \
+    --auth-token-file "$TMP/token" --set "${SETS[@]}" >"$TMP/$1.log" 2>&1 &
+}
+start_cell cell-a
+CELL_A=$!
+start_cell victim
+VICTIM=$!
+PIDS+=("$CELL_A" "$VICTIM")
+wait_for 90 has_lines 4 || die "the core made no 4 steps with two cells"
+
+# Kill the victim while it rolls out (its last switch, if any, was to rollout): its micro-steps
+# are not in a reduce, its episodes in flight are lost with it.
+rolling_out() { ! tail -n 1 "$TMP/victim.log" | grep -q "to train"; }
+wait_for 30 rolling_out || fail "the victim never rolled out"
+kill -9 "$VICTIM"
+wait "$VICTIM" 2>/dev/null
+KILL_LINES=$(metrics_lines)
+echo "killed the victim cell after $KILL_LINES steps"
+wait_for 20 has_event cell_lost || fail "the core did not declare the killed cell dead"
+
+start_cell replacement
+REPLACEMENT=$!
+PIDS+=("$REPLACEMENT")
+placed_three() { (($(events cell_placed) >= 3)); }
+wait_for 30 placed_three || fail "the replacement cell was not given the free slot"
+after_replacement=$(($(metrics_lines) + 3))
+wait_for 60 has_lines "$after_replacement" || fail "no steps after the replacement joined"
+kill -TERM "$REPLACEMENT"
+wait_exit "$REPLACEMENT" 30
+[[ "$STATUS" == 0 ]] || fail "the replacement cell did not exit 0 on SIGTERM (status $STATUS)"
+grep -q "stopped (stop request)" "$TMP/replacement.log" ||
+  fail "the replacement cell did not say why it stopped"
+wait_for 10 has_event cell_left || fail "the core did not log the replacement as left"
+
+wait_exit "$CORE_PID" 150
+[[ "$STATUS" == 0 ]] || fail "the core did not exit 0 (status $STATUS)"
+SUMMARY="$RUN/summary.json"
+[[ -f "$SUMMARY" ]] || die "no summary.json"
+read -r steps lost registered switches trained < <(python3 -c "
+import json
+s = json.load(open('$SUMMARY'))
+e = s['elastic']
+print(s['final_step'], e['cells_lost'], e['cells_registered'], e['switches'],
+      e['to_train']['count'])")
+((steps == 40)) || fail "the core ended at step $steps, not max_steps 40"
+((lost == 1)) || fail "cells_lost is $lost, not 1 (the SIGKILLed cell only)"
+((registered == 3)) || fail "cells_registered is $registered, not 3"
+((trained >= 2)) || fail "only $trained switches to train ($switches in all)"
+# Satellites took part in the core's steps: some step had more than one participant.
+max_participants=$(python3 -c "
+import json
+print(max(json.loads(l)['participants'] for l in open('$METRICS')))")
+((max_participants >= 2)) || fail "no step had a satellite among its participants"
+ls "$RUN/checkpoints"/*/DONE >/dev/null 2>&1 || fail "no complete checkpoint"
+
+wait_exit "$CELL_A" 20
+[[ "$STATUS" == 0 ]] || fail "cell-a did not exit 0 after the core finished (status $STATUS)"
+grep -q "stopped (the core finished)" "$TMP/cell-a.log" || fail "cell-a did not say why it stopped"
+kill -TERM "$BUFFER_PID"
+wait_exit "$BUFFER_PID" 20
+[[ "$STATUS" == 0 ]] || fail "the buffer did not exit 0 on SIGTERM (status $STATUS)"
+if grep -E -l "terminate called|Segmentation|Aborted|flywheel: error:" \
+  "$TMP/core.log" "$TMP/cell-a.log" "$TMP/replacement.log" "$TMP/buffer.log"; then
+  fail "a process crashed or reported an error"
+fi
+
+if ((failures > 0)); then
+  dump
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "elastic_processes_test: OK ($steps steps, $switches switches ($trained to train), " \
+  "$max_participants participants at most, victim killed after $KILL_LINES steps)"
