@@ -1,11 +1,38 @@
 #include "flywheel/sim/sim_config.h"
 
 #include <cmath>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
+#include "flywheel/sim/hf_model_config.h"
 
 namespace flywheel::sim {
+namespace {
+
+// A config.json and a figure it derives, both given, would leave the reader guessing which one
+// the simulation used: refused, naming both (a --set override counts as given).
+absl::Status CheckHfConfigAlone(const toml::table& table, std::string_view source) {
+  const toml::table* model = table.at_path("workload.model").as_table();
+  // An empty hf_config is what a printed effective config holds: the keys below are then given.
+  const std::optional<std::string_view> hf =
+      model == nullptr ? std::nullopt : (*model)["hf_config"].value<std::string_view>();
+  if (!hf.has_value() || hf->empty()) return absl::OkStatus();
+  std::vector<std::string> both;
+  for (std::string_view key : kHfDerivedModelKeys) {
+    if (model->contains(key)) both.push_back(StrCat("workload.model.", key));
+  }
+  if (both.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      StrCat(source, ": ", Join(both, ", "), " and workload.model.hf_config are both given; ",
+             "hf_config derives ", Join(kHfDerivedModelKeys, ", "),
+             " from the config.json: remove one or the other"));
+}
+
+}  // namespace
 
 std::string_view SimModeName(SimMode mode) {
   for (const auto& n : kSimModeNames) {
@@ -77,8 +104,11 @@ absl::StatusOr<SimConfig> LoadSimConfig(const std::string& path,
   for (const auto& assignment : overrides) {
     RETURN_IF_ERROR(config::ApplyOverride(table, assignment));
   }
+  RETURN_IF_ERROR(CheckHfConfigAlone(table, path));
   SimConfig sim;
   RETURN_IF_ERROR(config::Bind(table, path, sim));
+  RETURN_IF_ERROR(
+      Annotate(ApplyHfConfig(std::filesystem::path(path).parent_path(), sim.workload.model), path));
   RETURN_IF_ERROR(Annotate(sim.Validate(), path));
   return sim;
 }
