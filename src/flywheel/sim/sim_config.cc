@@ -55,6 +55,10 @@ absl::Status SimConfig::Validate() const {
   if (run.batch_groups < 1 || run.group_size < 1) {
     return absl::InvalidArgumentError("run.batch_groups and run.group_size must be >= 1");
   }
+  if (!(std::isfinite(actor.episode_time_budget_s) && actor.episode_time_budget_s >= 0)) {
+    return absl::InvalidArgumentError(StrCat("actor.episode_time_budget_s must be >= 0 (got ",
+                                             actor.episode_time_budget_s, "; 0 = no budget)"));
+  }
   if (learner.max_staleness < 0) {
     return absl::InvalidArgumentError(
         "learner.max_staleness must be >= 0: admission bounds how far ahead of the learner "
