@@ -26,10 +26,10 @@ absl::Status CheckHfConfigAlone(const toml::table& table, std::string_view sourc
     if (model->contains(key)) both.push_back(StrCat("workload.model.", key));
   }
   if (both.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      StrCat(source, ": ", Join(both, ", "), " and workload.model.hf_config are both given; ",
-             "hf_config derives ", Join(kHfDerivedModelKeys, ", "),
-             " from the config.json: remove one or the other"));
+  return absl::InvalidArgumentError(StrCat(source, ": ", Join(both, ", "),
+                                           " and workload.model.hf_config are both given; ",
+                                           "hf_config derives ", Join(kHfDerivedModelKeys, ", "),
+                                           " from the config.json: remove one or the other"));
 }
 
 }  // namespace

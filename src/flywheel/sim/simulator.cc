@@ -715,7 +715,9 @@ void Simulation::TryStartStep() {
     for (const auto& t : table_.front().members) trajectories.push_back(*t);
     table_.pop_front();
   }
-  for (const Trajectory& t : trajectories) step_timed_out_ += t.termination == Termination::kTimeout;
+  for (const Trajectory& t : trajectories) {
+    step_timed_out_ += t.termination == Termination::kTimeout;
+  }
   const StalenessReport report = staleness_.Apply(version_, trajectories);
   for (const auto& [lag, count] : report.lag_counts) {
     lag_counts_[lag] += count;
