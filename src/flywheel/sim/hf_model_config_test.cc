@@ -161,15 +161,17 @@ TEST_F(HfConfigFilesTest, AFigureGivenTwiceIsRefusedNamingBoth) {
       Write("sim.toml", "[workload.model]\nhf_config = \"models/config.json\"\nparams = 7e9\n");
   absl::Status status = LoadSimConfig(toml).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(status.message().find("workload.model.params and workload.model.hf_config"),
-            std::string_view::npos)
+  EXPECT_NE(
+      status.message().find("workload.model.params given together with workload.model.hf_config"),
+      std::string_view::npos)
       << status;
   EXPECT_NE(status.message().find(toml), std::string_view::npos) << status;
   // An override counts as given.
   const std::string alone =
       Write("alone.toml", "[workload.model]\nhf_config = \"models/config.json\"\n");
   status = LoadSimConfig(alone, {"workload.model.kv_bytes_per_token=65536"}).status();
-  EXPECT_NE(status.message().find("workload.model.kv_bytes_per_token and"), std::string_view::npos)
+  EXPECT_NE(status.message().find("workload.model.kv_bytes_per_token given together"),
+            std::string_view::npos)
       << status;
 }
 

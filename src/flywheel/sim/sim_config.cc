@@ -27,8 +27,8 @@ absl::Status CheckHfConfigAlone(const toml::table& table, std::string_view sourc
   }
   if (both.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(StrCat(source, ": ", Join(both, ", "),
-                                           " and workload.model.hf_config are both given; ",
-                                           "hf_config derives ", Join(kHfDerivedModelKeys, ", "),
+                                           " given together with workload.model.hf_config, ",
+                                           "which derives ", Join(kHfDerivedModelKeys, ", "),
                                            " from the config.json: remove one or the other"));
 }
 
