@@ -39,6 +39,13 @@ absl::Status ClusterOptions::Validate() const {
 }
 
 absl::Status WorkloadOptions::Validate() const {
+  if (!model.hf_config.empty()) {
+    // LoadSimConfig resolves it against the config file's directory; code that builds a
+    // SimConfig itself calls ApplyHfConfig.
+    return absl::InvalidArgumentError(
+        StrCat("workload.model.hf_config = \"", model.hf_config,
+               "\" was not read: call ApplyHfConfig (hf_model_config.h) before validating"));
+  }
   RETURN_IF_ERROR(NeedPositive(model.params, "workload.model.params"));
   if (model.layers < 1 || model.hidden < 1 || model.devices_per_replica < 1) {
     return absl::InvalidArgumentError(

@@ -58,8 +58,9 @@ struct ClusterOptions {
   absl::Status Validate() const;
 };
 
-// [workload.model]
+// [workload.model]: the figures, or a Hugging Face config.json that gives them (hf_model_config.h).
 struct ModelCostOptions {
+  std::string hf_config;  // read by LoadSimConfig, which fills the keys below and clears it
   double params = 7e9;
   int64_t layers = 32;
   int64_t hidden = 4096;
@@ -69,6 +70,9 @@ struct ModelCostOptions {
 
   template <typename V>
   void VisitFields(V& v) {
+    v.Field("hf_config", hf_config,
+            "Hugging Face config.json (path relative to this file) giving params, layers, hidden, "
+            "kv_bytes_per_token and bytes_per_param; \"\" = those keys");
     v.Field("params", params, "model parameters");
     v.Field("layers", layers, "transformer layers");
     v.Field("hidden", hidden, "hidden size");

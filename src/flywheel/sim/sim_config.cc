@@ -1,11 +1,38 @@
 #include "flywheel/sim/sim_config.h"
 
 #include <cmath>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
+#include "flywheel/sim/hf_model_config.h"
 
 namespace flywheel::sim {
+namespace {
+
+// A config.json and a figure it derives, both given, would leave the reader guessing which one
+// the simulation used: refused, naming both (a --set override counts as given).
+absl::Status CheckHfConfigAlone(const toml::table& table, std::string_view source) {
+  const toml::table* model = table.at_path("workload.model").as_table();
+  // An empty hf_config is what a printed effective config holds: the keys below are then given.
+  const std::optional<std::string_view> hf =
+      model == nullptr ? std::nullopt : (*model)["hf_config"].value<std::string_view>();
+  if (!hf.has_value() || hf->empty()) return absl::OkStatus();
+  std::vector<std::string> both;
+  for (std::string_view key : kHfDerivedModelKeys) {
+    if (model->contains(key)) both.push_back(StrCat("workload.model.", key));
+  }
+  if (both.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(StrCat(source, ": ", Join(both, ", "),
+                                           " given together with workload.model.hf_config, ",
+                                           "which derives ", Join(kHfDerivedModelKeys, ", "),
+                                           " from the config.json: remove one or the other"));
+}
+
+}  // namespace
 
 std::string_view SimModeName(SimMode mode) {
   for (const auto& n : kSimModeNames) {
@@ -27,6 +54,10 @@ absl::Status SimConfig::Validate() const {
   }
   if (run.batch_groups < 1 || run.group_size < 1) {
     return absl::InvalidArgumentError("run.batch_groups and run.group_size must be >= 1");
+  }
+  if (!(std::isfinite(actor.episode_time_budget_s) && actor.episode_time_budget_s >= 0)) {
+    return absl::InvalidArgumentError(StrCat("actor.episode_time_budget_s must be >= 0 (got ",
+                                             actor.episode_time_budget_s, "; 0 = no budget)"));
   }
   if (learner.max_staleness < 0) {
     return absl::InvalidArgumentError(
@@ -77,8 +108,11 @@ absl::StatusOr<SimConfig> LoadSimConfig(const std::string& path,
   for (const auto& assignment : overrides) {
     RETURN_IF_ERROR(config::ApplyOverride(table, assignment));
   }
+  RETURN_IF_ERROR(CheckHfConfigAlone(table, path));
   SimConfig sim;
   RETURN_IF_ERROR(config::Bind(table, path, sim));
+  RETURN_IF_ERROR(
+      Annotate(ApplyHfConfig(std::filesystem::path(path).parent_path(), sim.workload.model), path));
   RETURN_IF_ERROR(Annotate(sim.Validate(), path));
   return sim;
 }

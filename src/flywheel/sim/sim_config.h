@@ -6,6 +6,7 @@
 //               max_sim_hours, batch_groups, group_size, rollout_devices (async: the split K)
 //   [cluster]   devices, bf16_flops, memory_bytes, memory_bandwidth, interconnect_bandwidth, price
 //   [workload]  model, generation, training, episode, env_latency (cost_model.h)
+//   [actor]     episode_time_budget_s
 //   [learner]   max_staleness, micro_steps
 //   [buffer]    max_size (the rate limiter's queue)
 //   [scheduler] core_cells, hysteresis, min_residence_seconds, tick_seconds
@@ -57,6 +58,21 @@ struct SimRunOptions {
   }
 };
 
+// The actor's time budget, as actor.episode_time_budget_s of a job: an episode still running
+// that long after its start is cut and ends as a timeout; its trajectory (the turns it finished)
+// still completes its group and is trained on, as a job trains on the partial score. The job
+// looks at the budget when an environment step returns; the simulator cuts at the deadline
+// itself, mid-generation or mid-step, which bounds how long any episode holds its slot.
+struct SimActorOptions {
+  double episode_time_budget_s = 0;  // 0: none
+
+  template <typename V>
+  void VisitFields(V& v) {
+    v.Field("episode_time_budget_s", episode_time_budget_s,
+            "an episode running this long is cut and trained on as a timeout (0 = none)");
+  }
+};
+
 struct SimLearnerOptions {
   int64_t max_staleness = 1;  // η: admission and the staleness filter
   int64_t micro_steps = 8;    // a step's batch is split into this many claimable micro-steps
@@ -99,6 +115,7 @@ struct SimConfig {
   SimRunOptions run;
   ClusterOptions cluster;
   WorkloadOptions workload;
+  SimActorOptions actor;
   SimLearnerOptions learner;
   SimBufferOptions buffer;
   SimSchedulerOptions scheduler;
@@ -108,6 +125,7 @@ struct SimConfig {
     v.Section("run", run);
     v.Section("cluster", cluster);
     v.Section("workload", workload);
+    v.Section("actor", actor);
     v.Section("learner", learner);
     v.Section("buffer", buffer);
     v.Section("scheduler", scheduler);

@@ -42,6 +42,7 @@ enum class EventKind : uint8_t {
   kPublished,      // version `tag` reached every rollout cell: admission counts it
   kSwitchDone,     // a cell finished a role switch (cell)
   kTick,           // the elastic controller looks at the water level
+  kDeadline,       // an episode's time budget may have run out (id: episode slot, tag: its index)
 };
 
 // Simulated time without a learner step after which a run is reported stalled (the elastic
@@ -109,6 +110,12 @@ struct Episode {
   int64_t max_version = 0;
   double generation_start = 0;
   double generation_seconds = 0;
+  // actor.episode_time_budget_s: the budget counts while the episode is on a cell; parked, it
+  // waits uncharged (as a job does not charge the time between two actors) with no deadline.
+  double deadline = INFINITY;
+  double budget_used = 0;   // before budget_since
+  double budget_since = 0;  // when the budget last started counting
+  bool timed_out = false;
 };
 
 struct Group {
@@ -146,6 +153,9 @@ class Simulation {
   int RolloutTaker() const;
   void HandOver(int c);
   void Resume(int64_t slot, int c);
+  void ArmDeadline(int64_t slot, double budget_left);
+  void PauseBudget(Episode& e);
+  void OnDeadline(int64_t slot, int64_t index);
 
   // --- rollout
   int64_t AdmissionRoom() const;
@@ -156,6 +166,7 @@ class Simulation {
   void RemoveFromCell(int64_t slot);
   void BeginGeneration(int64_t slot);
   void EndGeneration(Episode& e);
+  void CancelGeneration(Episode& e);
   void OnGenerated(int64_t slot, uint32_t epoch);
   void OnEnvDone(int64_t slot, uint32_t epoch);
   void FinishEpisode(int64_t slot);
@@ -216,6 +227,7 @@ class Simulation {
   int64_t handed_out_ = 0;
   int64_t finished_ = 0;
   int64_t failed_ = 0;
+  int64_t timed_out_ = 0;
   int64_t inserted_groups_ = 0;
   int64_t tokens_generated_ = 0;
   double tokens_discarded_ = 0;
@@ -234,6 +246,7 @@ class Simulation {
   double core_busy_step_ = 0;  // cell 0's training seconds in this step
   int64_t step_trajectories_ = 0;
   int64_t step_dropped_ = 0;
+  int64_t step_timed_out_ = 0;
   int64_t step_tokens_ = 0;
   double step_lag_sum_ = 0;
   int64_t trained_trajectories_ = 0;
@@ -399,14 +412,13 @@ void Simulation::HandOver(int c) {
     Episode& e = episodes_[slot];
     ++handovers_;
     if (e.generating) {
-      const double done = (now_ - e.generation_start) / std::max(1e-12, e.generation_seconds);
-      tokens_discarded_ += done * static_cast<double>(e.shape.generated_per_turn);
-      EndGeneration(e);
+      CancelGeneration(e);
       ++e.epoch;  // its kGenerated event is now stale
     }
     e.cell = -1;
     e.full_prefill = true;  // the new cell holds none of its KV cache
     if (taker < 0) {
+      PauseBudget(e);
       parked_.push_back(slot);
     } else {
       Resume(slot, taker);
@@ -418,7 +430,37 @@ void Simulation::HandOver(int c) {
 // environment step returns.
 void Simulation::Resume(int64_t slot, int c) {
   AssignToCell(slot, c);
-  if (!episodes_[slot].in_env) BeginGeneration(slot);
+  const double budget = config_.actor.episode_time_budget_s;
+  Episode& e = episodes_[slot];
+  if (budget > 0 && std::isinf(e.deadline)) ArmDeadline(slot, budget - e.budget_used);
+  if (!e.in_env) BeginGeneration(slot);
+}
+
+void Simulation::ArmDeadline(int64_t slot, double budget_left) {
+  Episode& e = episodes_[slot];
+  e.budget_since = now_;
+  e.deadline = now_ + std::max(0.0, budget_left);  // the time Schedule gives the event
+  Schedule(budget_left, EventKind::kDeadline, e.cell, slot, e.index);
+}
+
+void Simulation::PauseBudget(Episode& e) {
+  if (std::isinf(e.deadline)) return;
+  e.budget_used += now_ - e.budget_since;
+  e.deadline = INFINITY;  // its kDeadline event finds now_ < deadline and is ignored
+}
+
+// The budget ran out: the episode ends now, whatever it was doing. The turns it finished make its
+// trajectory (a job scores them as partial progress); a generation in progress is lost.
+void Simulation::OnDeadline(int64_t slot, int64_t index) {
+  Episode& e = episodes_[slot];
+  // Stale: the slot holds a later episode, or this one finished or was parked since.
+  if (e.index != index || now_ < e.deadline) return;
+  if (e.generating) CancelGeneration(e);
+  e.in_env = false;
+  ++e.epoch;  // its pending kGenerated or kEnvDone event is now stale
+  e.timed_out = true;
+  ++timed_out_;
+  FinishEpisode(slot);
 }
 
 // ---------------------------------------------------------------- rollout
@@ -479,6 +521,8 @@ void Simulation::StartEpisode(int c) {
   e.min_version = e.max_version = cells_[c].version;
   e.full_prefill = true;
   AssignToCell(slot, c);
+  const double budget = config_.actor.episode_time_budget_s;
+  if (budget > 0) ArmDeadline(slot, budget);
   BeginGeneration(slot);
 }
 
@@ -531,6 +575,13 @@ void Simulation::EndGeneration(Episode& e) {
   if (--cell.generating == 0) cell.rollout_busy += now_ - cell.since;
 }
 
+// Stops a generation before its end; the tokens it had produced are counted as discarded.
+void Simulation::CancelGeneration(Episode& e) {
+  const double done = (now_ - e.generation_start) / std::max(1e-12, e.generation_seconds);
+  tokens_discarded_ += done * static_cast<double>(e.shape.generated_per_turn);
+  EndGeneration(e);
+}
+
 void Simulation::OnGenerated(int64_t slot, uint32_t epoch) {
   Episode& e = episodes_[slot];
   if (e.epoch != epoch || !e.generating) return;  // cancelled by a handover
@@ -580,12 +631,14 @@ void Simulation::FinishEpisode(int64_t slot) {
   t->group_id = std::to_string(e.index / config_.run.group_size);
   t->versions = {e.min_version, e.max_version};
   t->trainable = {1, 1};
+  t->termination = e.timed_out ? Termination::kTimeout : Termination::kDone;
   if (static_cast<int64_t>(episode_tokens_.size()) <= e.index) {
     episode_tokens_.resize(static_cast<size_t>(e.index + 1), 0);
   }
   episode_tokens_[e.index] = e.context;
   RemoveFromCell(slot);
   ++e.epoch;
+  e.deadline = INFINITY;  // a pending kDeadline event is now stale
   free_slots_.push_back(slot);
 
   ItemMember member;
@@ -651,7 +704,7 @@ void Simulation::TryStartStep() {
   if (config_.run.mode == SimMode::kColocated && !AllCellsTrain()) return;
   limiter_.Sample(batch);
   step_running_ = true;
-  step_trajectories_ = step_dropped_ = step_tokens_ = 0;
+  step_trajectories_ = step_dropped_ = step_tokens_ = step_timed_out_ = 0;
   step_lag_sum_ = 0;
   core_busy_step_ = 0;
   // The learner's staleness filter, applied as the learner applies it, on the step's trajectories
@@ -661,6 +714,9 @@ void Simulation::TryStartStep() {
   for (int64_t i = 0; i < batch; ++i) {
     for (const auto& t : table_.front().members) trajectories.push_back(*t);
     table_.pop_front();
+  }
+  for (const Trajectory& t : trajectories) {
+    step_timed_out_ += t.termination == Termination::kTimeout;
   }
   const StalenessReport report = staleness_.Apply(version_, trajectories);
   for (const auto& [lag, count] : report.lag_counts) {
@@ -739,6 +795,7 @@ void Simulation::OnReduceDone() {
       {"elapsed_s", now_},
       {"trajectories", step_trajectories_},
       {"dropped", {{"learner_stale", step_dropped_}}},
+      {"timed_out", step_timed_out_},
       {"tokens", step_tokens_},
       {"lag_mean", step_trajectories_ ? step_lag_sum_ / step_trajectories_ : 0.0},
       {"learner_busy_s", core_busy_step_},
@@ -852,6 +909,9 @@ absl::StatusOr<SimResult> Simulation::Run() {
       case EventKind::kTick:
         RETURN_IF_ERROR(OnTick());
         break;
+      case EventKind::kDeadline:
+        OnDeadline(event.id, event.tag);
+        break;
     }
   }
   if (stopped_by == "max_sim_hours") now_ = horizon;
@@ -917,6 +977,7 @@ nlohmann::json Simulation::Summary(std::string_view stopped_by, double real_seco
       {"episodes_dispatched", handed_out_},
       {"episodes_inserted", finished_},
       {"episodes_failed", failed_},
+      {"episodes_timed_out", timed_out_},
       {"episodes_handed_over", handovers_},
       {"tokens_generated", tokens_generated_},
       {"tokens_discarded", std::llround(tokens_discarded_)},

@@ -2,10 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "flywheel/core/strings.h"
 #include "flywheel/scheduler/elastic_control.h"
 #include "flywheel/scheduler/water_level.h"
 
@@ -52,22 +54,94 @@ nlohmann::json Simulated(nlohmann::json summary) {
 
 TEST(SimulatorTest, SameSeedSameRunOtherSeedOtherRun) {
   for (SimMode mode : {SimMode::kColocated, SimMode::kAsync, SimMode::kElastic}) {
-    SCOPED_TRACE(SimModeName(mode));
-    const SimConfig config = SmallConfig(mode);
-    absl::StatusOr<SimResult> a = Simulate(config);
-    absl::StatusOr<SimResult> b = Simulate(config);
-    ASSERT_TRUE(a.ok()) << a.status();
-    ASSERT_TRUE(b.ok()) << b.status();
-    EXPECT_EQ(a->metrics.size(), 12u);
-    EXPECT_EQ(Simulated(a->summary), Simulated(b->summary));
-    EXPECT_EQ(a->metrics, b->metrics);
-    EXPECT_EQ(a->timeline, b->timeline);
-    SimConfig other = config;
-    other.run.seed = 8;
-    absl::StatusOr<SimResult> c = Simulate(other);
-    ASSERT_TRUE(c.ok()) << c.status();
-    EXPECT_NE(a->summary["wall_seconds"], c->summary["wall_seconds"]);
+    for (double budget : {0.0, 6.0}) {
+      SCOPED_TRACE(StrCat(SimModeName(mode), ", time budget ", budget, " s"));
+      SimConfig config = SmallConfig(mode);
+      config.actor.episode_time_budget_s = budget;
+      absl::StatusOr<SimResult> a = Simulate(config);
+      absl::StatusOr<SimResult> b = Simulate(config);
+      ASSERT_TRUE(a.ok()) << a.status();
+      ASSERT_TRUE(b.ok()) << b.status();
+      EXPECT_EQ(a->metrics.size(), 12u);
+      EXPECT_EQ(Simulated(a->summary), Simulated(b->summary));
+      EXPECT_EQ(a->metrics, b->metrics);
+      EXPECT_EQ(a->timeline, b->timeline);
+      SimConfig other = config;
+      other.run.seed = 8;
+      absl::StatusOr<SimResult> c = Simulate(other);
+      ASSERT_TRUE(c.ok()) << c.status();
+      EXPECT_NE(a->summary["wall_seconds"], c->summary["wall_seconds"]);
+      if (budget > 0) {
+        EXPECT_GT(a->summary["episodes_timed_out"].get<int64_t>(), 0);
+      }
+    }
   }
+}
+
+// Every episode's first generation (a 512-token prefill, then at least (1024 − 512) / 2 / 4 = 64
+// decode steps of >= 1.25 ms: > 80 ms) outlasts a 50 ms budget: all are cut before a token is
+// kept, and the steps train on prompts.
+TEST(SimulatorTest, ABudgetShorterThanEveryEpisodeCutsThemAll) {
+  for (SimMode mode : {SimMode::kColocated, SimMode::kAsync, SimMode::kElastic}) {
+    SCOPED_TRACE(SimModeName(mode));
+    SimConfig config = SmallConfig(mode);
+    config.actor.episode_time_budget_s = 0.05;
+    absl::StatusOr<SimResult> result = Simulate(config);
+    ASSERT_TRUE(result.ok()) << result.status();
+    const nlohmann::json& s = result->summary;
+    EXPECT_EQ(s["steps"].get<int64_t>(), 12);
+    EXPECT_GT(s["episodes_timed_out"].get<int64_t>(), 0);
+    EXPECT_EQ(s["episodes_timed_out"], s["episodes_inserted"]);
+    EXPECT_EQ(s["tokens_generated"].get<int64_t>(), 0);
+    EXPECT_GT(s["tokens_discarded"].get<int64_t>(), 0);
+    EXPECT_EQ(s["tokens_trained"].get<int64_t>(),
+              s["trajectories_trained"].get<int64_t>() * config.workload.episode.prompt_tokens);
+    for (const nlohmann::json& line : result->metrics) {
+      EXPECT_EQ(line["timed_out"], line["trajectories"]);
+    }
+  }
+}
+
+// Colocated, a step waits for its slowest episode, but no longer than the budget: a step then
+// takes at most the budget, two switches (3 s each) and the training (16 episodes of at most
+// 8,192 tokens on one replica: 6 · 1e9 · 131,072 / 4e14 = 1.97 s, an upper bound).
+TEST(SimulatorTest, ABudgetBoundsTheColocatedWaitForTheSlowestEpisode) {
+  SimConfig config = SmallConfig(SimMode::kColocated);
+  config.workload.env_latency.mean_ms = 10'000;
+  const double budget = 8;
+  const double bound = budget + 2 * config.workload.training.switch_overhead_s + 2.0;
+  auto longest_step = [](const SimResult& r) {
+    double longest = 0, last = 0;
+    for (const nlohmann::json& line : r.metrics) {
+      longest = std::max(longest, line["elapsed_s"].get<double>() - last);
+      last = line["elapsed_s"].get<double>();
+    }
+    return longest;
+  };
+  absl::StatusOr<SimResult> unbounded = Simulate(config);
+  ASSERT_TRUE(unbounded.ok()) << unbounded.status();
+  EXPECT_EQ(unbounded->summary["episodes_timed_out"].get<int64_t>(), 0);
+  EXPECT_GT(longest_step(*unbounded), bound);  // without the budget, the tail sets the pace
+
+  config.actor.episode_time_budget_s = budget;
+  absl::StatusOr<SimResult> bounded = Simulate(config);
+  ASSERT_TRUE(bounded.ok()) << bounded.status();
+  EXPECT_LE(longest_step(*bounded), bound);
+  const int64_t timed_out = bounded->summary["episodes_timed_out"].get<int64_t>();
+  EXPECT_GT(timed_out, 0);
+  EXPECT_LT(timed_out, 12 * 16);  // the short ones still finish
+  EXPECT_LT(bounded->summary["wall_seconds"].get<double>(),
+            unbounded->summary["wall_seconds"].get<double>());
+  // Cut episodes still complete their groups and are trained on, on-policy.
+  EXPECT_EQ(bounded->summary["trajectories_trained"].get<int64_t>(), 12 * 16);
+}
+
+TEST(SimulatorTest, ANegativeBudgetIsRefusedByName) {
+  SimConfig config = SmallConfig(SimMode::kAsync);
+  config.actor.episode_time_budget_s = -1;
+  const absl::Status status = Simulate(config).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("actor.episode_time_budget_s"), std::string_view::npos) << status;
 }
 
 // The simulator's decisions are the production rule's: the same observations, fed to a fresh
