@@ -26,6 +26,7 @@
 #include "flywheel/model/weight_snapshot.h"
 #include "flywheel/runtime/blas_choice.h"
 #include "flywheel/runtime/elastic_cell.h"
+#include "flywheel/runtime/elastic_step_line.h"
 #include "flywheel/runtime/elastic_switches.h"
 #include "flywheel/runtime/learner_group.h"
 #include "flywheel/runtime/policy_setup.h"
@@ -67,12 +68,6 @@ struct PendingSwitch {
   absl::Time asked;
 };
 
-// What the feeder saw of one step's trajectories, for its metrics line.
-struct StepData {
-  int64_t trajectories = 0;
-  double reward_sum = 0;
-  int64_t successes = 0;
-};
 
 class ElasticCore {
  public:
@@ -319,9 +314,7 @@ absl::Status ElasticCore::Feed() {
       for (std::vector<Trajectory>& group : *items) {
         for (const Trajectory& t : group) {
           remaining_->Observe(t.NumTrainable());
-          ++data.trajectories;
-          data.reward_sum += t.final_reward;
-          data.successes += t.final_reward >= config_.run.success_reward;
+          data.Add(t, config_.run.success_reward);
         }
         // One Add per group: advantages are computed over whole groups.
         RETURN_IF_ERROR(queue_->Add(std::move(group)));
@@ -488,17 +481,8 @@ absl::StatusOr<StreamingStepResult> ElasticCore::RunStep(int64_t queue_step) {
     RETURN_IF_ERROR(learner_->RunMicroStep(**claimed));
     RETURN_IF_ERROR(queue_->Done(kCoreCell, (*claimed)->id));
   }
-  StepParticipants participants;
-  while (true) {
-    if (Stopping()) return absl::CancelledError("the job is stopping");
-    absl::StatusOr<StepParticipants> p = queue_->AwaitParticipants(queue_step, absl::Now() + kPoll);
-    if (absl::IsDeadlineExceeded(p.status())) continue;
-    RETURN_IF_ERROR(p.status());
-    participants = *std::move(p);
-    break;
-  }
-  ASSIGN_OR_RETURN(dist::Communicator * comm, group_->For(participants));
-  return learner_->FinishStep(comm, participants.normaliser);
+  return ReduceStep(*queue_, *group_, *learner_, queue_step, [this] { return Stopping(); },
+                    kPoll);
 }
 
 void ElasticCore::Shutdown() {
@@ -570,40 +554,17 @@ absl::StatusOr<RemoteLearnerResult> ElasticCore::Train() {
     busy += r.times.compute();
     consumed += data.trajectories;
     const double elapsed = absl::ToDoubleSeconds(absl::Now() - start_);
-    const double reward = data.trajectories ? data.reward_sum / data.trajectories : 0.0;
-    const double success =
-        data.trajectories ? static_cast<double>(data.successes) / data.trajectories : 0.0;
-    int64_t in_flight = 0;
-    int training = 0;
+    const double reward = data.reward();
+    const double success = data.success();
+    nlohmann::json line = ElasticStepLine(r, learner_->version(), elapsed,
+                                          absl::ToDoubleSeconds(absl::Now() - step_start), data,
+                                          report.dropped_stale, report.dropped_too_long);
+    line["requeued_micro_steps"] = report.requeued;
     {
       absl::MutexLock lock(&mu_);
-      in_flight = episodes_in_flight_;
-      training = training_satellites_;
+      line["satellites_training"] = training_satellites_;
+      line["episodes_in_flight"] = episodes_in_flight_;
     }
-    nlohmann::json line = {
-        {"step", step},
-        {"version", learner_->version()},
-        {"elapsed_s", elapsed},
-        {"reward_mean", reward},
-        {"success_rate", success},
-        {"trajectories", data.trajectories},
-        {"dropped",
-         {{"learner_stale", report.dropped_stale}, {"learner_too_long", report.dropped_too_long}}},
-        {"loss", r.loss},
-        {"lr", r.optimizer.lr},
-        {"grad_norm", r.optimizer.grad_norm},
-        {"mean_ratio", r.diagnostics.mean_ratio()},
-        {"clip_fraction", r.diagnostics.clip_fraction()},
-        {"trainable_tokens", r.diagnostics.tokens},
-        {"learner_busy_s", r.times.compute()},
-        {"learner_wait_s", absl::ToDoubleSeconds(absl::Now() - step_start) - r.times.compute()},
-        {"participants", r.participants},
-        {"micro_steps", r.micro_steps},
-        {"core_micro_steps", r.cell_micro_steps},
-        {"requeued_micro_steps", report.requeued},
-        {"satellites_training", training},
-        {"episodes_in_flight", in_flight},
-    };
     failure = run_dir_->AppendMetrics(line);
     if (!failure.ok()) break;
     ++result.steps;

@@ -33,6 +33,7 @@
 #include "flywheel/model/transformer.h"
 #include "flywheel/model/weight_snapshot.h"
 #include "flywheel/runtime/blas_choice.h"
+#include "flywheel/runtime/elastic_step_line.h"
 #include "flywheel/runtime/elastic_switches.h"
 #include "flywheel/runtime/policy_eval.h"
 #include "flywheel/runtime/policy_setup.h"
@@ -73,12 +74,6 @@ struct Cell {
   std::thread thread;  // a satellite's, or a core's other than cell 0 (which is Train's)
 };
 
-// What the feeder saw of one step's trajectories, for its metrics line.
-struct StepData {
-  int64_t trajectories = 0;
-  double reward_sum = 0;
-  int64_t successes = 0;
-};
 
 class ElasticJob {
  public:
@@ -400,18 +395,8 @@ absl::StatusOr<std::optional<StreamingStepResult>> ElasticJob::RunStep(Cell& cel
     RETURN_IF_ERROR(cell.learner->RunMicroStep(**claimed));
     RETURN_IF_ERROR(queue_->Done(cell.id, (*claimed)->id));
   }
-  StepParticipants participants;
-  while (true) {
-    if (Stopping()) return absl::CancelledError("the job is stopping");
-    absl::StatusOr<StepParticipants> p = queue_->AwaitParticipants(queue_step, absl::Now() + kPoll);
-    if (absl::IsDeadlineExceeded(p.status())) continue;
-    if (!p.ok()) return p.status();
-    participants = *std::move(p);
-    break;
-  }
-  ASSIGN_OR_RETURN(dist::Communicator * comm, cell.group->For(participants));
-  absl::StatusOr<StreamingStepResult> result =
-      cell.learner->FinishStep(comm, participants.normaliser);
+  absl::StatusOr<StreamingStepResult> result = ReduceStep(
+      *queue_, *cell.group, *cell.learner, queue_step, [this] { return Stopping(); }, kPoll);
   if (absl::IsUnavailable(result.status())) return StreamingStepResult{};  // nothing trainable
   if (!result.ok()) return result.status();
   return *std::move(result);
@@ -581,9 +566,7 @@ absl::Status ElasticJob::Feed() {
       for (const SampledItem& sampled : *items) {
         for (const ItemMember& member : sampled.item->members) {
           const Trajectory& t = *member.trajectory;
-          ++data.trajectories;
-          data.reward_sum += t.final_reward;
-          data.successes += t.final_reward >= config_.run.success_reward;
+          data.Add(t, config_.run.success_reward);
           trajectories.push_back(t);
         }
         ++groups;
@@ -705,34 +688,15 @@ absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions& op
     busy += r.times.compute();
     consumed += data.trajectories;
     const double elapsed = absl::ToDoubleSeconds(absl::Now() - start_);
-    const double reward = data.trajectories ? data.reward_sum / data.trajectories : 0.0;
-    const double success =
-        data.trajectories ? static_cast<double>(data.successes) / data.trajectories : 0.0;
+    const double reward = data.reward();
+    const double success = data.success();
     int training = 0;
     for (const auto& cell : satellite_cells()) training += cell->training.load();
-    nlohmann::json line = {
-        {"step", step},
-        {"version", core.learner->version()},
-        {"elapsed_s", elapsed},
-        {"reward_mean", reward},
-        {"success_rate", success},
-        {"trajectories", data.trajectories},
-        {"dropped",
-         {{"learner_stale", report.dropped_stale}, {"learner_too_long", report.dropped_too_long}}},
-        {"loss", r.loss},
-        {"lr", r.optimizer.lr},
-        {"grad_norm", r.optimizer.grad_norm},
-        {"mean_ratio", r.diagnostics.mean_ratio()},
-        {"clip_fraction", r.diagnostics.clip_fraction()},
-        {"trainable_tokens", r.diagnostics.tokens},
-        {"learner_busy_s", r.times.compute()},
-        {"learner_wait_s", absl::ToDoubleSeconds(absl::Now() - step_start) - r.times.compute()},
-        {"participants", r.participants},
-        {"micro_steps", r.micro_steps},
-        {"core_micro_steps", r.cell_micro_steps},
-        {"satellites_training", training},
-        {"episodes_in_flight", tasks_->handed_out() - EpisodesFinished()},
-    };
+    nlohmann::json line = ElasticStepLine(
+        r, core.learner->version(), elapsed, absl::ToDoubleSeconds(absl::Now() - step_start),
+        data, report.dropped_stale, report.dropped_too_long);
+    line["satellites_training"] = training;
+    line["episodes_in_flight"] = tasks_->handed_out() - EpisodesFinished();
     failure = run_dir_->AppendMetrics(line);
     if (!failure.ok()) break;
     ++result.steps;

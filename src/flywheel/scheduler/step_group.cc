@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/time/clock.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 
@@ -29,6 +30,24 @@ absl::StatusOr<dist::Communicator*> StepGroup::For(const StepParticipants& parti
   epoch_ = participants.epoch;
   ++formed_;
   return comm_.get();
+}
+
+absl::StatusOr<StreamingStepResult> ReduceStep(MicroStepQueue& queue, StepGroup& group,
+                                               StreamingLearner& learner, int64_t step,
+                                               const std::function<bool()>& stopping,
+                                               absl::Duration poll) {
+  StepParticipants participants;
+  while (true) {
+    if (stopping()) return absl::CancelledError("the job is stopping");
+    absl::StatusOr<StepParticipants> p = queue.AwaitParticipants(step, absl::Now() + poll);
+    if (absl::IsDeadlineExceeded(p.status())) continue;
+    if (!p.ok()) return p.status();
+    participants = *std::move(p);
+    break;
+  }
+  absl::StatusOr<dist::Communicator*> comm = group.For(participants);
+  if (!comm.ok()) return comm.status();
+  return learner.FinishStep(*comm, participants.normaliser);
 }
 
 }  // namespace flywheel

@@ -17,11 +17,13 @@
 #define FLYWHEEL_SCHEDULER_STEP_GROUP_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "absl/status/statusor.h"
 #include "flywheel/dist/communicator.h"
 #include "flywheel/dist/membership.h"
+#include "flywheel/learner/streaming_learner.h"
 #include "flywheel/scheduler/micro_step_queue.h"
 
 namespace flywheel {
@@ -48,6 +50,14 @@ class StepGroup {
   std::unique_ptr<dist::Communicator> comm_;
   int64_t formed_ = 0;
 };
+
+// The end of a streaming step for one in-process cell: waits (polling `stopping` every `poll`)
+// until step `step` of `queue` is complete, forms its participants' group and runs `learner`'s
+// FinishStep over it. kCancelled once `stopping` returns true.
+absl::StatusOr<StreamingStepResult> ReduceStep(MicroStepQueue& queue, StepGroup& group,
+                                               StreamingLearner& learner, int64_t step,
+                                               const std::function<bool()>& stopping,
+                                               absl::Duration poll);
 
 }  // namespace flywheel
 

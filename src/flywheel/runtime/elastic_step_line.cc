@@ -1,0 +1,36 @@
+#include "flywheel/runtime/elastic_step_line.h"
+
+namespace flywheel {
+
+void StepData::Add(const Trajectory& t, double success_reward) {
+  ++trajectories;
+  reward_sum += t.final_reward;
+  successes += t.final_reward >= success_reward;
+}
+
+nlohmann::json ElasticStepLine(const StreamingStepResult& r, int64_t version, double elapsed_s,
+                               double step_seconds, const StepData& data, int64_t dropped_stale,
+                               int64_t dropped_too_long) {
+  return {
+      {"step", r.optimizer.step},
+      {"version", version},
+      {"elapsed_s", elapsed_s},
+      {"reward_mean", data.reward()},
+      {"success_rate", data.success()},
+      {"trajectories", data.trajectories},
+      {"dropped", {{"learner_stale", dropped_stale}, {"learner_too_long", dropped_too_long}}},
+      {"loss", r.loss},
+      {"lr", r.optimizer.lr},
+      {"grad_norm", r.optimizer.grad_norm},
+      {"mean_ratio", r.diagnostics.mean_ratio()},
+      {"clip_fraction", r.diagnostics.clip_fraction()},
+      {"trainable_tokens", r.diagnostics.tokens},
+      {"learner_busy_s", r.times.compute()},
+      {"learner_wait_s", step_seconds - r.times.compute()},
+      {"participants", r.participants},
+      {"micro_steps", r.micro_steps},
+      {"core_micro_steps", r.cell_micro_steps},
+  };
+}
+
+}  // namespace flywheel
