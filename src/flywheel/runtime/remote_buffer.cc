@@ -30,8 +30,8 @@ int64_t AnnouncedGroupSize(const std::string& description) {
   }
 }
 
-}  // namespace
-
+// An error naming the fix when the buffer at `address`, whose one-line description is
+// `description` ("... group_size=8 ..."), releases groups of another size than `group_size`.
 absl::Status CheckBufferGroupSize(const std::string& description, const std::string& address,
                                   int64_t group_size) {
   const int64_t announced = AnnouncedGroupSize(description);
@@ -43,11 +43,30 @@ absl::Status CheckBufferGroupSize(const std::string& description, const std::str
              " (group advantages need whole groups)"));
 }
 
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<RemoteBuffer>> RemoteBuffer::Connect(const std::string& address,
                                                                     const std::string& auth_token) {
   auto buffer = std::unique_ptr<RemoteBuffer>(new RemoteBuffer());
   buffer->address_ = address;
   ASSIGN_OR_RETURN(buffer->client_, BufferClient::Connect(address, auth_token));
+  return buffer;
+}
+
+absl::StatusOr<std::unique_ptr<RemoteBuffer>> RemoteBuffer::ConnectAsLearner(
+    const std::string& address, const std::string& auth_token, absl::Duration timeout,
+    const std::atomic<bool>* stop, int64_t group_size) {
+  ASSIGN_OR_RETURN(std::unique_ptr<RemoteBuffer> buffer, Connect(address, auth_token));
+  std::string description;
+  RETURN_IF_ERROR(WaitForService(
+      "buffer", address, timeout,
+      [&] {
+        absl::StatusOr<v1::ServerInfoResponse> info = buffer->Info();
+        if (info.ok()) description = info->description();
+        return info.status();
+      },
+      stop));
+  RETURN_IF_ERROR(CheckBufferGroupSize(description, address, group_size));
   return buffer;
 }
 

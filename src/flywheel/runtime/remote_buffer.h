@@ -16,15 +16,16 @@
 
 namespace flywheel {
 
-// An error naming the fix when the buffer at `address`, whose one-line description is
-// `description` ("... group_size=8 ..."), releases groups of another size than `group_size`.
-absl::Status CheckBufferGroupSize(const std::string& description, const std::string& address,
-                                  int64_t group_size);
-
 class RemoteBuffer {
  public:
   static absl::StatusOr<std::unique_ptr<RemoteBuffer>> Connect(const std::string& address,
                                                                const std::string& auth_token);
+
+  // Connects as a learner does: waits up to `timeout` for the buffer to answer (giving up when
+  // *stop is set), and refuses one whose groups are not of `group_size` trajectories.
+  static absl::StatusOr<std::unique_ptr<RemoteBuffer>> ConnectAsLearner(
+      const std::string& address, const std::string& auth_token, absl::Duration timeout,
+      const std::atomic<bool>* stop, int64_t group_size);
 
   const std::string& address() const { return address_; }
 

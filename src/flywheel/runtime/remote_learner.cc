@@ -73,18 +73,9 @@ absl::Status RemoteLearner::Init() {
                    ResolveModelOptions(config_, *tokenizer_, factory_->task_name()));
 
   // Reach the buffer before creating anything on disk: a wrong address leaves no run behind.
-  ASSIGN_OR_RETURN(buffer_, RemoteBuffer::Connect(options_.buffer_address, options_.auth_token));
-  std::string description;
-  RETURN_IF_ERROR(WaitForService(
-      "buffer", options_.buffer_address, options_.connect_timeout,
-      [&] {
-        absl::StatusOr<v1::ServerInfoResponse> info = buffer_->Info();
-        if (info.ok()) description = info->description();
-        return info.status();
-      },
-      options_.stop));
-  RETURN_IF_ERROR(
-      CheckBufferGroupSize(description, options_.buffer_address, config_.actor.group_size));
+  ASSIGN_OR_RETURN(buffer_, RemoteBuffer::ConnectAsLearner(
+                                options_.buffer_address, options_.auth_token,
+                                options_.connect_timeout, options_.stop, config_.actor.group_size));
 
   ASSIGN_OR_RETURN(blas_, ChooseBlasThreads(BlasRole::kLearnerProcess, config_.run.blas_threads,
                                             model_options, config_.learner.token_budget));
