@@ -412,8 +412,11 @@ absl::Status ElasticCore::Tick() {
     if (cell >= 0) {
       const bool to_train = decision.move == SchedulerDecision::Move::kToTrain;
       RETURN_IF_ERROR(service.SetRole(cell, WireRole(policy_->role(decision.satellite))));
-      std::erase_if(pending_, [&](const PendingSwitch& p) { return p.cell == cell; });
-      pending_.push_back({cell, decision.satellite, to_train, now});
+      // A move that reverses one the cell has not completed cancels it: the cell stays in the
+      // role it reports, and no switch is timed.
+      if (std::erase_if(pending_, [&](const PendingSwitch& p) { return p.cell == cell; }) == 0) {
+        pending_.push_back({cell, decision.satellite, to_train, now});
+      }
       // The role changed: recompute this cell's grant below with it.
       for (size_t i = 0; i < cells.size(); ++i) {
         if (cells[i].cell == cell) admissions[i].rolling_out = false;
