@@ -65,7 +65,7 @@ CONFIG="$SOURCE/examples/copy.toml"
 SETS=(run.mode='"elastic"' run.runs_dir="\"$TMP/runs\"" run.name='"elastic"' run.max_steps=40
       run.max_wall_seconds=150 run.batch_groups=4 actor.group_size=4 actor.episodes_in_flight=8
       learner.max_staleness=0 learner.token_budget=128 learner.buckets=[64,128]
-      learner.checkpoint_every=10 scheduler.cells=3
+      learner.checkpoint_every=10 scheduler.cells=3 scheduler.min_residence_seconds=0.5
       model.hidden_size=256 model.num_layers=4 model.intermediate_size=688
       scheduler.heartbeat_seconds=0.1 scheduler.heartbeat_timeout_seconds=2
       env.latency.mean_ms=5)
@@ -151,9 +151,10 @@ print(s['final_step'], e['cells_lost'], e['cells_registered'], e['switches'],
 ((registered == 3)) || fail "cells_registered is $registered, not 3"
 ((trained >= 2)) || fail "only $trained switches to train ($switches in all)"
 # Satellites took part in the core's steps: some step had more than one participant.
-max_participants=$(python3 -c "
+read -r max_participants joined_steps < <(python3 -c "
 import json
-print(max(json.loads(l)['participants'] for l in open('$METRICS')))")
+p = [json.loads(l)['participants'] for l in open('$METRICS')]
+print(max(p), sum(x > 1 for x in p))")
 ((max_participants >= 2)) || fail "no step had a satellite among its participants"
 ls "$RUN/checkpoints"/*/DONE >/dev/null 2>&1 || fail "no complete checkpoint"
 
@@ -174,4 +175,5 @@ if ((failures > 0)); then
   exit 1
 fi
 echo "elastic_processes_test: OK ($steps steps, $switches switches ($trained to train), " \
-  "$max_participants participants at most, victim killed after $KILL_LINES steps)"
+  "$max_participants participants at most, $joined_steps steps with satellites," \
+  "victim killed after $KILL_LINES steps)"

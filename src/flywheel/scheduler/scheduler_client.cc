@@ -218,6 +218,11 @@ void HeartbeatSender::Poke() {
 
 void HeartbeatSender::Run() {
   for (;;) {
+    {
+      // A Poke from here on asks for the heartbeat after this one: it reports newer news.
+      absl::MutexLock lock(&mu_);
+      poked_ = false;
+    }
     v1::HeartbeatRequest request;
     if (report_) report_(request);
     request.set_cell(cell_);
@@ -228,7 +233,6 @@ void HeartbeatSender::Run() {
     if (reply.ok() && reply->finished()) finished_ = true;
     latest_ = std::move(reply);
     ++sent_;
-    poked_ = false;
     auto wake = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || poked_; };
     mu_.AwaitWithTimeout(absl::Condition(&wake), interval_);
     if (stopping_) return;
