@@ -32,7 +32,6 @@
 #include "flywheel/runtime/policy_setup.h"
 #include "flywheel/runtime/progress.h"
 #include "flywheel/runtime/remote_buffer.h"
-#include "flywheel/runtime/remote_connect.h"
 #include "flywheel/runtime/run_directory.h"
 #include "flywheel/runtime/run_stop.h"
 #include "flywheel/runtime/transformer_policy.h"
@@ -125,7 +124,6 @@ class ElasticCore {
   // The controller thread's own state.
   std::vector<int> slot_cell_;  // satellite slot → cell id, -1 when free
   std::vector<PendingSwitch> pending_;
-  absl::Time buffer_last_ok_ = absl::Now();
 
   mutable absl::Mutex mu_;
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
@@ -288,21 +286,11 @@ absl::Status ElasticCore::Feed() {
     StepData data;
     for (int64_t groups = 0; groups < batch_groups;) {
       if (Stopping()) return absl::OkStatus();
-      absl::StatusOr<std::vector<std::vector<Trajectory>>> items =
-          buffer_->SampleGroups(static_cast<int>(batch_groups - groups), kPoll);
-      if (!items.ok()) {
-        if (!IsTransient(items.status())) return items.status();
-        // The buffer is restarting or unreachable: keep trying for connect_timeout.
-        if (absl::Now() - buffer_last_ok_ > options_.connect_timeout) {
-          return absl::UnavailableError(StrCat(
-              "lost the buffer at ", options_.buffer_address, " for ",
-              absl::ToDoubleSeconds(options_.connect_timeout), " s: ", items.status().message()));
-        }
-        absl::SleepFor(kPoll);
-        continue;
-      }
-      buffer_last_ok_ = absl::Now();
-      for (std::vector<Trajectory>& group : *items) {
+      // A restarting or unreachable buffer is waited for connect_timeout.
+      ASSIGN_OR_RETURN(std::vector<std::vector<Trajectory>> items,
+                       buffer_->SampleGroupsOrWait(static_cast<int>(batch_groups - groups), kPoll,
+                                                   options_.connect_timeout));
+      for (std::vector<Trajectory>& group : items) {
         for (const Trajectory& t : group) {
           remaining_->Observe(t.NumTrainable());
           data.Add(t, config_.run.success_reward);

@@ -148,6 +148,23 @@ absl::StatusOr<v1::InsertAck> RemoteBuffer::InsertOne(const std::string& wire,
   return *ack;
 }
 
+absl::StatusOr<std::vector<std::vector<Trajectory>>> RemoteBuffer::SampleGroupsOrWait(
+    int max_batch, absl::Duration wait, absl::Duration unreachable_for) {
+  absl::StatusOr<std::vector<std::vector<Trajectory>>> items = SampleGroups(max_batch, wait);
+  if (items.ok()) {
+    last_sampled_ = absl::Now();
+    return items;
+  }
+  if (!IsTransient(items.status())) return items.status();
+  if (absl::Now() - last_sampled_ > unreachable_for) {
+    return absl::UnavailableError(StrCat("lost the buffer at ", address_, " for ",
+                                         absl::ToDoubleSeconds(unreachable_for),
+                                         " s: ", items.status().message()));
+  }
+  absl::SleepFor(wait);
+  return std::vector<std::vector<Trajectory>>();
+}
+
 absl::Status RemoteBuffer::Insert(const Trajectory& trajectory, const std::atomic<bool>& stopping,
                                   absl::Duration unreachable_for) {
   std::string wire;

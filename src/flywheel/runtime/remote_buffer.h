@@ -36,6 +36,11 @@ class RemoteBuffer {
   // `wait` (the server's wait for the first item).
   absl::StatusOr<std::vector<std::vector<Trajectory>>> SampleGroups(int max_batch,
                                                                     absl::Duration wait);
+  // SampleGroups as a learner calls it: a buffer that is restarting or unreachable gives an
+  // empty batch (after waiting `wait`) until it has not answered for `unreachable_for` since
+  // its last successful sample, then kUnavailable naming it.
+  absl::StatusOr<std::vector<std::vector<Trajectory>>> SampleGroupsOrWait(
+      int max_batch, absl::Duration wait, absl::Duration unreachable_for);
 
   // Inserts one serialized trajectory and returns its ack: OK, DEADLINE_EXCEEDED when the
   // buffer stayed full for `wait` (backpressure: ask again), or the server's refusal. A
@@ -53,6 +58,7 @@ class RemoteBuffer {
 
   std::string address_;
   std::unique_ptr<BufferClient> client_;
+  absl::Time last_sampled_ = absl::Now();  // SampleGroupsOrWait's last success
 };
 
 }  // namespace flywheel

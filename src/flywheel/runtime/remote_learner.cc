@@ -19,7 +19,6 @@
 #include "flywheel/runtime/policy_setup.h"
 #include "flywheel/runtime/progress.h"
 #include "flywheel/runtime/remote_buffer.h"
-#include "flywheel/runtime/remote_connect.h"
 #include "flywheel/runtime/run_stop.h"
 #include "flywheel/weights/service.h"
 
@@ -58,7 +57,6 @@ class RemoteLearner {
   BlasChoice blas_;
   std::unique_ptr<RemoteBuffer> buffer_;
   std::unique_ptr<WeightsServer> weights_;
-  absl::Time buffer_last_ok_ = absl::Now();
 };
 
 absl::Status RemoteLearner::Init() {
@@ -102,21 +100,12 @@ absl::StatusOr<std::vector<Trajectory>> RemoteLearner::CollectBatch(const RunSto
   std::vector<Trajectory> batch;
   int64_t groups = 0;
   while (groups < config_.run.batch_groups && !stop.Reached()) {
-    absl::StatusOr<std::vector<std::vector<Trajectory>>> items =
-        buffer_->SampleGroups(static_cast<int>(config_.run.batch_groups - groups), kPoll);
-    if (!items.ok()) {
-      if (!IsTransient(items.status())) return items.status();
-      // The buffer is restarting or unreachable: keep trying for connect_timeout.
-      if (absl::Now() - buffer_last_ok_ > options_.connect_timeout) {
-        return absl::UnavailableError(StrCat(
-            "lost the buffer at ", options_.buffer_address, " for ",
-            absl::ToDoubleSeconds(options_.connect_timeout), " s: ", items.status().message()));
-      }
-      absl::SleepFor(kPoll);
-      continue;
-    }
-    buffer_last_ok_ = absl::Now();
-    for (std::vector<Trajectory>& group : *items) {
+    // A restarting or unreachable buffer is waited for connect_timeout.
+    ASSIGN_OR_RETURN(
+        std::vector<std::vector<Trajectory>> items,
+        buffer_->SampleGroupsOrWait(static_cast<int>(config_.run.batch_groups - groups), kPoll,
+                                    options_.connect_timeout));
+    for (std::vector<Trajectory>& group : items) {
       if (static_cast<int64_t>(group.size()) > config_.actor.group_size) {
         return absl::FailedPreconditionError(
             StrCat("the buffer at ", options_.buffer_address, " released a group of ", group.size(),
