@@ -455,16 +455,10 @@ void ElasticCell::Shutdown() {
 }  // namespace
 
 std::string ElasticModelHash(const ModelOptions& m) {
-  // FNV-1a over the architecture: a cell whose replica has another shape cannot take part.
-  const std::string description = StrCat(
-      m.vocab_size, "/", m.hidden_size, "/", m.num_layers, "/", m.num_heads, "/", m.num_kv_heads,
-      "/", m.intermediate_size, "/", m.max_seq_len, "/", m.tie_embeddings, "/", m.attention_bias);
-  uint64_t hash = 14695981039346656037ull;
-  for (const unsigned char c : description) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
-  return fmt::format("{:016x}", hash);
+  // The architecture: a cell whose replica has another shape cannot take part.
+  return TextDigest(StrCat(m.vocab_size, "/", m.hidden_size, "/", m.num_layers, "/", m.num_heads,
+                           "/", m.num_kv_heads, "/", m.intermediate_size, "/", m.max_seq_len, "/",
+                           m.tie_embeddings, "/", m.attention_bias));
 }
 
 absl::StatusOr<ElasticCellResult> RunElasticCell(const JobConfig& config,

@@ -55,14 +55,16 @@ absl::Status ApplyWorldSize(int world_size, const std::string& config_file, JobC
   return absl::OkStatus();
 }
 
-std::string JobConfigHash(const JobConfig& config) {
+std::string TextDigest(std::string_view text) {
   uint64_t hash = 14695981039346656037ull;
-  for (const unsigned char c : FormatJobConfig(config)) {
+  for (const unsigned char c : text) {
     hash ^= c;
     hash *= 1099511628211ull;
   }
   return absl::StrFormat("%016x", hash);
 }
+
+std::string JobConfigHash(const JobConfig& config) { return TextDigest(FormatJobConfig(config)); }
 
 absl::StatusOr<std::unique_ptr<LearnerGroup>> LearnerGroup::Join(
     const LearnerGroupOptions& options, const JobConfig& config) {

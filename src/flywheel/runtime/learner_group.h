@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -42,7 +43,10 @@ struct LearnerGroupOptions {
 // Applies --world-size to the config: learner.world_size must be 1 (unset: it becomes N) or N.
 absl::Status ApplyWorldSize(int world_size, const std::string& config_file, JobConfig& config);
 
-// Digest of FormatJobConfig(config) (64-bit FNV-1a, hex): equal on every rank of one job.
+// 64-bit FNV-1a of `text`, as 16 hex digits: a digest two processes compare.
+std::string TextDigest(std::string_view text);
+
+// TextDigest(FormatJobConfig(config)): equal on every rank of one job.
 std::string JobConfigHash(const JobConfig& config);
 
 class LearnerGroup {
