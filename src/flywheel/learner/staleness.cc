@@ -1,5 +1,6 @@
 #include "flywheel/learner/staleness.h"
 
+#include <string>
 #include <utility>
 
 namespace flywheel {
@@ -40,6 +41,12 @@ StalenessReport StalenessFilter::Apply(int64_t learner_version,
   report.kept = static_cast<int64_t>(kept.size());
   batch = std::move(kept);
   return report;
+}
+
+nlohmann::json LagCountsJson(const std::map<int64_t, int64_t>& lag_counts) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [lag, count] : lag_counts) out[std::to_string(lag)] = count;
+  return out;
 }
 
 }  // namespace flywheel

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "flywheel/core/metrics.h"
@@ -24,6 +25,10 @@ struct StalenessReport {
   std::map<int64_t, int64_t> lag_counts;  // exact lag → trajectories (kept and dropped)
   std::unique_ptr<Histogram> lags;        // this step's lag histogram (bounds: kLagBounds)
 };
+
+// {"0": n0, "1": n1, …}: exact lag → trajectories, as metrics lines and summaries write them
+// (the learner's step lines, the elastic core's, the cluster simulator's).
+nlohmann::json LagCountsJson(const std::map<int64_t, int64_t>& lag_counts);
 
 class StalenessFilter {
  public:

@@ -540,7 +540,7 @@ absl::StatusOr<RemoteLearnerResult> ElasticCore::Train() {
     const double success = data.success();
     nlohmann::json line = ElasticStepLine(r, learner_->version(), elapsed,
                                           absl::ToDoubleSeconds(absl::Now() - step_start), data,
-                                          report.dropped_stale, report.dropped_too_long);
+                                          report);
     line["requeued_micro_steps"] = report.requeued;
     {
       absl::MutexLock lock(&mu_);

@@ -694,7 +694,7 @@ absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions& op
     for (const auto& cell : satellite_cells()) training += cell->training.load();
     nlohmann::json line = ElasticStepLine(
         r, core.learner->version(), elapsed, absl::ToDoubleSeconds(absl::Now() - step_start),
-        data, report.dropped_stale, report.dropped_too_long);
+        data, report);
     line["satellites_training"] = training;
     line["episodes_in_flight"] = tasks_->handed_out() - EpisodesFinished();
     failure = run_dir_->AppendMetrics(line);

@@ -1,5 +1,7 @@
 #include "flywheel/runtime/elastic_step_line.h"
 
+#include <algorithm>
+
 namespace flywheel {
 
 void StepData::Add(const Trajectory& t, double success_reward) {
@@ -9,8 +11,15 @@ void StepData::Add(const Trajectory& t, double success_reward) {
 }
 
 nlohmann::json ElasticStepLine(const StreamingStepResult& r, int64_t version, double elapsed_s,
-                               double step_seconds, const StepData& data, int64_t dropped_stale,
-                               int64_t dropped_too_long) {
+                               double step_seconds, const StepData& data,
+                               const StepReport& report) {
+  double lag_sum = 0;
+  int64_t lag_n = 0, lag_max = 0;
+  for (const auto& [lag, count] : report.lag_counts) {
+    lag_sum += static_cast<double>(lag * count);
+    lag_n += count;
+    lag_max = std::max(lag_max, lag);
+  }
   return {
       {"step", r.optimizer.step},
       {"version", version},
@@ -18,7 +27,8 @@ nlohmann::json ElasticStepLine(const StreamingStepResult& r, int64_t version, do
       {"reward_mean", data.reward()},
       {"success_rate", data.success()},
       {"trajectories", data.trajectories},
-      {"dropped", {{"learner_stale", dropped_stale}, {"learner_too_long", dropped_too_long}}},
+      {"dropped",
+       {{"learner_stale", report.dropped_stale}, {"learner_too_long", report.dropped_too_long}}},
       {"loss", r.loss},
       {"lr", r.optimizer.lr},
       {"grad_norm", r.optimizer.grad_norm},
@@ -30,6 +40,9 @@ nlohmann::json ElasticStepLine(const StreamingStepResult& r, int64_t version, do
       {"participants", r.participants},
       {"micro_steps", r.micro_steps},
       {"core_micro_steps", r.cell_micro_steps},
+      {"lag_mean", lag_n > 0 ? lag_sum / static_cast<double>(lag_n) : 0.0},
+      {"lag_max", lag_max},
+      {"lag_counts", LagCountsJson(report.lag_counts)},
   };
 }
 

@@ -9,6 +9,7 @@
 
 #include "flywheel/core/trajectory.h"
 #include "flywheel/learner/streaming_learner.h"
+#include "flywheel/scheduler/micro_step_queue.h"
 
 namespace flywheel {
 
@@ -27,10 +28,10 @@ struct StepData {
 
 // The step's metrics line: the result `r` of the core's FinishStep, the learner's version
 // after it, seconds since the run started and since the step began, the feeder's view of the
-// step, and what the step's queue dropped (stale, too long).
+// step, and the step queue's report: what it dropped (stale, too long) and the lags it saw.
 nlohmann::json ElasticStepLine(const StreamingStepResult& r, int64_t version, double elapsed_s,
-                               double step_seconds, const StepData& data, int64_t dropped_stale,
-                               int64_t dropped_too_long);
+                               double step_seconds, const StepData& data,
+                               const StepReport& report);
 
 }  // namespace flywheel
 

@@ -32,6 +32,7 @@
 #include "flywheel/runtime/policy_setup.h"
 #include "flywheel/runtime/progress.h"
 #include "flywheel/runtime/run_stop.h"
+#include "flywheel/scheduler/elastic_control.h"
 
 namespace flywheel {
 namespace {
@@ -60,24 +61,6 @@ std::string ShardingName(ShardingMode mode) {
     if (choice.value == mode) return std::string(choice.name);
   }
   return "?";
-}
-
-// Rank `rank` (> 0) of the embedded learner group: a thread that trains on the batches rank 0
-// (the job's learner loop) sends until rank 0 finishes. One intra-op thread per rank, so that
-// N ranks on N cores do not oversubscribe them.
-absl::Status RunFollowerRank(c10::intrusive_ptr<c10d::Store> store, int rank,
-                             const JobConfig& config, const ModelOptions& model_options,
-                             bool resume) {
-  torch::set_num_threads(1);
-  dist::CommunicatorOptions options;
-  options.name = "embedded learner group";
-  ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> comm,
-                   dist::Communicator::Create(std::move(store), rank,
-                                              static_cast<int>(config.learner.world_size),
-                                              options));
-  ASSIGN_OR_RETURN(std::unique_ptr<LearnerSession> session,
-                   LearnerSession::Open(config, model_options, resume, comm.get()));
-  return session->Follow();
 }
 
 // Everything the job owns, destroyed in an order that lets in-flight work end: actors stop and
@@ -122,7 +105,7 @@ class Job {
   std::vector<std::unique_ptr<TaskSource>> tasks_;
   std::vector<std::unique_ptr<Actor>> actors_;
   ActorThreads actor_threads_;    // async: every actor runs open-ended
-  int64_t admission_groups_ = 0;  // run.max_pipeline_batches in groups; 0 = no admission
+  scheduler::PipelineAdmission admission_;  // run.max_pipeline_batches; off when 0
   std::atomic<bool> stopping_{false};
 };
 
@@ -148,11 +131,11 @@ absl::Status Job::Init(const EmbeddedJobOptions& options) {
   // colocated: one whole batch must fit while the learner has not sampled yet.
   buffer_options.max_size = std::max(buffer_options.max_size, config_.run.batch_groups);
   if (config_.run.mode == TrainMode::kAsync && config_.run.max_pipeline_batches > 0) {
-    admission_groups_ = static_cast<int64_t>(
-        std::ceil(config_.run.max_pipeline_batches * config_.run.batch_groups));
+    admission_ = scheduler::PipelineAdmission::For(
+        config_.run.max_pipeline_batches, config_.run.batch_groups, config_.actor.group_size);
     // Admission, not backpressure, bounds the pipeline: whatever was admitted must fit.
     buffer_options.max_size =
-        std::max(buffer_options.max_size, admission_groups_ + config_.actor.num_actors);
+        std::max(buffer_options.max_size, admission_.groups + config_.actor.num_actors);
   }
   ASSIGN_OR_RETURN(buffer_, Buffer::Create(buffer_options));
   buffer_->SetLearnerVersion(learner_->version());
@@ -170,7 +153,7 @@ absl::Status Job::Init(const EmbeddedJobOptions& options) {
         StrCat("actor-", i), config_.actor, config_.sampling, std::move(engine), factory_.get(),
         executor_.get(), tokenizer_.get(), tasks_.back().get(),
         [this](Trajectory t) { return Sink(std::move(t)); }, seed + 1));
-    if (admission_groups_ > 0) {
+    if (admission_.enabled()) {
       actors_.back()->SetAdmission([this] { return AdmissionRoom(); });
     }
   }
@@ -216,7 +199,7 @@ int64_t Job::AdmissionRoom() const {
   const BufferInfo info = buffer_->Info();
   int64_t occupancy = info.pending_members + info.table.size * group;
   for (const auto& actor : actors_) occupancy += actor->in_flight();
-  return admission_groups_ * group - occupancy;
+  return admission_.Room(occupancy);
 }
 
 absl::Status Job::Sink(Trajectory t) {

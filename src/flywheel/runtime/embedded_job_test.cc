@@ -43,6 +43,13 @@ TEST(EmbeddedJobTest, AsyncJobWritesAMetricsLinePerStepAndASummary) {
     EXPECT_EQ(metrics[i]["step"].get<int64_t>(), static_cast<int64_t>(i + 1));
     // Actors run ahead by at most the staleness bound.
     EXPECT_LE(metrics[i]["lag_max"].get<int64_t>(), config.learner.max_staleness);
+    // The exact lags: one count per trajectory the step saw, none above lag_max.
+    int64_t counted = 0;
+    for (const auto& [lag, count] : metrics[i]["lag_counts"].items()) {
+      EXPECT_LE(std::stoll(lag), metrics[i]["lag_max"].get<int64_t>());
+      counted += count.get<int64_t>();
+    }
+    EXPECT_EQ(counted, metrics[i]["trajectories"].get<int64_t>()) << metrics[i];
   }
   for (const char* key : {"step", "version", "reward_mean", "success_rate", "learner_busy_s",
                           "learner_wait_s", "lag_mean", "lag_max", "dropped", "buffer_size",

@@ -89,6 +89,7 @@ nlohmann::json TrainedStep::MetricsLine(int64_t version, double elapsed_seconds)
       {"learner_wait_s", wait_seconds},
       {"lag_mean", lag_mean},
       {"lag_max", lag_max},
+      {"lag_counts", LagCountsJson(result.staleness.lag_counts)},
   };
 }
 
@@ -346,6 +347,21 @@ absl::Status LearnerSession::SaveCheckpoint(int64_t step) {
                return WriteTrainerState(dir, learner_->optimizer());
              })
       .status();
+}
+
+absl::Status RunFollowerRank(c10::intrusive_ptr<c10d::Store> store, int rank,
+                             const JobConfig& config, const ModelOptions& model_options,
+                             bool resume) {
+  torch::set_num_threads(1);
+  dist::CommunicatorOptions options;
+  options.name = "embedded learner group";
+  ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> comm,
+                   dist::Communicator::Create(std::move(store), rank,
+                                              static_cast<int>(config.learner.world_size),
+                                              options));
+  ASSIGN_OR_RETURN(std::unique_ptr<LearnerSession> session,
+                   LearnerSession::Open(config, model_options, resume, comm.get()));
+  return session->Follow();
 }
 
 }  // namespace flywheel

@@ -116,6 +116,13 @@ class LearnerSession {
   double wait_seconds_ = 0;
 };
 
+// Rank `rank` (> 0) of a learner group whose ranks are threads of one process (the embedded job,
+// `flywheel sim calibrate`): trains on the batches rank 0 sends until rank 0 finishes. One
+// intra-op thread per rank, so that N ranks on N cores do not oversubscribe them.
+absl::Status RunFollowerRank(c10::intrusive_ptr<c10d::Store> store, int rank,
+                             const JobConfig& config, const ModelOptions& model_options,
+                             bool resume);
+
 }  // namespace flywheel
 
 #endif  // FLYWHEEL_RUNTIME_LEARNER_SESSION_H_

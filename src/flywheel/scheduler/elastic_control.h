@@ -17,6 +17,7 @@
 #define FLYWHEEL_SCHEDULER_ELASTIC_CONTROL_H_
 
 #include <cstdint>
+#include <cmath>
 #include <span>
 #include <string>
 #include <vector>
@@ -44,6 +45,24 @@ struct ElasticAdmission {
     const int64_t batches = steps_done + 1 + max_staleness;
     return batches * batch_groups * group_size - handed_out;
   }
+};
+
+// The admission of the async job (run.max_pipeline_batches = K > 0): an episode starts only
+// while the pipeline, the episodes being played plus the finished ones the learner has not
+// taken yet, holds fewer than ⌈K · batch_groups⌉ groups of episodes. It counts batches the
+// learner has taken, where ElasticAdmission counts steps trained and published.
+struct PipelineAdmission {
+  int64_t groups = 0;  // ⌈K · batch_groups⌉; 0: no admission
+  int64_t group_size = 1;
+
+  static PipelineAdmission For(double max_pipeline_batches, int64_t batch_groups,
+                               int64_t group_size) {
+    return {.groups = static_cast<int64_t>(std::ceil(max_pipeline_batches * batch_groups)),
+            .group_size = group_size};
+  }
+  bool enabled() const { return groups > 0; }
+  // Episodes that may still start while `occupancy` episodes are in the pipeline.
+  int64_t Room(int64_t occupancy) const { return groups * group_size - occupancy; }
 };
 
 // The rule of an elastic job with `satellites` satellite cells, each holding

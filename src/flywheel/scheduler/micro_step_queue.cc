@@ -216,6 +216,7 @@ absl::Status MicroStepQueue::Add(std::vector<Trajectory> batch) {
   absl::MutexLock lock(&mu_);
   report_.kept += static_cast<int64_t>(batch.size());
   report_.dropped_stale += staleness.dropped;
+  for (const auto& [lag, count] : staleness.lag_counts) report_.lag_counts[lag] += count;
   report_.dropped_too_long += dropped_too_long;
   Publish(std::move(packed));
   return absl::OkStatus();

@@ -103,6 +103,7 @@ struct StepReport {
   int64_t kept = 0;  // trajectories taken (after the staleness bound and too-long drops)
   int64_t dropped_stale = 0;
   int64_t dropped_too_long = 0;
+  std::map<int64_t, int64_t> lag_counts;  // exact lag → trajectories (kept and dropped stale)
   bool closed = false;
   bool complete = false;
 
