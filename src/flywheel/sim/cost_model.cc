@@ -17,6 +17,16 @@ absl::Status NeedPositive(double x, std::string_view key) {
   return absl::InvalidArgumentError(StrCat(key, " must be a finite number > 0 (got ", x, ")"));
 }
 
+absl::Status NeedNonNegative(double x, std::string_view key) {
+  if (std::isfinite(x) && x >= 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(StrCat(key, " must be a finite number >= 0 (got ", x, ")"));
+}
+
+absl::Status ValidateFailureRate(const EpisodeOptions& e) {
+  if (e.failure_rate >= 0 && e.failure_rate < 1) return absl::OkStatus();
+  return absl::InvalidArgumentError("workload.episode.failure_rate must be in [0, 1)");
+}
+
 absl::Status NeedShare(double x, std::string_view key) {
   if (std::isfinite(x) && x > 0 && x <= 1) return absl::OkStatus();
   return absl::InvalidArgumentError(StrCat(key, " must be in (0, 1] (got ", x, ")"));
@@ -63,10 +73,12 @@ absl::Status WorkloadOptions::Validate() const {
   RETURN_IF_ERROR(
       NeedShare(generation.bandwidth_efficiency, "workload.generation.bandwidth_efficiency"));
   RETURN_IF_ERROR(NeedShare(training.mfu, "workload.training.mfu"));
-  if (!(std::isfinite(training.switch_overhead_s) && training.switch_overhead_s >= 0)) {
-    return absl::InvalidArgumentError("workload.training.switch_overhead_s must be >= 0");
-  }
+  RETURN_IF_ERROR(NeedNonNegative(training.switch_overhead_s, "workload.training.switch_overhead_s"));
+  RETURN_IF_ERROR(NeedNonNegative(training.step_overhead_s, "workload.training.step_overhead_s"));
+  RETURN_IF_ERROR(NeedNonNegative(generation.decode_step_overhead_s,
+                                  "workload.generation.decode_step_overhead_s"));
   const EpisodeOptions& e = episode;
+  if (e.length == LengthKind::kTrace) return ValidateTrace(e);
   if (e.min_turns < 1 || e.max_turns < e.min_turns) {
     return absl::InvalidArgumentError(
         StrCat("workload.episode: need 1 <= min_turns <= max_turns (got ", e.min_turns, ", ",
@@ -87,9 +99,33 @@ absl::Status WorkloadOptions::Validate() const {
     return absl::InvalidArgumentError("workload.episode.length_sigma must be in [0, 5)");
   }
   RETURN_IF_ERROR(NeedShare(e.generated_fraction, "workload.episode.generated_fraction"));
-  if (!(e.failure_rate >= 0 && e.failure_rate < 1)) {
-    return absl::InvalidArgumentError("workload.episode.failure_rate must be in [0, 1)");
+  RETURN_IF_ERROR(ValidateFailureRate(e));
+  return env_latency.Validate("workload.env_latency");
+}
+
+absl::Status WorkloadOptions::ValidateTrace(const EpisodeOptions& e) const {
+  const size_t n = e.trace_turns.size();
+  if (n == 0 || e.trace_prompt_tokens.size() != n || e.trace_generated_tokens.size() != n ||
+      e.trace_observation_tokens.size() != n) {
+    return absl::InvalidArgumentError(StrCat(
+        "workload.episode.length = \"trace\" needs trace_turns, trace_prompt_tokens, "
+        "trace_generated_tokens and trace_observation_tokens of one equal length >= 1 (got ",
+        n, ", ", e.trace_prompt_tokens.size(), ", ", e.trace_generated_tokens.size(), ", ",
+        e.trace_observation_tokens.size(), ")"));
   }
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t total = e.trace_prompt_tokens[i] + e.trace_generated_tokens[i] +
+                          e.trace_observation_tokens[i];
+    if (e.trace_turns[i] < 1 || e.trace_prompt_tokens[i] < 1 || e.trace_generated_tokens[i] < 1 ||
+        e.trace_observation_tokens[i] < 0 || total > e.max_tokens) {
+      return absl::InvalidArgumentError(StrCat(
+          "workload.episode trace entry ", i, ": need turns >= 1, prompt >= 1, generated >= 1, ",
+          "observations >= 0 and a total <= max_tokens = ", e.max_tokens, " (got ",
+          e.trace_turns[i], ", ", e.trace_prompt_tokens[i], ", ", e.trace_generated_tokens[i],
+          ", ", e.trace_observation_tokens[i], ")"));
+    }
+  }
+  RETURN_IF_ERROR(ValidateFailureRate(e));
   return env_latency.Validate("workload.env_latency");
 }
 
@@ -142,7 +178,7 @@ double CostModel::DecodeStepSeconds(int64_t batch, double kv_tokens) const {
                          (d * cluster_.bf16_flops * workload_.generation.prefill_mfu);
   const double memory = (weight_bytes_ + kv_bytes_per_token_ * kv_tokens) /
                         (d * cluster_.memory_bandwidth * workload_.generation.bandwidth_efficiency);
-  return std::max(compute, memory);
+  return workload_.generation.decode_step_overhead_s + std::max(compute, memory);
 }
 
 double CostModel::TrainSeconds(double tokens, int64_t replicas) const {
@@ -174,6 +210,19 @@ double CostModel::CostUsd(double device_seconds) const {
 EpisodeShape CostModel::DrawEpisode(std::mt19937_64& rng) const {
   const EpisodeOptions& e = workload_.episode;
   EpisodeShape shape;
+  if (e.length == LengthKind::kTrace) {
+    const size_t i = std::uniform_int_distribution<size_t>(0, e.trace_turns.size() - 1)(rng);
+    shape.turns = static_cast<int>(e.trace_turns[i]);
+    shape.prompt_tokens = e.trace_prompt_tokens[i];
+    shape.generated_per_turn =
+        std::max<int64_t>(1, std::llround(static_cast<double>(e.trace_generated_tokens[i]) /
+                                          static_cast<double>(shape.turns)));
+    shape.observation_per_turn =
+        shape.turns > 1 ? std::llround(static_cast<double>(e.trace_observation_tokens[i]) /
+                                       static_cast<double>(shape.turns - 1))
+                        : 0;
+    return shape;
+  }
   shape.turns =
       static_cast<int>(std::uniform_int_distribution<int64_t>(e.min_turns, e.max_turns)(rng));
   double length = e.mean_tokens;

@@ -9,10 +9,12 @@
 //   κ  KV bytes per token             interconnect bytes/s
 //
 //   prefill(n)          = 2·P·n / (d·F·prefill_mfu)                         compute-bound
-//   decode_step(b, C)   = max(2·P·b / (d·F·prefill_mfu), (W + κ·C) / (d·B·bw_eff))
-//                         b sequences in the batch, C tokens of KV cache read in all
+//   decode_step(b, C)   = o_d + max(2·P·b / (d·F·prefill_mfu), (W + κ·C) / (d·B·bw_eff))
+//                         b sequences in the batch, C tokens of KV cache read in all, o_d the
+//                         engine's fixed cost per step (launches, sampling; 0 by default)
 //   slots               = min(max_batch, ⌊(d·M − W) / (κ · max_tokens)⌋)   KV memory per replica
 //   train(T tokens, n)  = 6·P·T / (n·d·F·mfu)                              (Kaplan et al., 2020)
+//   step                = o_s                the optimiser step and the step's fixed work
 //   transfer            = W / (d·I)                                        every link carries W/d
 //   allreduce(n)        = 2·(n−1)/n · W / (d·I)                             ring all-reduce
 //   to_train            = switch_overhead_s + transfer    a satellite pulls the current weights
@@ -27,6 +29,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -89,6 +92,10 @@ struct GenerationCostOptions {
   int64_t max_batch = 256;   // continuous-batching cap per replica
   double prefill_mfu = 0.5;  // share of peak FLOP/s that prefill (and decode compute) reach
   double bandwidth_efficiency = 0.8;  // share of peak memory bandwidth that decode reaches
+  // Fixed seconds of every decode step whatever its batch: kernel launches, sampling, the
+  // engine's scheduling. Negligible for a large model on an accelerator; what dominates a small
+  // one on a CPU (`flywheel sim calibrate` measures it).
+  double decode_step_overhead_s = 0;
 
   template <typename V>
   void VisitFields(V& v) {
@@ -96,6 +103,8 @@ struct GenerationCostOptions {
     v.Field("prefill_mfu", prefill_mfu, "share of peak FLOP/s reached by prefill");
     v.Field("bandwidth_efficiency", bandwidth_efficiency,
             "share of peak memory bandwidth reached by a decode step");
+    v.Field("decode_step_overhead_s", decode_step_overhead_s,
+            "fixed seconds of every decode step on top of the roofline (launches, sampling)");
   }
 };
 
@@ -103,23 +112,29 @@ struct GenerationCostOptions {
 struct TrainingCostOptions {
   double mfu = 0.4;                // model-FLOP utilisation of a training micro-step
   double switch_overhead_s = 3.0;  // fixed part of a role switch: engine / optimiser set-up
+  double step_overhead_s = 0;      // per learner step: optimiser update, advantages, packing
 
   template <typename V>
   void VisitFields(V& v) {
     v.Field("mfu", mfu, "model-FLOP utilisation of training (6 x params FLOPs per token)");
     v.Field("switch_overhead_s", switch_overhead_s,
             "fixed seconds of a role switch on top of moving weights");
+    v.Field("step_overhead_s", step_overhead_s,
+            "fixed seconds of every learner step after its micro-steps (optimiser update)");
   }
 };
 
-enum class LengthKind { kFixed, kUniform, kLognormal };
+enum class LengthKind { kFixed, kUniform, kLognormal, kTrace };
 inline constexpr config::ChoiceName<LengthKind> kLengthKindNames[] = {
     {"fixed", LengthKind::kFixed},
     {"uniform", LengthKind::kUniform},
-    {"lognormal", LengthKind::kLognormal}};
+    {"lognormal", LengthKind::kLognormal},
+    {"trace", LengthKind::kTrace}};
 
 // [workload.episode]: one agent execution. Its length (prompt, generated and observation tokens)
-// is drawn per episode; turns alternate generation and an environment step.
+// is drawn per episode; turns alternate generation and an environment step. With length =
+// "trace" an episode is one of the recorded ones (the trace_* arrays, one entry per episode, as
+// `flywheel sim calibrate` records them from the policy), drawn uniformly.
 struct EpisodeOptions {
   int64_t min_turns = 4;
   int64_t max_turns = 4;  // turns drawn uniformly in [min_turns, max_turns]
@@ -131,6 +146,17 @@ struct EpisodeOptions {
   double length_sigma = 0.5;        // lognormal: standard deviation of log(length)
   double generated_fraction = 0.5;  // share of the non-prompt tokens the policy generates
   double failure_rate = 0;          // probability that an episode fails and is restarted
+  // The environment also answers the last turn (a final score, a test run) before the episode
+  // ends, as a job's environment does; false: the last generation ends the episode.
+  bool final_env_step = false;
+  // The environment's reset, which gives the prompt, takes a step's latency too before the first
+  // turn (a sandbox starting, a repository cloned), as a job's latency wrapper charges it.
+  bool reset_env_step = false;
+  // length = "trace": recorded episodes, index by index.
+  std::vector<int64_t> trace_turns;
+  std::vector<int64_t> trace_prompt_tokens;
+  std::vector<int64_t> trace_generated_tokens;    // all turns together
+  std::vector<int64_t> trace_observation_tokens;  // all observations together
 
   template <typename V>
   void VisitFields(V& v) {
@@ -147,6 +173,16 @@ struct EpisodeOptions {
             "share of the non-prompt tokens the policy generates (the rest: observations)");
     v.Field("failure_rate", failure_rate,
             "probability that an episode fails at a random turn and is started again");
+    v.Field("final_env_step", final_env_step,
+            "the environment answers the last turn too (a final score) before the episode ends");
+    v.Field("reset_env_step", reset_env_step,
+            "the environment's reset takes a step's latency before the first turn");
+    v.Field("trace_turns", trace_turns, "trace: turns of each recorded episode");
+    v.Field("trace_prompt_tokens", trace_prompt_tokens, "trace: prompt tokens of each");
+    v.Field("trace_generated_tokens", trace_generated_tokens,
+            "trace: tokens the policy generated in each, all turns");
+    v.Field("trace_observation_tokens", trace_observation_tokens,
+            "trace: observation tokens of each, all turns");
   }
 };
 
@@ -167,6 +203,9 @@ struct WorkloadOptions {
     v.Section("env_latency", env_latency);
   }
   absl::Status Validate() const;
+
+ private:
+  absl::Status ValidateTrace(const EpisodeOptions& e) const;
 };
 
 // One drawn episode. Every turn generates `generated_per_turn` tokens and then waits for the
@@ -201,6 +240,8 @@ class CostModel {
   double DecodeStepSeconds(int64_t batch, double kv_tokens) const;
   // Training on `tokens` tokens (forward and backward) by `replicas` replicas together.
   double TrainSeconds(double tokens, int64_t replicas = 1) const;
+  // The fixed part of a learner step after its micro-steps (the optimiser update).
+  double StepOverheadSeconds() const { return workload_.training.step_overhead_s; }
   double WeightTransferSeconds() const;
   double AllReduceSeconds(int64_t participants) const;
   double SwitchToTrainSeconds() const;

@@ -66,6 +66,16 @@ absl::Status SimConfig::Validate() const {
   }
   if (learner.micro_steps < 1)
     return absl::InvalidArgumentError("learner.micro_steps must be >= 1");
+  if (learner.token_budget < 0) {
+    return absl::InvalidArgumentError("learner.token_budget must be >= 0 (0 = learner.micro_steps)");
+  }
+  if (!(std::isfinite(run.max_pipeline_batches) && run.max_pipeline_batches >= 0)) {
+    return absl::InvalidArgumentError(
+        "run.max_pipeline_batches must be >= 0 (0 = admission by learner.max_staleness)");
+  }
+  if (buffer.max_staleness < -1) {
+    return absl::InvalidArgumentError("buffer.max_staleness must be >= -1 (-1 = off)");
+  }
   if (buffer.max_size < run.batch_groups) {
     return absl::InvalidArgumentError(StrCat("buffer.max_size = ", buffer.max_size,
                                              " is below run.batch_groups = ", run.batch_groups,

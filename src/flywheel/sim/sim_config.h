@@ -40,7 +40,10 @@ struct SimRunOptions {
   int64_t batch_groups = 8;     // groups per learner step
   int64_t group_size = 8;       // episodes per group (GRPO's G)
   int64_t rollout_devices = 0;  // async: devices that only generate; 0 = half the cluster
-  bool timeline = true;         // write timeline.jsonl (role changes and steps)
+  // async: the job's admission, run.max_pipeline_batches (scheduler::PipelineAdmission); 0 =
+  // version-bounded admission by learner.max_staleness, as the elastic mode admits.
+  double max_pipeline_batches = 0;
+  bool timeline = true;  // write timeline.jsonl (role changes and steps)
 
   template <typename V>
   void VisitFields(V& v) {
@@ -54,6 +57,9 @@ struct SimRunOptions {
     v.Field("group_size", group_size, "episodes per group");
     v.Field("rollout_devices", rollout_devices,
             "async: devices that only generate, the rest train (0 = half)");
+    v.Field("max_pipeline_batches", max_pipeline_batches,
+            "async: admit while episodes in flight + unsampled < this many batches, as a job's "
+            "run.max_pipeline_batches (0 = admission by learner.max_staleness)");
     v.Field("timeline", timeline, "write timeline.jsonl: every role change and step");
   }
 };
@@ -76,22 +82,32 @@ struct SimActorOptions {
 struct SimLearnerOptions {
   int64_t max_staleness = 1;  // η: admission and the staleness filter
   int64_t micro_steps = 8;    // a step's batch is split into this many claimable micro-steps
+  int64_t token_budget = 0;   // > 0: micro-steps of this many tokens instead, as a job packs them
 
   template <typename V>
   void VisitFields(V& v) {
     v.Field("max_staleness", max_staleness, "versions an episode may lag its step (0 = on-policy)");
     v.Field("micro_steps", micro_steps, "micro-steps per learner step, claimed by training cells");
+    v.Field("token_budget", token_budget,
+            "> 0: a step has ceil(tokens / token_budget) micro-steps (learner.token_budget of a "
+            "job) instead of learner.micro_steps");
   }
 };
 
 // The table is a queue of groups, each trained on once, behind the production rate limiter
 // (RateLimiterOptions::Queue): inserts block while it holds max_size groups.
+// max_staleness >= 0: the table drops a group whose lag exceeds it when the learner picks it, as
+// a job's buffer does (buffer.max_staleness, by default learner.max_staleness; the elastic job
+// leaves it off and bounds staleness at its step's queue).
 struct SimBufferOptions {
   int64_t max_size = 1 << 20;
+  int64_t max_staleness = -1;  // -1: off
 
   template <typename V>
   void VisitFields(V& v) {
     v.Field("max_size", max_size, "groups the table holds before inserts block");
+    v.Field("max_staleness", max_staleness,
+            "drop a group lagging the learner by more than this when sampled (-1 = off)");
   }
 };
 

@@ -103,6 +103,7 @@ struct Episode {
   uint32_t epoch = 0;    // bumped when a pending generation is cancelled
   bool generating = false;
   bool in_env = false;        // waiting for an environment step
+  bool resetting = false;     // that step is the reset (reset_env_step), before the first turn
   bool full_prefill = false;  // resumed on another cell: its whole context is prefilled
   EpisodeShape shape;
   int64_t context = 0;
@@ -175,6 +176,8 @@ class Simulation {
 
   // --- training
   bool AllCellsTrain() const;
+  bool BufferStale(const Group& group) const;
+  int64_t MicroSteps(int64_t tokens) const;
   void TryStartStep();
   void ClaimMicroStep(int c);
   void OnMicroStepDone(int c);
@@ -213,6 +216,7 @@ class Simulation {
   RateLimiter limiter_;
   StalenessFilter staleness_;
   scheduler::ElasticAdmission admission_;
+  scheduler::PipelineAdmission pipeline_;  // async with run.max_pipeline_batches
   std::optional<scheduler::WaterLevelPolicy> policy_;
 
   int core_cells_ = 0;  // elastic: cells [0, core_cells_) always train
@@ -222,7 +226,8 @@ class Simulation {
   std::vector<int64_t> parked_;          // slots of episodes no rollout cell could take
   std::vector<int64_t> episode_tokens_;  // by handout index: the finished trajectory's length
 
-  std::deque<Group> table_;    // groups inserted, oldest first
+  std::deque<Group> table_;      // groups inserted, oldest first
+  std::vector<Group> collected_;  // taken by the learner for its next step
   std::deque<Group> blocked_;  // groups whose insert the rate limiter holds back
   int64_t handed_out_ = 0;
   int64_t finished_ = 0;
@@ -240,6 +245,7 @@ class Simulation {
   bool step_running_ = false;
   int64_t micro_left_ = 0;     // micro-steps not yet claimed
   int64_t micro_running_ = 0;  // claimed, not finished
+  int64_t step_micro_steps_ = 0;
   double micro_seconds_ = 0;
   std::vector<bool> participated_;
   int64_t participants_ = 0;
@@ -249,9 +255,12 @@ class Simulation {
   int64_t step_timed_out_ = 0;
   int64_t step_tokens_ = 0;
   double step_lag_sum_ = 0;
+  std::map<int64_t, int64_t> step_lag_counts_;
   int64_t trained_trajectories_ = 0;
   int64_t trained_tokens_ = 0;
   int64_t dropped_stale_ = 0;
+  int64_t buffer_dropped_stale_ = 0;  // groups the table dropped as too stale
+  int64_t buffer_dropped_trajectories_ = 0;
   std::map<int64_t, int64_t> lag_counts_;
   Histogram lag_histogram_;
   bool colocated_training_ = false;  // colocated: the cells are (moving to) training
@@ -281,6 +290,10 @@ absl::Status Simulation::Init() {
                 .batch_groups = config_.run.batch_groups,
                 .group_size = config_.run.group_size};
   RETURN_IF_ERROR(admission_.Validate());
+  if (mode == SimMode::kAsync) {
+    pipeline_ = scheduler::PipelineAdmission::For(
+        config_.run.max_pipeline_batches, config_.run.batch_groups, config_.run.group_size);
+  }
   if (mode == SimMode::kAsync) {
     const int64_t rollout_devices =
         config_.run.rollout_devices > 0
@@ -469,6 +482,10 @@ void Simulation::OnDeadline(int64_t slot, int64_t index) {
 // steps "done and published" (its publish is in-process; here it takes the transfer time).
 int64_t Simulation::AdmissionRoom() const {
   if (steps_done_ >= config_.run.max_steps) return 0;
+  if (pipeline_.enabled()) {
+    // The async job's count: every episode handed out and not yet in a batch the learner took.
+    return pipeline_.Room(handed_out_ - limiter_.samples() * config_.run.group_size);
+  }
   return admission_.Room(steps_published_, handed_out_);
 }
 
@@ -523,6 +540,11 @@ void Simulation::StartEpisode(int c) {
   AssignToCell(slot, c);
   const double budget = config_.actor.episode_time_budget_s;
   if (budget > 0) ArmDeadline(slot, budget);
+  if (config_.workload.episode.reset_env_step) {
+    e.in_env = e.resetting = true;  // the first turn waits for the prompt
+    return Schedule(absl::ToDoubleSeconds(env_latency_->Sample()), EventKind::kEnvDone, c, slot,
+                    e.epoch);
+  }
   BeginGeneration(slot);
 }
 
@@ -589,7 +611,12 @@ void Simulation::OnGenerated(int64_t slot, uint32_t epoch) {
   tokens_generated_ += e.shape.generated_per_turn;
   e.context += e.shape.generated_per_turn;
   ++e.turn;
-  if (e.turn == e.shape.turns) return FinishEpisode(slot);
+  if (e.turn == e.shape.turns) {
+    if (!config_.workload.episode.final_env_step) return FinishEpisode(slot);
+    e.in_env = true;  // the environment scores the last turn
+    return Schedule(absl::ToDoubleSeconds(env_latency_->Sample()), EventKind::kEnvDone, e.cell,
+                    slot, e.epoch);
+  }
   // A failure (a crashed sandbox, a lost tool server) strikes at a turn boundary with the
   // per-turn probability that makes the episode's failure probability failure_rate:
   // 1 − (1 − p)^turns = failure_rate. The episode starts again from its prompt.
@@ -615,7 +642,12 @@ void Simulation::OnEnvDone(int64_t slot, uint32_t epoch) {
   Episode& e = episodes_[slot];
   if (e.epoch != epoch) return;
   e.in_env = false;
-  e.context += e.shape.observation_per_turn;
+  if (e.turn == e.shape.turns) return FinishEpisode(slot);  // the final step (final_env_step)
+  if (e.resetting) {
+    e.resetting = false;  // the prompt is there: the first turn starts
+  } else {
+    e.context += e.shape.observation_per_turn;
+  }
   if (e.cell < 0) return;  // parked: generates when a cell comes back to rollout
   BeginGeneration(slot);
 }
@@ -646,7 +678,7 @@ void Simulation::FinishEpisode(int64_t slot) {
   GroupAssembler::Output out;
   assembler_.Add(std::move(member), Now(), &out);
   for (std::vector<ItemMember>& group : out.released) InsertGroup(std::move(group));
-  FillCell(c);
+  if (c >= 0) FillCell(c);  // a parked episode's final step returned: no cell to fill
 }
 
 void Simulation::InsertGroup(std::vector<ItemMember> members) {
@@ -696,13 +728,41 @@ void Simulation::ColocatedControl() {
   for (int c = 0; c < static_cast<int>(cells_.size()); ++c) RequestRole(c, CellRole::kTrain);
 }
 
+// A group whose lag exceeds buffer.max_staleness when the learner picks it (Table::Sample: lag
+// = learner version − the group's oldest token version).
+bool Simulation::BufferStale(const Group& group) const {
+  const int64_t bound = config_.buffer.max_staleness;
+  if (bound < 0) return false;
+  int64_t oldest = version_;
+  for (const auto& t : group.members) oldest = std::min(oldest, t->versions.front());
+  return version_ - oldest > bound;
+}
+
 void Simulation::TryStartStep() {
   if (step_running_ || steps_done_ >= config_.run.max_steps) return;
-  const int64_t batch = config_.run.batch_groups;
-  const int64_t size = static_cast<int64_t>(table_.size());
-  if (size < batch || !limiter_.CanSample(size, batch)) return;
   if (config_.run.mode == SimMode::kColocated && !AllCellsTrain()) return;
-  limiter_.Sample(batch);
+  const int64_t batch = config_.run.batch_groups;
+  // While it waits, the learner takes groups as they arrive (a job's Table::Sample hands out what
+  // the table holds); a group too stale for the buffer is dropped as it is picked, and counts as
+  // a sample (Queue semantics). The step starts once the learner holds its batch.
+  bool took = false;
+  while (static_cast<int64_t>(collected_.size()) < batch && !table_.empty() &&
+         limiter_.CanSample(static_cast<int64_t>(table_.size()))) {
+    limiter_.Sample();
+    took = true;
+    Group group = std::move(table_.front());
+    table_.pop_front();
+    if (BufferStale(group)) {
+      ++buffer_dropped_stale_;
+      buffer_dropped_trajectories_ += static_cast<int64_t>(group.members.size());
+      continue;
+    }
+    collected_.push_back(std::move(group));
+  }
+  if (static_cast<int64_t>(collected_.size()) < batch) {
+    if (took) RetryBlockedInserts();  // the table made room: a blocked insert goes in
+    return;
+  }
   step_running_ = true;
   step_trajectories_ = step_dropped_ = step_tokens_ = step_timed_out_ = 0;
   step_lag_sum_ = 0;
@@ -711,14 +771,15 @@ void Simulation::TryStartStep() {
   // (each a group id, an id and the versions of its tokens: a few bytes to copy).
   std::vector<Trajectory> trajectories;
   trajectories.reserve(static_cast<size_t>(batch * config_.run.group_size));
-  for (int64_t i = 0; i < batch; ++i) {
-    for (const auto& t : table_.front().members) trajectories.push_back(*t);
-    table_.pop_front();
+  for (const Group& group : collected_) {
+    for (const auto& t : group.members) trajectories.push_back(*t);
   }
+  collected_.clear();
   for (const Trajectory& t : trajectories) {
     step_timed_out_ += t.termination == Termination::kTimeout;
   }
   const StalenessReport report = staleness_.Apply(version_, trajectories);
+  step_lag_counts_ = report.lag_counts;
   for (const auto& [lag, count] : report.lag_counts) {
     lag_counts_[lag] += count;
     step_lag_sum_ += static_cast<double>(lag * count);
@@ -731,12 +792,31 @@ void Simulation::TryStartStep() {
     if (absl::SimpleAtoi(t.id, &index)) step_tokens_ += episode_tokens_[index];
   }
   RetryBlockedInserts();
-  micro_left_ = config_.learner.micro_steps;
+  micro_left_ = MicroSteps(step_tokens_);
+  step_micro_steps_ = micro_left_;
   micro_running_ = 0;
   micro_seconds_ = cost_.TrainSeconds(static_cast<double>(step_tokens_) / micro_left_);
   participants_ = 0;
   std::fill(participated_.begin(), participated_.end(), false);
-  for (int c = 0; c < static_cast<int>(cells_.size()); ++c) ClaimMicroStep(c);
+  // Satellites waiting in the training role claim first: the core cells come to the new step from
+  // the previous one's reduce and publish, while a waiting satellite claims as soon as the step
+  // opens (as in the elastic job, where it blocks on the step's queue).
+  for (int c = static_cast<int>(cells_.size()) - 1; c >= 0; --c) ClaimMicroStep(c);
+}
+
+// learner.token_budget > 0: as a job packs a step. Its data-parallel ranks (colocated: every
+// cell; async: the training cells) each pack their share of the batch into micro-batches of at
+// most token_budget tokens, so every rank has one at least; the elastic job's step queue packs
+// the whole batch for whoever claims.
+int64_t Simulation::MicroSteps(int64_t tokens) const {
+  const int64_t budget = config_.learner.token_budget;
+  if (budget <= 0) return config_.learner.micro_steps;
+  const SimMode mode = config_.run.mode;
+  const int64_t ranks = mode == SimMode::kColocated ? static_cast<int64_t>(cells_.size())
+                        : mode == SimMode::kAsync   ? core_cells_
+                                                    : 1;
+  const int64_t share = (tokens + ranks - 1) / ranks;
+  return ranks * std::max<int64_t>(1, (share + budget - 1) / budget);
 }
 
 void Simulation::ClaimMicroStep(int c) {
@@ -768,11 +848,21 @@ void Simulation::OnMicroStepDone(int c) {
     ClaimMicroStep(c);
   }
   if (micro_left_ == 0 && micro_running_ == 0) {
-    Schedule(cost_.AllReduceSeconds(participants_), EventKind::kReduceDone, 0);
+    Schedule(cost_.AllReduceSeconds(participants_) + cost_.StepOverheadSeconds(),
+             EventKind::kReduceDone, 0);
   }
 }
 
 void Simulation::OnReduceDone() {
+  // The optimiser update ends the step on every cell still training (its compute, like a
+  // job's learner_busy_s).
+  const double overhead = cost_.StepOverheadSeconds();
+  for (int c = 0; c < static_cast<int>(cells_.size()); ++c) {
+    if (participated_[c] && cells_[c].state == CellState::kTrain) {
+      cells_[c].train_busy += overhead;
+      if (c == 0) core_busy_step_ += overhead;
+    }
+  }
   ++version_;
   ++steps_done_;
   step_running_ = false;
@@ -794,14 +884,15 @@ void Simulation::OnReduceDone() {
       {"version", version_},
       {"elapsed_s", now_},
       {"trajectories", step_trajectories_},
-      {"dropped", {{"learner_stale", step_dropped_}}},
+      {"dropped", {{"learner_stale", step_dropped_}, {"buffer_stale", buffer_dropped_stale_}}},
       {"timed_out", step_timed_out_},
       {"tokens", step_tokens_},
       {"lag_mean", step_trajectories_ ? step_lag_sum_ / step_trajectories_ : 0.0},
+      {"lag_counts", LagCountsJson(step_lag_counts_)},
       {"learner_busy_s", core_busy_step_},
       {"learner_wait_s", std::max(0.0, window - core_busy_step_)},
       {"participants", participants_},
-      {"micro_steps", config_.learner.micro_steps},
+      {"micro_steps", step_micro_steps_},
       {"satellites_training", training},
       {"rollout_cells", rolling},
       {"episodes_in_flight", handed_out_ - finished_},
@@ -963,8 +1054,6 @@ nlohmann::json Simulation::Summary(std::string_view stopped_by, double real_seco
       config_.run.mode == SimMode::kColocated ? static_cast<int>(cells_.size()) : core_cells_;
   for (int c = 0; c < learners; ++c) learner_busy += cells_[c].train_busy;
   const double device_seconds = wall * static_cast<double>(cost_.cluster().devices);
-  nlohmann::json lags = nlohmann::json::object();
-  for (const auto& [lag, count] : lag_counts_) lags[std::to_string(lag)] = count;
   nlohmann::json summary = {
       {"mode", SimModeName(config_.run.mode)},
       {"simulated", true},
@@ -987,12 +1076,14 @@ nlohmann::json Simulation::Summary(std::string_view stopped_by, double real_seco
       {"trained_tokens_per_s", trained_tokens_ / wall},
       {"learner_utilization", learner_busy / (wall * std::max(1, learners))},
       {"utilisation", UsageJson(usage, Usage{}, wall)},
-      {"staleness", {{"lag_counts", lags}, {"histogram", lag_histogram_.ToJson()}}},
+      {"staleness", {{"lag_counts", LagCountsJson(lag_counts_)}, {"histogram", lag_histogram_.ToJson()}}},
       {"groups",
        {{"inserted", inserted_groups_},
         {"sampled", limiter_.samples()},
         {"left_in_buffer", table_.size()},
-        {"dropped_stale", dropped_stale_}}},
+        {"dropped_stale", dropped_stale_},
+        {"buffer_dropped_stale", buffer_dropped_stale_},
+        {"buffer_dropped_trajectories", buffer_dropped_trajectories_}}},
       {"cost",
        {{"devices", cost_.cluster().devices},
         {"device_hours", device_seconds / 3600},
