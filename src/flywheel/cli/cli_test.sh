@@ -76,6 +76,21 @@ grep -q '"simulated": true' "$TMP/sim/summary.json" || fail "sim summary.json la
 err=$("$FLYWHEEL" sim "$SOURCE/examples/sim-elastic.toml" --set cluster.device=8 2>&1) &&
   fail "flywheel sim accepted cluster.device"
 grep -q "did you mean cluster.devices?" <<<"$err" || fail "sim config error lacks suggestion: $err"
+err=$("$FLYWHEEL" sim 2>&1) && fail "flywheel sim ran without a config"
+grep -qi "config" <<<"$err" || fail "flywheel sim without a config does not say so: $err"
+
+# flywheel sim calibrate: a small guess job measured, its simulator config written and simulated.
+out=$("$FLYWHEEL" sim calibrate "$SOURCE/examples/guess.toml" --episodes 16 --out "$TMP/guess-sim.toml" \
+  --report "$TMP/guess-calibration.json" --set run.batch_groups=2 --set actor.group_size=4 \
+  --set actor.episodes_in_flight=8 --set env.latency.mean_ms=1 --set run.max_steps=3) ||
+  fail "flywheel sim calibrate failed: $out"
+grep -q "simulate it with: flywheel sim $TMP/guess-sim.toml" <<<"$out" || fail "calibrate output unclear: $out"
+grep -q "^#   decode step of b sequences" "$TMP/guess-sim.toml" || fail "calibrated config lacks its measurements"
+grep -q '"decode_points"' "$TMP/guess-calibration.json" || fail "calibration report lacks decode_points"
+out=$("$FLYWHEEL" sim "$TMP/guess-sim.toml" --out "$TMP/guess-sim") || fail "the calibrated config does not simulate: $out"
+grep -q "^run $TMP/guess-sim: async on 2 devices: 3 steps" <<<"$out" || fail "calibrated sim headline: $out"
+err=$("$FLYWHEEL" sim calibrate "$TMP/none.toml" 2>&1) && fail "calibrate accepted a missing file"
+grep -q "none.toml" <<<"$err" || fail "calibrate error does not name the file: $err"
 
 # flywheel plan: a recommendation with its latency sensitivity.
 out=$("$FLYWHEEL" plan "$SOURCE/examples/sim-elastic.toml" --steps 3) || fail "flywheel plan failed: $out"
