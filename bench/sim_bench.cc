@@ -7,15 +7,23 @@
 //              environment steps (published: under 10 % vs near 100 %);
 //   elastic    time to N learner steps, colocated and a static split over the elastic scheduler,
 //              on software-engineering style episodes and on 700K-1M-token ones (published:
-//              1.21-1.85x over colocated, 1.78x over a static split; switches 8.52 s / 3.46 s).
+//              1.21-1.85x over colocated, 1.78x over a static split; switches 8.52 s / 3.46 s);
+//
+// and its predictions of real `flywheel train` runs on this machine, from costs measured by
+// `flywheel sim calibrate` (bench/sim_validation.h): the prediction_error of each figure.
 //
 // docs/simulator.md discusses where the simulator agrees and where it does not, and why.
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "bench/registry.h"
+#include "bench/sim_validation.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/sim/simulator.h"
@@ -257,6 +265,49 @@ absl::StatusOr<BenchReport> RunSimBench(const BenchArgs& args) {
                           absl::StrFormat("%.2f", cells["to_rollout_seconds"].get<double>()),
                           "3.46"});
 
+  // The simulator against real runs on this machine (minutes: nine real jobs); off by default
+  // with --quick.
+  nlohmann::json validation = nullptr;
+  const bool validate = args.GetString("validate", args.quick ? "off" : "on") == "on";
+  if (validate) {
+    ValidationSettings v;
+    v.steps = args.GetInt("validate_steps", args.quick ? 4 : 30);
+    v.max_staleness = args.GetInt("validate_max_staleness", 1);
+    v.calibration_episodes = args.GetInt("calibration_episodes", args.quick ? 64 : 256);
+    const std::string only = args.GetString("validate_cases", "");
+    for (ValidationCase& c : DefaultValidationCases(args.source_dir)) {
+      if (only.empty() || absl::StrContains(StrCat(",", only, ","), StrCat(",", c.name, ","))) {
+        v.cases.push_back(std::move(c));
+      }
+    }
+    if (v.cases.empty() || v.steps < 1) {
+      return absl::InvalidArgumentError(
+          StrCat("bench sim: --param validate_cases=", only, " selects no case (copy, guess, "
+                 "copy-4-cells) or validate_steps < 1"));
+    }
+    v.runs_dir = std::filesystem::temp_directory_path() / StrCat("flywheel_sim_validation_", getpid());
+    std::filesystem::remove_all(v.runs_dir);
+    absl::StatusOr<ValidationResult> checked = ValidateSimulator(v);
+    std::filesystem::remove_all(v.runs_dir);
+    RETURN_IF_ERROR(checked.status());
+    report.results["validation"] = checked->cases;
+    report.table.push_back({"validation: case, mode, figure", "real", "simulated",
+                            "prediction_error (goal <= 0.15)"});
+    for (const std::vector<std::string>& row : checked->table) {
+      report.table.push_back({StrCat(row[0], " ", row[1], ": ", row[2]), row[3], row[4], row[5]});
+    }
+    validation = {{"worst", checked->worst_error},
+                  {"figures", checked->figures},
+                  {"within_0_15", checked->within_goal},
+                  {"steps_per_run", v.steps},
+                  {"max_staleness", v.max_staleness}};
+    for (const auto& [name, c] : checked->cases.items()) {
+      for (const char* mode : {"colocated", "async", "elastic"}) {
+        validation["by_case"][name][mode] = c[mode]["prediction_error"];
+      }
+    }
+  }
+
   report.config = {
       {"seed", seed},
       {"throughput", {{"devices", devices}, {"episodes", episodes}}},
@@ -282,8 +333,13 @@ absl::StatusOr<BenchReport> RunSimBench(const BenchArgs& args) {
         {"switch_seconds", {{"to_train", 8.52}, {"to_rollout", 3.46}}}}},
       {"switch_seconds",
        {{"to_train", cells["to_train_seconds"]}, {"to_rollout", cells["to_rollout_seconds"]}}},
+      {"prediction_error",
+       validation.is_null() ? nlohmann::json("not run (--param validate=on)") : validation},
       {"goals",
        {{"events_per_s_ge_1e6", events_per_s >= 1e6},
+        {"prediction_error_le_0_15",
+         validation.is_null() ? nlohmann::json(nullptr)
+                              : nlohmann::json(validation["worst"].get<double>() <= 0.15)},
         {"episodes_1e6_on_1024_devices_under_60s",
          !args.quick && devices >= 1024 && trained >= 1e6 && speed.real_seconds < 60}}},
   };
@@ -293,6 +349,12 @@ absl::StatusOr<BenchReport> RunSimBench(const BenchArgs& args) {
       "colocated (published 1.21-1.85), %.2fx over static async (published 1.78)",
       events_per_s, static_cast<int64_t>(speed.summary["episodes_dispatched"].get<int64_t>()),
       devices, speed.real_seconds, sync_util, decoupled_util, vs_colocated, vs_async);
+  if (!validation.is_null()) {
+    report.summary += absl::StrFormat(
+        "; against real runs: %d of %d figures within 0.15, worst prediction_error %.3f",
+        validation["within_0_15"].get<int64_t>(), validation["figures"].get<int64_t>(),
+        validation["worst"].get<double>());
+  }
   return report;
 }
 

@@ -1,0 +1,227 @@
+#include "bench/sim_validation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+
+#include "absl/strings/str_format.h"
+#include "flywheel/core/status_macros.h"
+#include "flywheel/core/strings.h"
+#include "flywheel/runtime/embedded_job.h"
+#include "flywheel/runtime/job_config.h"
+#include "flywheel/sim/calibration.h"
+#include "flywheel/sim/job_costs.h"
+#include "flywheel/sim/simulator.h"
+
+namespace flywheel::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr double kGoal = 0.15;  // prediction_error goal of every figure
+
+struct Mode {
+  std::string name;
+  TrainMode mode;
+};
+
+const Mode kModes[] = {{"colocated", TrainMode::kColocated},
+                       {"async", TrainMode::kAsync},
+                       {"elastic", TrainMode::kElastic}};
+
+// What a run's metrics lines say, summed over its steps; the same reading for both sides.
+struct RunFigures {
+  int64_t steps = 0;
+  double seconds = 0;  // elapsed at the last step
+  double busy_s = 0;
+  int64_t trained = 0;
+  std::map<int64_t, int64_t> lags;
+
+  double utilisation() const { return seconds > 0 ? busy_s / seconds : 0; }
+  double samples_per_s() const { return seconds > 0 ? trained / seconds : 0; }
+  double lag_mean() const {
+    double sum = 0, n = 0;
+    for (const auto& [lag, count] : lags) {
+      sum += static_cast<double>(lag * count);
+      n += static_cast<double>(count);
+    }
+    return n > 0 ? sum / n : 0;
+  }
+  nlohmann::json ToJson() const {
+    nlohmann::json lag_json = nlohmann::json::object();
+    for (const auto& [lag, count] : lags) lag_json[std::to_string(lag)] = count;
+    return {{"steps", steps},
+            {"seconds", seconds},
+            {"learner_utilization", utilisation()},
+            {"trained_samples_per_s", samples_per_s()},
+            {"lag_mean", lag_mean()},
+            {"lag_counts", lag_json}};
+  }
+};
+
+int64_t IntOr0(const nlohmann::json& j, const char* key) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<int64_t>() : 0;
+}
+
+absl::StatusOr<RunFigures> ReadFigures(const std::vector<nlohmann::json>& lines,
+                                       const std::string& what) {
+  RunFigures f;
+  for (const nlohmann::json& line : lines) {
+    if (!line.contains("elapsed_s") || !line.contains("learner_busy_s") ||
+        !line.contains("trajectories") || !line.contains("lag_counts")) {
+      return absl::InternalError(StrCat(what,
+                                        ": a metrics line without elapsed_s, "
+                                        "learner_busy_s, trajectories or lag_counts: ",
+                                        line.dump()));
+    }
+    ++f.steps;
+    f.seconds = line["elapsed_s"].get<double>();
+    f.busy_s += line["learner_busy_s"].get<double>();
+    int64_t dropped = 0;
+    if (line.contains("dropped")) {
+      dropped =
+          IntOr0(line["dropped"], "learner_stale") + IntOr0(line["dropped"], "learner_too_long");
+    }
+    f.trained += line["trajectories"].get<int64_t>() - dropped;
+    for (const auto& [lag, count] : line["lag_counts"].items()) {
+      f.lags[std::stoll(lag)] += count.get<int64_t>();
+    }
+  }
+  if (f.steps == 0) return absl::InternalError(StrCat(what, ": no learner step"));
+  return f;
+}
+
+absl::StatusOr<std::vector<nlohmann::json>> ReadLines(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(StrCat("cannot read ", path.string()));
+  std::vector<nlohmann::json> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return absl::InternalError(StrCat(path.string(), ": not JSON: ", line));
+    lines.push_back(std::move(j));
+  }
+  return lines;
+}
+
+// ½ Σ |p(l) − q(l)| over the lags either side saw.
+double TotalVariation(const std::map<int64_t, int64_t>& a, const std::map<int64_t, int64_t>& b) {
+  double na = 0, nb = 0;
+  for (const auto& [lag, n] : a) na += static_cast<double>(n);
+  for (const auto& [lag, n] : b) nb += static_cast<double>(n);
+  if (na == 0 || nb == 0) return 1;
+  std::map<int64_t, std::pair<double, double>> both;
+  for (const auto& [lag, n] : a) both[lag].first = static_cast<double>(n) / na;
+  for (const auto& [lag, n] : b) both[lag].second = static_cast<double>(n) / nb;
+  double d = 0;
+  for (const auto& [lag, p] : both) d += std::abs(p.first - p.second);
+  return d / 2;
+}
+
+double RelativeError(double simulated, double real) {
+  return real > 0 ? std::abs(simulated / real - 1) : (simulated == 0 ? 0 : 1);
+}
+
+absl::StatusOr<JobConfig> ModeConfig(const ValidationSettings& s, const ValidationCase& c,
+                                     const Mode& mode) {
+  ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig(c.config_file, c.overrides));
+  job.run.mode = mode.mode;
+  job.run.name = StrCat(c.name, "-", mode.name);
+  job.run.runs_dir = s.runs_dir.string();
+  job.run.max_steps = s.steps;
+  job.run.max_wall_seconds = 600;  // a bound on a run that stalls, far above a normal one
+  job.run.eval_episodes = 0;
+  job.run.max_pipeline_batches = 0;
+  job.learner.checkpoint_every = 0;
+  job.learner.max_staleness = s.max_staleness;
+  job.learner.sharding = ShardingMode::kNone;
+  switch (mode.mode) {
+    case TrainMode::kColocated:
+      job.actor.num_actors = c.cells;
+      job.learner.world_size = c.cells;
+      break;
+    case TrainMode::kAsync:
+      job.actor.num_actors = c.cells / 2;
+      job.learner.world_size = c.cells - c.cells / 2;
+      // Admission at the bound the elastic job uses: batches up to v + η.
+      job.run.max_pipeline_batches = static_cast<double>(s.max_staleness + 1);
+      break;
+    case TrainMode::kElastic:
+      job.actor.num_actors = 1;
+      job.learner.world_size = 1;
+      job.scheduler.cells = c.cells;
+      job.scheduler.core_cells = 1;
+      job.scheduler.min_residence_seconds = 0.05;  // as `flywheel bench elastic`
+      break;
+  }
+  RETURN_IF_ERROR(Annotate(job.Validate(), StrCat("validation case ", c.name)));
+  return job;
+}
+
+}  // namespace
+
+std::vector<ValidationCase> DefaultValidationCases(const std::string& source_dir) {
+  return {
+      {"copy", source_dir + "/examples/copy.toml", {}, 2},
+      {"guess", source_dir + "/examples/guess.toml", {}, 2},
+      {"copy-4-cells", source_dir + "/examples/copy.toml", {"run.emulated_slowdown=2"}, 4},
+  };
+}
+
+absl::StatusOr<ValidationResult> ValidateSimulator(const ValidationSettings& s) {
+  ValidationResult out;
+  out.cases = nlohmann::json::object();
+  for (const ValidationCase& c : s.cases) {
+    nlohmann::json case_json = {
+        {"config", c.config_file}, {"overrides", c.overrides}, {"cells", c.cells}};
+    for (const Mode& mode : kModes) {
+      ASSIGN_OR_RETURN(const JobConfig job, ModeConfig(s, c, mode));
+      // Each mode's job calibrated as it runs: its cells' thread settings differ (one intra-op
+      // thread per rank when ranks share the process).
+      sim::CalibrationOptions options;
+      options.episodes = s.calibration_episodes;
+      options.work_dir = s.runs_dir;
+      ASSIGN_OR_RETURN(const sim::Calibration calibration, sim::CalibrateJob(job, options));
+      EmbeddedJobOptions job_options;
+      job_options.progress = nullptr;
+      ASSIGN_OR_RETURN(const EmbeddedJobResult ran, RunEmbeddedJob(job, job_options));
+      ASSIGN_OR_RETURN(const std::vector<nlohmann::json> real_lines,
+                       ReadLines(fs::path(job.run.runs_dir) / job.run.name / "metrics.jsonl"));
+      const std::string what = StrCat(c.name, " ", mode.name);
+      ASSIGN_OR_RETURN(const RunFigures real, ReadFigures(real_lines, StrCat(what, " (real)")));
+      ASSIGN_OR_RETURN(sim::SimConfig sim_config, sim::SimConfigForJob(job, calibration.costs));
+      sim_config.run.max_steps = real.steps;  // a real run stopped early is compared as far
+      sim_config.run.timeline = false;
+      ASSIGN_OR_RETURN(const sim::SimResult simulated, sim::Simulate(sim_config));
+      ASSIGN_OR_RETURN(const RunFigures predicted,
+                       ReadFigures(simulated.metrics, StrCat(what, " (simulated)")));
+      const double e_util = RelativeError(predicted.utilisation(), real.utilisation());
+      const double e_rate = RelativeError(predicted.samples_per_s(), real.samples_per_s());
+      const double e_lag = TotalVariation(predicted.lags, real.lags);
+      case_json[mode.name] = {{"calibration", calibration.report},
+                              {"real", real.ToJson()},
+                              {"simulated", predicted.ToJson()},
+                              {"real_summary_stopped_by", ran.summary.value("stopped_by", "")},
+                              {"prediction_error",
+                               {{"learner_utilization", e_util},
+                                {"trained_samples_per_s", e_rate},
+                                {"staleness_total_variation", e_lag}}}};
+      auto row = [&](const char* figure, double r, double p, double e) {
+        out.table.push_back({c.name, mode.name, figure, absl::StrFormat("%.3g", r),
+                             absl::StrFormat("%.3g", p), absl::StrFormat("%.3f", e)});
+        out.worst_error = std::max(out.worst_error, e);
+        ++out.figures;
+        out.within_goal += e <= kGoal;
+      };
+      row("learner utilisation", real.utilisation(), predicted.utilisation(), e_util);
+      row("trained samples/s", real.samples_per_s(), predicted.samples_per_s(), e_rate);
+      row("staleness (TV distance; mean lags)", real.lag_mean(), predicted.lag_mean(), e_lag);
+    }
+    out.cases[c.name] = std::move(case_json);
+  }
+  return out;
+}
+
+}  // namespace flywheel::bench

@@ -1,0 +1,58 @@
+// The simulator against real runs (`flywheel bench sim`, issue: validation): for each job
+// configuration, `flywheel sim calibrate`'s measurements (sim/calibration.h) and then, for each
+// mode (colocated, async, elastic), a real `flywheel train` run and the simulation of the same
+// job on the calibrated costs. Compared, each over the run's learner steps:
+//
+//   learner utilisation   Σ learner_busy_s / time of the last step (the core cell; colocated:
+//                         rank 0), the same definition on both sides
+//   trained samples/s     Σ (trajectories − dropped by the learner) / time of the last step
+//   staleness             the lag distribution of the trajectories the steps saw (lag_counts):
+//                         total-variation distance ½ Σ_l |p_real(l) − p_sim(l)|, and the means
+//
+// prediction_error = |simulated / real − 1| for the first two, the distance for the third.
+#ifndef FLYWHEEL_BENCH_SIM_VALIDATION_H_
+#define FLYWHEEL_BENCH_SIM_VALIDATION_H_
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace flywheel::bench {
+
+struct ValidationCase {
+  std::string name;
+  std::string config_file;             // a flywheel train config
+  std::vector<std::string> overrides;  // --set assignments on top of it
+  int64_t cells = 2;                   // colocated: C actors and C ranks; async: C/2 and C/2
+};
+
+struct ValidationSettings {
+  std::vector<ValidationCase> cases;
+  int64_t steps = 30;         // learner steps of every real run
+  int64_t max_staleness = 1;  // η of every run (async admission: η + 1 batches)
+  int64_t calibration_episodes = 256;
+  std::filesystem::path runs_dir;  // scratch; removed by the caller
+};
+
+struct ValidationResult {
+  nlohmann::json cases;  // per case: calibration, and per mode the real and simulated figures
+  std::vector<std::vector<std::string>> table;  // rows: case, mode, figure, real, sim, error
+  double worst_error = 0;                       // over every figure of every case and mode
+  int64_t figures = 0;
+  int64_t within_goal = 0;  // figures with prediction_error <= 0.15
+};
+
+// The default three: the copy task (one turn, heavy-tailed lengths) on 2 cells, the guess task
+// (up to six one-token turns) on 2 cells, and the copy task on 4 cells each half a core
+// (run.emulated_slowdown = 2).
+std::vector<ValidationCase> DefaultValidationCases(const std::string& source_dir);
+
+absl::StatusOr<ValidationResult> ValidateSimulator(const ValidationSettings& settings);
+
+}  // namespace flywheel::bench
+
+#endif  // FLYWHEEL_BENCH_SIM_VALIDATION_H_
