@@ -275,5 +275,86 @@ TEST(SimulatorTest, AsyncNeedsAReplicaOnEachSide) {
   EXPECT_NE(status.message().find("run.rollout_devices"), std::string_view::npos);
 }
 
+// One-turn episodes from a trace, 100 ms of environment: with final_env_step the environment
+// answers the only turn, so every colocated step lasts 0.1 s longer; without it, no episode waits
+// for the environment at all.
+TEST(SimulatorTest, TheFinalEnvironmentStepIsWaitedFor) {
+  SimConfig config = SmallConfig(SimMode::kColocated);
+  config.workload.episode.length = LengthKind::kTrace;
+  config.workload.episode.trace_turns = {1, 1};
+  config.workload.episode.trace_prompt_tokens = {16, 20};
+  config.workload.episode.trace_generated_tokens = {8, 40};
+  config.workload.episode.trace_observation_tokens = {0, 0};
+  config.workload.env_latency.model = LatencyKind::kConstant;
+  config.workload.env_latency.mean_ms = 100;
+  config.workload.training.switch_overhead_s = 0;
+  absl::StatusOr<SimResult> without = Simulate(config);
+  config.workload.episode.final_env_step = true;
+  absl::StatusOr<SimResult> with = Simulate(config);
+  ASSERT_TRUE(without.ok()) << without.status();
+  ASSERT_TRUE(with.ok()) << with.status();
+  const double steps = static_cast<double>(config.run.max_steps);
+  const double t_without = without->summary["wall_seconds"].get<double>();
+  const double t_with = with->summary["wall_seconds"].get<double>();
+  // Every step's batch starts at once and waits 0.1 s more for its slowest episode.
+  EXPECT_NEAR(t_with - t_without, steps * 0.1, 1e-6);
+  // And another 0.1 s when the reset takes a step's latency too.
+  config.workload.episode.reset_env_step = true;
+  absl::StatusOr<SimResult> with_reset = Simulate(config);
+  ASSERT_TRUE(with_reset.ok()) << with_reset.status();
+  EXPECT_NEAR(with_reset->summary["wall_seconds"].get<double>() - t_with, steps * 0.1, 1e-6);
+  // The trace's lengths are the trained ones: every trajectory is 24 or 60 tokens.
+  const int64_t trained = with->summary["trajectories_trained"].get<int64_t>();
+  const int64_t tokens = with->summary["tokens_trained"].get<int64_t>();
+  EXPECT_GE(tokens, 24 * trained);
+  EXPECT_LE(tokens, 60 * trained);
+  EXPECT_GT(tokens, 24 * trained);
+  EXPECT_LT(tokens, 60 * trained);
+}
+
+// Each data-parallel rank packs its share of the batch: async on 8 cells trains on 4 of them,
+// colocated on all 8; the elastic step queue packs the whole batch.
+TEST(SimulatorTest, ATokenBudgetSetsTheMicroStepsOfEachStep) {
+  for (const auto& [mode, ranks] :
+       {std::pair{SimMode::kAsync, 4}, std::pair{SimMode::kColocated, 8},
+        std::pair{SimMode::kElastic, 1}}) {
+    SCOPED_TRACE(SimModeName(mode));
+    SimConfig config = SmallConfig(mode);
+    config.learner.token_budget = 3'000;
+    absl::StatusOr<SimResult> result = Simulate(config);
+    ASSERT_TRUE(result.ok()) << result.status();
+    for (const nlohmann::json& line : result->metrics) {
+      const int64_t tokens = line["tokens"].get<int64_t>();
+      const int64_t share = (tokens + ranks - 1) / ranks;
+      EXPECT_EQ(line["micro_steps"].get<int64_t>(),
+                ranks * std::max<int64_t>(1, (share + 2'999) / 3'000))
+          << line;
+    }
+  }
+}
+
+// The async job's admission (scheduler::PipelineAdmission): episodes in flight plus those the
+// learner has not taken stay below K batches, counted from the batches the learner took.
+TEST(SimulatorTest, PipelineAdmissionBoundsWhatIsInFlight) {
+  SimConfig config = SmallConfig(SimMode::kAsync);
+  config.run.max_pipeline_batches = 1;
+  config.workload.generation.max_batch = 64;  // only admission limits the starts
+  absl::StatusOr<SimResult> result = Simulate(config);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const int64_t batch = config.run.batch_groups * config.run.group_size;
+  for (const nlohmann::json& line : result->metrics) {
+    EXPECT_LE(line["episodes_in_flight"].get<int64_t>(), batch) << line;
+  }
+  config.run.max_pipeline_batches = 3;
+  absl::StatusOr<SimResult> deeper = Simulate(config);
+  ASSERT_TRUE(deeper.ok()) << deeper.status();
+  int64_t most = 0;
+  for (const nlohmann::json& line : deeper->metrics) {
+    most = std::max(most, line["episodes_in_flight"].get<int64_t>());
+  }
+  EXPECT_GT(most, batch);
+  EXPECT_LE(most, 3 * batch);
+}
+
 }  // namespace
 }  // namespace flywheel::sim
