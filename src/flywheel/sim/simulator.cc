@@ -107,8 +107,11 @@ struct Episode {
   bool full_prefill = false;  // resumed on another cell: its whole context is prefilled
   EpisodeShape shape;
   int64_t context = 0;
-  int64_t min_version = 0;
-  int64_t max_version = 0;
+  // Versions of the kept generated tokens: those of the turns whose generation ended (a turn
+  // cancelled by a hand-over or a budget leaves no tokens). kNoVersion: none yet.
+  int64_t min_version = kNoVersion;
+  int64_t max_version = kNoVersion;
+  int64_t generation_version = 0;  // the cell's weights when the current generation began
   double generation_start = 0;
   double generation_seconds = 0;
   // actor.episode_time_budget_s: the budget counts while the episode is on a cell; parked, it
@@ -226,9 +229,9 @@ class Simulation {
   std::vector<int64_t> parked_;          // slots of episodes no rollout cell could take
   std::vector<int64_t> episode_tokens_;  // by handout index: the finished trajectory's length
 
-  std::deque<Group> table_;      // groups inserted, oldest first
+  std::deque<Group> table_;       // groups inserted, oldest first
   std::vector<Group> collected_;  // taken by the learner for its next step
-  std::deque<Group> blocked_;  // groups whose insert the rate limiter holds back
+  std::deque<Group> blocked_;     // groups whose insert the rate limiter holds back
   int64_t handed_out_ = 0;
   int64_t finished_ = 0;
   int64_t failed_ = 0;
@@ -291,8 +294,8 @@ absl::Status Simulation::Init() {
                 .group_size = config_.run.group_size};
   RETURN_IF_ERROR(admission_.Validate());
   if (mode == SimMode::kAsync) {
-    pipeline_ = scheduler::PipelineAdmission::For(
-        config_.run.max_pipeline_batches, config_.run.batch_groups, config_.run.group_size);
+    pipeline_ = scheduler::PipelineAdmission::For(config_.run.max_pipeline_batches,
+                                                  config_.run.batch_groups, config_.run.group_size);
   }
   if (mode == SimMode::kAsync) {
     const int64_t rollout_devices =
@@ -535,7 +538,6 @@ void Simulation::StartEpisode(int c) {
   e.index = handed_out_++;
   e.shape = cost_.DrawEpisode(rng_);
   e.context = e.shape.prompt_tokens;
-  e.min_version = e.max_version = cells_[c].version;
   e.full_prefill = true;
   AssignToCell(slot, c);
   const double budget = config_.actor.episode_time_budget_s;
@@ -576,8 +578,7 @@ void Simulation::BeginGeneration(int64_t slot) {
   if (cell.generating++ == 0) cell.since = now_;
   e.generating = true;
   // The weights of the cell now: tokens generated after a swap carry the newer version.
-  e.min_version = std::min(e.min_version, cell.version);
-  e.max_version = std::max(e.max_version, cell.version);
+  e.generation_version = cell.version;
   const int64_t fresh = e.full_prefill ? e.context
                         : e.turn == 0  ? e.shape.prompt_tokens
                                        : e.shape.observation_per_turn;
@@ -609,6 +610,9 @@ void Simulation::OnGenerated(int64_t slot, uint32_t epoch) {
   if (e.epoch != epoch || !e.generating) return;  // cancelled by a handover
   EndGeneration(e);
   tokens_generated_ += e.shape.generated_per_turn;
+  e.min_version = e.min_version == kNoVersion ? e.generation_version
+                                              : std::min(e.min_version, e.generation_version);
+  e.max_version = std::max(e.max_version, e.generation_version);
   e.context += e.shape.generated_per_turn;
   ++e.turn;
   if (e.turn == e.shape.turns) {
@@ -628,7 +632,7 @@ void Simulation::OnGenerated(int64_t slot, uint32_t epoch) {
       tokens_discarded_ += static_cast<double>(e.context - e.shape.prompt_tokens);
       e.turn = 0;
       e.context = e.shape.prompt_tokens;
-      e.min_version = e.max_version = cells_[e.cell].version;
+      e.min_version = e.max_version = kNoVersion;
       e.full_prefill = true;
       return BeginGeneration(slot);
     }
@@ -662,7 +666,8 @@ void Simulation::FinishEpisode(int64_t slot) {
   t->id = std::to_string(e.index);
   t->group_id = std::to_string(e.index / config_.run.group_size);
   t->versions = {e.min_version, e.max_version};
-  t->trainable = {1, 1};
+  const uint8_t generated = e.max_version != kNoVersion;  // no turn kept: nothing is stale
+  t->trainable = {generated, generated};
   t->termination = e.timed_out ? Termination::kTimeout : Termination::kDone;
   if (static_cast<int64_t>(episode_tokens_.size()) <= e.index) {
     episode_tokens_.resize(static_cast<size_t>(e.index + 1), 0);
@@ -734,7 +739,9 @@ bool Simulation::BufferStale(const Group& group) const {
   const int64_t bound = config_.buffer.max_staleness;
   if (bound < 0) return false;
   int64_t oldest = version_;
-  for (const auto& t : group.members) oldest = std::min(oldest, t->versions.front());
+  for (const auto& t : group.members) {
+    if (t->versions.front() != kNoVersion) oldest = std::min(oldest, t->versions.front());
+  }
   return version_ - oldest > bound;
 }
 
@@ -1076,7 +1083,8 @@ nlohmann::json Simulation::Summary(std::string_view stopped_by, double real_seco
       {"trained_tokens_per_s", trained_tokens_ / wall},
       {"learner_utilization", learner_busy / (wall * std::max(1, learners))},
       {"utilisation", UsageJson(usage, Usage{}, wall)},
-      {"staleness", {{"lag_counts", LagCountsJson(lag_counts_)}, {"histogram", lag_histogram_.ToJson()}}},
+      {"staleness",
+       {{"lag_counts", LagCountsJson(lag_counts_)}, {"histogram", lag_histogram_.ToJson()}}},
       {"groups",
        {{"inserted", inserted_groups_},
         {"sampled", limiter_.samples()},
