@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <queue>
 #include <random>
@@ -133,6 +134,7 @@ class Simulation {
         options_(options),
         cost_(std::move(cost)),
         rng_(static_cast<uint64_t>(config.run.seed)),
+        claim_rng_(static_cast<uint64_t>(config.run.seed) * 104729u + 3),
         env_latency_(cost_.NewEnvLatency(static_cast<uint64_t>(config.run.seed) * 7919u + 1)),
         assembler_(config.run.group_size, config.run.group_size, absl::InfiniteDuration()),
         limiter_(RateLimiterOptions::Queue(config.buffer.max_size)),
@@ -207,6 +209,7 @@ class Simulation {
   const SimulateOptions options_;
   const CostModel cost_;
   std::mt19937_64 rng_;
+  std::mt19937_64 claim_rng_;  // the order in which waiting cells claim a new step
   std::unique_ptr<LatencyModel> env_latency_;
   VirtualClock clock_;  // what the policies see
   double now_ = 0;      // seconds since the start, the same instant as clock_
@@ -805,10 +808,13 @@ void Simulation::TryStartStep() {
   micro_seconds_ = cost_.TrainSeconds(static_cast<double>(step_tokens_) / micro_left_);
   participants_ = 0;
   std::fill(participated_.begin(), participated_.end(), false);
-  // Satellites waiting in the training role claim first: the core cells come to the new step from
-  // the previous one's reduce and publish, while a waiting satellite claims as soon as the step
-  // opens (as in the elastic job, where it blocks on the step's queue).
-  for (int c = static_cast<int>(cells_.size()) - 1; c >= 0; --c) ClaimMicroStep(c);
+  // The cells waiting to train claim in a random order: in a job they race for a step's first
+  // micro-steps (the elastic job's cells block on the step's queue and wake together), and no
+  // cell wins every time. A stream of its own, so that the episodes' draws stay as they were.
+  std::vector<int> order(cells_.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), claim_rng_);
+  for (int c : order) ClaimMicroStep(c);
 }
 
 // learner.token_budget > 0: as a job packs a step. Its data-parallel ranks (colocated: every
