@@ -51,3 +51,31 @@ if errors:
     sys.exit(1)
 print("sim report ok")
 PY
+
+# The validation against real runs, at its smallest: one case, 3 steps per mode. Checks that every
+# figure of every mode is reported with a finite prediction_error, not how large it is.
+"$flywheel" bench sim --quick --param validate=on --param validate_cases=guess \
+  --param validate_steps=3 --param calibration_episodes=32 --out "$out.validation" >/dev/null 2>&1 ||
+  { echo "bench sim with validation failed"; exit 1; }
+/usr/bin/python3 - "$out.validation" <<'PY'
+import json, math, sys
+
+report = json.load(open(sys.argv[1]))
+v = report.get("prediction_error", {})
+errors = []
+if not isinstance(v, dict) or v.get("figures") != 9:
+    errors.append(f"prediction_error does not cover 3 modes x 3 figures: {v}")
+for mode in ("colocated", "async", "elastic"):
+    e = v.get("by_case", {}).get("guess", {}).get(mode, {})
+    for key in ("learner_utilization", "trained_samples_per_s", "staleness_total_variation"):
+        x = e.get(key)
+        if not (isinstance(x, (int, float)) and math.isfinite(x) and x >= 0):
+            errors.append(f"guess/{mode}: no prediction_error.{key} ({x})")
+    real = report["results"]["validation"]["guess"][mode]["real"]
+    if real.get("steps") != 3:
+        errors.append(f"guess/{mode}: the real run made {real.get('steps')} steps, not 3")
+if errors:
+    print("validation report:\n  " + "\n  ".join(errors))
+    sys.exit(1)
+print("validation report ok")
+PY

@@ -3,12 +3,13 @@
 // as in a `flywheel train` config (learner.max_staleness, run.batch_groups, scheduler.hysteresis):
 //
 //   [run]       name, runs_dir, seed, mode = "colocated" | "async" | "elastic", max_steps,
-//               max_sim_hours, batch_groups, group_size, rollout_devices (async: the split K)
+//               max_sim_hours, batch_groups, group_size, rollout_devices (async: the split K),
+//               max_pipeline_batches (async: the job's admission)
 //   [cluster]   devices, bf16_flops, memory_bytes, memory_bandwidth, interconnect_bandwidth, price
 //   [workload]  model, generation, training, episode, env_latency (cost_model.h)
 //   [actor]     episode_time_budget_s
-//   [learner]   max_staleness, micro_steps
-//   [buffer]    max_size (the rate limiter's queue)
+//   [learner]   max_staleness, micro_steps, token_budget
+//   [buffer]    max_size (the rate limiter's queue), max_staleness (dropped at sample time)
 //   [scheduler] core_cells, hysteresis, min_residence_seconds, tick_seconds
 #ifndef FLYWHEEL_SIM_SIM_CONFIG_H_
 #define FLYWHEEL_SIM_SIM_CONFIG_H_
