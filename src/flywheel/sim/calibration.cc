@@ -92,23 +92,30 @@ int64_t PromptLength(const Trajectory& t) {
   return t.size();
 }
 
-// The job's actor playing `count` episodes (whole groups) with the initial weights, latency and
-// all; the finished trajectories.
+// The job's actor playing `count` episodes (whole groups) with the initial weights; the finished
+// trajectories. Without the environment's configured latency (the simulator draws it from the
+// same models): an episode's shape does not depend on it, and an environment of minutes per
+// step would otherwise make the calibration take hours.
 absl::StatusOr<std::vector<Trajectory>> RecordEpisodes(
-    const JobConfig& job, const EnvFactory& factory, const Tokenizer& tokenizer,
-    std::shared_ptr<const WeightSnapshot> weights, int64_t count) {
+    const JobConfig& job, const Tokenizer& tokenizer, std::shared_ptr<const WeightSnapshot> weights,
+    int64_t count) {
+  EnvOptions env = job.env;
+  env.latency = LatencyOptions{};
+  env.latency.model = LatencyKind::kNone;
+  env.tool_latency = env.latency;
+  ASSIGN_OR_RETURN(const std::unique_ptr<EnvFactory> factory, EnvFactory::Create(env));
   absl::Mutex mu;
   std::vector<Trajectory> episodes;
-  EnvExecutor executor(EnvExecutor::OptionsFor(job.env));
+  EnvExecutor executor(EnvExecutor::OptionsFor(env));
   const uint64_t seed = static_cast<uint64_t>(job.run.seed);
-  TaskSource tasks(factory.task_name(), MixSeed(seed + 17), job.actor.group_size);
+  TaskSource tasks(factory->task_name(), MixSeed(seed + 17), job.actor.group_size);
   ASSIGN_OR_RETURN(std::unique_ptr<RolloutEngine> engine,
                    RolloutEngine::Create(job.actor.engine, std::move(weights)));
   absl::Status run;
   {
     Actor actor(
-        "calibration", job.actor, job.sampling, std::move(engine), &factory, &executor, &tokenizer,
-        &tasks,
+        "calibration", job.actor, job.sampling, std::move(engine), factory.get(), &executor,
+        &tokenizer, &tasks,
         [&](Trajectory t) {
           absl::MutexLock lock(&mu);
           episodes.push_back(std::move(t));
@@ -334,9 +341,8 @@ absl::StatusOr<Calibration> CalibrateJob(const JobConfig& job, const Calibration
 
   const int64_t group = job.actor.group_size;
   const int64_t wanted = std::max(options.episodes, job.run.batch_groups * group);
-  ASSIGN_OR_RETURN(
-      const std::vector<Trajectory> episodes,
-      RecordEpisodes(job, *factory, *tokenizer, initial, (wanted + group - 1) / group * group));
+  ASSIGN_OR_RETURN(const std::vector<Trajectory> episodes,
+                   RecordEpisodes(job, *tokenizer, initial, (wanted + group - 1) / group * group));
 
   // The engine on a thread of its own, as an actor's (its intra-op setting is per thread).
   absl::StatusOr<DecodeMeasurement> decode = absl::UnknownError("not run");

@@ -1,9 +1,10 @@
 // `flywheel sim calibrate JOB.toml`: short real measurements of a `flywheel train` job on this
 // machine, turned into the simulator config that describes the job (sim/job_costs.h).
 //
-//   episodes   actor.episodes_in_flight-wide Actor::Run of the job's environment (latency
-//              included) with the job's initial policy: the shape of each episode (turns,
-//              prompt, generated and observation tokens) becomes the simulator's trace
+//   episodes   actor.episodes_in_flight-wide Actor::Run of the job's environment (without its
+//              latency, which the simulator draws from the same models) with the job's initial
+//              policy: the shape of each episode (turns, prompt, generated and observation
+//              tokens) becomes the simulator's trace
 //   decode     the job's rollout engine stepping b sequences at once, for b from 1 to
 //              actor.episodes_in_flight: a least-squares line o_d + s·b through the median
 //              step time of each b
