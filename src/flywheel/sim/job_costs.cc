@@ -123,10 +123,11 @@ absl::StatusOr<SimConfig> SimConfigForJob(const JobConfig& job, const MeasuredCo
   w.model.bytes_per_param = costs.bytes_per_param;
   w.model.devices_per_replica = 1;
   w.generation.max_batch = job.actor.episodes_in_flight;
-  w.generation.prefill_mfu = 2 * p / (flops * costs.decode_seconds_per_sequence);
+  // One of the two shares is 1 up to rounding (1.0000000000000002 is not a share): clamped.
+  w.generation.prefill_mfu = std::min(1.0, 2 * p / (flops * costs.decode_seconds_per_sequence));
   w.generation.bandwidth_efficiency = 1;
   w.generation.decode_step_overhead_s = costs.decode_overhead_s;
-  w.training.mfu = 6 * p / (flops * costs.train_seconds_per_token);
+  w.training.mfu = std::min(1.0, 6 * p / (flops * costs.train_seconds_per_token));
   w.training.switch_overhead_s = 0;  // a cell's role change is the weight swap (transfer)
   w.training.step_overhead_s = costs.step_overhead_s;
 

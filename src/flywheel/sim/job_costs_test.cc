@@ -66,6 +66,19 @@ TEST(JobCostsTest, TheCostModelGivesBackWhatWasMeasured) {
   EXPECT_LE(sim->workload.training.mfu, 1);
 }
 
+// Whichever kernel sets the device's FLOP/s has a share of exactly 1, not 1 + rounding.
+TEST(JobCostsTest, TheSharesStayValidAtEveryRatio) {
+  MeasuredCosts c = Costs();
+  for (double s = 1e-6; s < 1e-2; s *= 1.37) {
+    c.decode_seconds_per_sequence = s;
+    for (double t : {1e-7, 3.3e-6, 8.674562454212454e-05, 1e-3}) {
+      c.train_seconds_per_token = t;
+      absl::StatusOr<SimConfig> sim = SimConfigForJob(Job(TrainMode::kAsync), c);
+      ASSERT_TRUE(sim.ok()) << "s=" << s << " t=" << t << ": " << sim.status();
+    }
+  }
+}
+
 TEST(JobCostsTest, TheJobsShapeBecomesTheSimulatorsRun) {
   const MeasuredCosts c = Costs();
   absl::StatusOr<SimConfig> colocated = SimConfigForJob(Job(TrainMode::kColocated), c);
