@@ -27,6 +27,7 @@
 #include <optional>
 
 #include "absl/strings/str_format.h"
+#include "bench/cells.h"
 #include "bench/pipeline_curve.h"
 #include "bench/registry.h"
 #include "flywheel/core/status_macros.h"
@@ -72,37 +73,18 @@ struct SideResult {
 absl::StatusOr<JobConfig> MakeConfig(const ElasticSettings& s, const Side& side, int64_t round,
                                      const fs::path& runs_dir) {
   ASSIGN_OR_RETURN(JobConfig config, LoadJobConfig(s.config_file));
-  config.run.mode = side.mode;
   config.run.runs_dir = runs_dir.string();
   config.run.name = StrCat(side.name, "-r", round);
   config.run.seed = s.seed;
   config.run.max_steps = s.max_steps;
   config.run.max_wall_seconds = s.wall_s;
   config.run.eval_episodes = s.eval_episodes;
-  config.run.max_pipeline_batches = 0;
   config.run.emulated_slowdown = s.slowdown;
-  config.learner.checkpoint_every = 0;  // checkpoint I/O is not what is compared
-  config.learner.max_staleness = s.max_staleness;
-  config.learner.sharding = ShardingMode::kNone;
-  switch (side.mode) {
-    case TrainMode::kColocated:
-      config.actor.num_actors = s.cells;
-      config.learner.world_size = s.cells;
-      break;
-    case TrainMode::kAsync:
-      config.actor.num_actors = side.rollout_cells;
-      config.learner.world_size = s.cells - side.rollout_cells;
-      // Admission at the same bound the elastic job uses: batches up to v + η.
-      config.run.max_pipeline_batches = static_cast<double>(s.max_staleness + 1);
-      break;
-    case TrainMode::kElastic:
-      config.actor.num_actors = 1;
-      config.learner.world_size = 1;
-      config.scheduler.cells = s.cells;
-      config.scheduler.core_cells = s.core_cells;
-      config.scheduler.min_residence_seconds = s.min_residence_s;
-      config.scheduler.hysteresis = s.hysteresis;
-      break;
+  PlaceOnCells(config, side.mode, s.cells, side.rollout_cells, s.max_staleness);
+  if (side.mode == TrainMode::kElastic) {
+    config.scheduler.core_cells = s.core_cells;
+    config.scheduler.min_residence_seconds = s.min_residence_s;
+    config.scheduler.hysteresis = s.hysteresis;
   }
   RETURN_IF_ERROR(config.Validate());
   return config;

@@ -6,8 +6,10 @@
 #include <map>
 
 #include "absl/strings/str_format.h"
+#include "bench/cells.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
+#include "flywheel/learner/staleness.h"
 #include "flywheel/runtime/embedded_job.h"
 #include "flywheel/runtime/job_config.h"
 #include "flywheel/sim/calibration.h"
@@ -40,23 +42,14 @@ struct RunFigures {
 
   double utilisation() const { return seconds > 0 ? busy_s / seconds : 0; }
   double samples_per_s() const { return seconds > 0 ? trained / seconds : 0; }
-  double lag_mean() const {
-    double sum = 0, n = 0;
-    for (const auto& [lag, count] : lags) {
-      sum += static_cast<double>(lag * count);
-      n += static_cast<double>(count);
-    }
-    return n > 0 ? sum / n : 0;
-  }
+  double lag_mean() const { return SummariseLags(lags).mean; }
   nlohmann::json ToJson() const {
-    nlohmann::json lag_json = nlohmann::json::object();
-    for (const auto& [lag, count] : lags) lag_json[std::to_string(lag)] = count;
     return {{"steps", steps},
             {"seconds", seconds},
             {"learner_utilization", utilisation()},
             {"trained_samples_per_s", samples_per_s()},
             {"lag_mean", lag_mean()},
-            {"lag_counts", lag_json}};
+            {"lag_counts", LagCountsJson(lags)}};
   }
 };
 
@@ -127,34 +120,15 @@ double RelativeError(double simulated, double real) {
 absl::StatusOr<JobConfig> ModeConfig(const ValidationSettings& s, const ValidationCase& c,
                                      const Mode& mode) {
   ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig(c.config_file, c.overrides));
-  job.run.mode = mode.mode;
   job.run.name = StrCat(c.name, "-", mode.name);
   job.run.runs_dir = s.runs_dir.string();
   job.run.max_steps = s.steps;
   job.run.max_wall_seconds = 600;  // a bound on a run that stalls, far above a normal one
   job.run.eval_episodes = 0;
-  job.run.max_pipeline_batches = 0;
-  job.learner.checkpoint_every = 0;
-  job.learner.max_staleness = s.max_staleness;
-  job.learner.sharding = ShardingMode::kNone;
-  switch (mode.mode) {
-    case TrainMode::kColocated:
-      job.actor.num_actors = c.cells;
-      job.learner.world_size = c.cells;
-      break;
-    case TrainMode::kAsync:
-      job.actor.num_actors = c.cells / 2;
-      job.learner.world_size = c.cells - c.cells / 2;
-      // Admission at the bound the elastic job uses: batches up to v + η.
-      job.run.max_pipeline_batches = static_cast<double>(s.max_staleness + 1);
-      break;
-    case TrainMode::kElastic:
-      job.actor.num_actors = 1;
-      job.learner.world_size = 1;
-      job.scheduler.cells = c.cells;
-      job.scheduler.core_cells = 1;
-      job.scheduler.min_residence_seconds = 0.05;  // as `flywheel bench elastic`
-      break;
+  PlaceOnCells(job, mode.mode, c.cells, c.cells / 2, s.max_staleness);
+  if (mode.mode == TrainMode::kElastic) {
+    job.scheduler.core_cells = 1;
+    job.scheduler.min_residence_seconds = 0.05;  // as `flywheel bench elastic`
   }
   RETURN_IF_ERROR(Annotate(job.Validate(), StrCat("validation case ", c.name)));
   return job;

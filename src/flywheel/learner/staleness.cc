@@ -1,5 +1,6 @@
 #include "flywheel/learner/staleness.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -46,6 +47,19 @@ StalenessReport StalenessFilter::Apply(int64_t learner_version,
 nlohmann::json LagCountsJson(const std::map<int64_t, int64_t>& lag_counts) {
   nlohmann::json out = nlohmann::json::object();
   for (const auto& [lag, count] : lag_counts) out[std::to_string(lag)] = count;
+  return out;
+}
+
+LagSummary SummariseLags(const std::map<int64_t, int64_t>& lag_counts) {
+  LagSummary out;
+  double sum = 0;
+  int64_t n = 0;
+  for (const auto& [lag, count] : lag_counts) {
+    sum += static_cast<double>(lag * count);
+    n += count;
+    out.max = std::max(out.max, lag);
+  }
+  if (n > 0) out.mean = sum / static_cast<double>(n);
   return out;
 }
 

@@ -30,6 +30,13 @@ struct StalenessReport {
 // (the learner's step lines, the elastic core's, the cluster simulator's).
 nlohmann::json LagCountsJson(const std::map<int64_t, int64_t>& lag_counts);
 
+// The mean and the largest lag of such counts (0 and 0 when there are none).
+struct LagSummary {
+  double mean = 0;
+  int64_t max = 0;
+};
+LagSummary SummariseLags(const std::map<int64_t, int64_t>& lag_counts);
+
 class StalenessFilter {
  public:
   // max_staleness = -1: no bound (lags are still recorded).

@@ -1,7 +1,5 @@
 #include "flywheel/runtime/elastic_step_line.h"
 
-#include <algorithm>
-
 namespace flywheel {
 
 void StepData::Add(const Trajectory& t, double success_reward) {
@@ -13,13 +11,7 @@ void StepData::Add(const Trajectory& t, double success_reward) {
 nlohmann::json ElasticStepLine(const StreamingStepResult& r, int64_t version, double elapsed_s,
                                double step_seconds, const StepData& data,
                                const StepReport& report) {
-  double lag_sum = 0;
-  int64_t lag_n = 0, lag_max = 0;
-  for (const auto& [lag, count] : report.lag_counts) {
-    lag_sum += static_cast<double>(lag * count);
-    lag_n += count;
-    lag_max = std::max(lag_max, lag);
-  }
+  const LagSummary lags = SummariseLags(report.lag_counts);
   return {
       {"step", r.optimizer.step},
       {"version", version},
@@ -40,8 +32,8 @@ nlohmann::json ElasticStepLine(const StreamingStepResult& r, int64_t version, do
       {"participants", r.participants},
       {"micro_steps", r.micro_steps},
       {"core_micro_steps", r.cell_micro_steps},
-      {"lag_mean", lag_n > 0 ? lag_sum / static_cast<double>(lag_n) : 0.0},
-      {"lag_max", lag_max},
+      {"lag_mean", lags.mean},
+      {"lag_max", lags.max},
       {"lag_counts", LagCountsJson(report.lag_counts)},
   };
 }

@@ -288,14 +288,9 @@ absl::StatusOr<TrainedStep> LearnerSession::Train(std::vector<Trajectory> batch,
   }
   ASSIGN_OR_RETURN(out.result, learner_->Step(std::move(batch)));
   busy_seconds_ += out.result.times.compute();
-  double lag_sum = 0;
-  int64_t lag_n = 0;
-  for (const auto& [lag, count] : out.result.staleness.lag_counts) {
-    lag_sum += static_cast<double>(lag * count);
-    lag_n += count;
-    out.lag_max = std::max(out.lag_max, lag);
-  }
-  if (lag_n > 0) out.lag_mean = lag_sum / static_cast<double>(lag_n);
+  const LagSummary lags = SummariseLags(out.result.staleness.lag_counts);
+  out.lag_mean = lags.mean;
+  out.lag_max = lags.max;
   const int64_t step = out.result.optimizer.step;
   if (config_.learner.checkpoint_every > 0 && step % config_.learner.checkpoint_every == 0) {
     RETURN_IF_ERROR(SaveCheckpoint(step));

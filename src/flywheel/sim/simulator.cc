@@ -260,7 +260,6 @@ class Simulation {
   int64_t step_dropped_ = 0;
   int64_t step_timed_out_ = 0;
   int64_t step_tokens_ = 0;
-  double step_lag_sum_ = 0;
   std::map<int64_t, int64_t> step_lag_counts_;
   int64_t trained_trajectories_ = 0;
   int64_t trained_tokens_ = 0;
@@ -299,8 +298,6 @@ absl::Status Simulation::Init() {
   if (mode == SimMode::kAsync) {
     pipeline_ = scheduler::PipelineAdmission::For(config_.run.max_pipeline_batches,
                                                   config_.run.batch_groups, config_.run.group_size);
-  }
-  if (mode == SimMode::kAsync) {
     const int64_t rollout_devices =
         config_.run.rollout_devices > 0
             ? config_.run.rollout_devices
@@ -743,7 +740,7 @@ bool Simulation::BufferStale(const Group& group) const {
   if (bound < 0) return false;
   int64_t oldest = version_;
   for (const auto& t : group.members) {
-    if (t->versions.front() != kNoVersion) oldest = std::min(oldest, t->versions.front());
+    if (const int64_t v = t->MinVersion(); v != kNoVersion) oldest = std::min(oldest, v);
   }
   return version_ - oldest > bound;
 }
@@ -775,7 +772,6 @@ void Simulation::TryStartStep() {
   }
   step_running_ = true;
   step_trajectories_ = step_dropped_ = step_tokens_ = step_timed_out_ = 0;
-  step_lag_sum_ = 0;
   core_busy_step_ = 0;
   // The learner's staleness filter, applied as the learner applies it, on the step's trajectories
   // (each a group id, an id and the versions of its tokens: a few bytes to copy).
@@ -792,7 +788,6 @@ void Simulation::TryStartStep() {
   step_lag_counts_ = report.lag_counts;
   for (const auto& [lag, count] : report.lag_counts) {
     lag_counts_[lag] += count;
-    step_lag_sum_ += static_cast<double>(lag * count);
     for (int64_t n = 0; n < count; ++n) lag_histogram_.Observe(static_cast<double>(lag));
   }
   step_trajectories_ = report.kept + report.dropped;
@@ -900,7 +895,7 @@ void Simulation::OnReduceDone() {
       {"dropped", {{"learner_stale", step_dropped_}, {"buffer_stale", buffer_dropped_stale_}}},
       {"timed_out", step_timed_out_},
       {"tokens", step_tokens_},
-      {"lag_mean", step_trajectories_ ? step_lag_sum_ / step_trajectories_ : 0.0},
+      {"lag_mean", SummariseLags(step_lag_counts_).mean},
       {"lag_counts", LagCountsJson(step_lag_counts_)},
       {"learner_busy_s", core_busy_step_},
       {"learner_wait_s", std::max(0.0, window - core_busy_step_)},
