@@ -345,13 +345,24 @@ absl::StatusOr<std::shared_ptr<const MicroStep>> MicroStepQueue::Claim(int cell,
     return absl::OkStatus();
   };
   RETURN_IF_ERROR(check());
-  while (!cancelled_ && !dead_.count(cell) && step_ == step && !complete_ && pending_.empty()) {
+  // Core cells claim first: a satellite takes a micro-step only when more are pending than core
+  // cells wait for (header comment).
+  const bool core = options_.IsCore(cell);
+  auto available = [&] {
+    return static_cast<int64_t>(pending_.size()) > (core ? 0 : waiting_cores_);
+  };
+  if (core) ++waiting_cores_;
+  while (!cancelled_ && !dead_.count(cell) && step_ == step && !complete_ && !available()) {
     if (changed_.WaitWithDeadline(&mu_, deadline)) break;
+  }
+  if (core) {
+    --waiting_cores_;
+    if (!pending_.empty()) changed_.SignalAll();  // a waiting satellite may take one now
   }
   if (step_ != step) return std::shared_ptr<const MicroStep>();  // completed, next one began
   RETURN_IF_ERROR(check());
   if (complete_) return std::shared_ptr<const MicroStep>();
-  if (pending_.empty()) {
+  if (!available()) {
     return absl::DeadlineExceededError(StrCat("micro-step queue: cell ", cell,
                                               " found no micro-step of step ", step,
                                               " by the deadline (", DebugStringLocked(), ")"));
@@ -506,6 +517,11 @@ absl::StatusOr<double> MicroStepQueue::normaliser() const {
 bool MicroStepQueue::complete() const {
   absl::MutexLock lock(&mu_);
   return complete_;
+}
+
+int64_t MicroStepQueue::waiting_core_claims() const {
+  absl::MutexLock lock(&mu_);
+  return waiting_cores_;
 }
 
 void MicroStepQueue::Cancel() {

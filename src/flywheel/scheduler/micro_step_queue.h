@@ -27,6 +27,12 @@
 // (a group id seen twice in a step is an error). The staleness bound is applied at Add against
 // the step's version.
 //
+// Claims. Core cells come first: a satellite takes a micro-step only when more are pending
+// than core cells wait in Claim. A satellite that won a step's only micro-step would leave the
+// core idle, and it is the cell that must go back to rollout, mid-micro-step, when a new batch is
+// demanded; so satellites run what the core cells cannot run now, and who runs what does not
+// depend on which thread the kernel wakes first.
+//
 // Completion. The step is complete when it is closed and every micro-step is done by a cell
 // still alive. Requeue(cell) declares a cell dead for the step: EVERY micro-step it claimed,
 // done or not, goes back to the queue (its accumulated gradient died with it). The participants
@@ -159,6 +165,7 @@ class MicroStepQueue {
   // D of the current step once it is closed; kFailedPrecondition before.
   absl::StatusOr<double> normaliser() const;
   bool complete() const;
+  int64_t waiting_core_claims() const;  // core cells blocked in Claim now
   // Wakes every waiter with kCancelled; every later blocking call fails the same way.
   void Cancel();
 
@@ -198,6 +205,7 @@ class MicroStepQueue {
 
   mutable absl::Mutex mu_;
   absl::CondVar changed_;  // signalled on every change a waiter may wait for
+  int64_t waiting_cores_ ABSL_GUARDED_BY(mu_) = 0;  // core cells blocked in Claim
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   int64_t step_ ABSL_GUARDED_BY(mu_) = -1;
   int64_t version_ ABSL_GUARDED_BY(mu_) = 0;

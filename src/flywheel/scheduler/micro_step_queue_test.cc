@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <map>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
@@ -87,6 +88,38 @@ TEST(MicroStepQueueTest, ClaimBlocksUntilAMicroStepArrivesThenNullOnceComplete) 
   // 4 trajectories of 8 generated tokens: 8 trainable targets each.
   EXPECT_EQ(participants->normaliser, 32.0);
   EXPECT_EQ(*queue.normaliser(), 32.0);
+}
+
+// A step of one micro-step, the core (cell 0) and a satellite (cell 1) both waiting for it:
+// the core runs it every time, whichever thread the kernel wakes first.
+TEST(MicroStepQueueTest, AWaitingCoreCellClaimsBeforeASatellite) {
+  MicroStepQueue queue(Options());
+  for (int64_t step = 0; step < 20; ++step) {
+    ASSERT_TRUE(queue.BeginStep(step, 0).ok());
+    ASSERT_TRUE(queue.Join(0, step).ok());
+    ASSERT_TRUE(queue.Join(1, step).ok());
+    std::map<int, int64_t> ran;  // cell → micro-steps it ran
+    absl::Mutex mu;
+    auto run = [&](int cell) {
+      for (;;) {
+        auto claimed = queue.Claim(cell, Deadline());
+        ASSERT_TRUE(claimed.ok()) << claimed.status();
+        if (*claimed == nullptr) return;
+        ASSERT_TRUE(queue.Done(cell, (*claimed)->id).ok());
+        absl::MutexLock lock(&mu);
+        ++ran[cell];
+      }
+    };
+    std::thread core([&] { run(0); });
+    while (queue.waiting_core_claims() == 0) absl::SleepFor(absl::Microseconds(100));
+    std::thread satellite([&] { run(1); });
+    absl::SleepFor(absl::Milliseconds(2));  // most often the satellite waits too by now
+    ASSERT_TRUE(queue.Add(Group(StrCat("g", step), 2, 5)).ok());  // 16 tokens: packed at Close
+    ASSERT_TRUE(queue.Close().ok());
+    core.join();
+    satellite.join();
+    EXPECT_THAT(ran, ElementsAre(std::pair<const int, int64_t>(0, 1))) << "step " << step;
+  }
 }
 
 TEST(MicroStepQueueTest, BuffersArrivalsUntilAMicroBatchsWorthAndFlushesAtClose) {

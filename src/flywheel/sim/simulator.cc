@@ -803,12 +803,12 @@ void Simulation::TryStartStep() {
   micro_seconds_ = cost_.TrainSeconds(static_cast<double>(step_tokens_) / micro_left_);
   participants_ = 0;
   std::fill(participated_.begin(), participated_.end(), false);
-  // The cells waiting to train claim in a random order: in a job they race for a step's first
-  // micro-steps (the elastic job's cells block on the step's queue and wake together), and no
-  // cell wins every time. A stream of its own, so that the episodes' draws stay as they were.
+  // The cells waiting to train claim as the step's queue hands out micro-steps: the core cells
+  // first (MicroStepQueue::Claim), then the satellites in a random order (they block on the
+  // queue and wake together). A stream of its own, so that the episodes' draws stay as they were.
   std::vector<int> order(cells_.size());
   std::iota(order.begin(), order.end(), 0);
-  std::shuffle(order.begin(), order.end(), claim_rng_);
+  std::shuffle(order.begin() + core_cells_, order.end(), claim_rng_);
   for (int c : order) ClaimMicroStep(c);
 }
 
