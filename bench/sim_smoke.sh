@@ -52,10 +52,10 @@ if errors:
 print("sim report ok")
 PY
 
-# The validation against real runs, at its smallest: one case, 3 steps per mode. Checks that every
-# figure of every mode is reported with a finite prediction_error, not how large it is.
+# The validation against real runs, at its smallest: one case, 3 steps per mode, 2 rounds. Checks
+# that every figure of every mode is reported with a finite prediction_error, not how large it is.
 "$flywheel" bench sim --quick --param validate=on --param validate_cases=guess \
-  --param validate_steps=3 --param calibration_episodes=32 --out "$out.validation" >/dev/null 2>&1 ||
+  --param validate_steps=3 --param validate_rounds=2 --param calibration_episodes=32 --out "$out.validation" >/dev/null 2>&1 ||
   { echo "bench sim with validation failed"; exit 1; }
 /usr/bin/python3 - "$out.validation" <<'PY'
 import json, math, sys
@@ -71,9 +71,12 @@ for mode in ("colocated", "async", "elastic"):
         x = e.get(key)
         if not (isinstance(x, (int, float)) and math.isfinite(x) and x >= 0):
             errors.append(f"guess/{mode}: no prediction_error.{key} ({x})")
-    real = report["results"]["validation"]["guess"][mode]["real"]
-    if real.get("steps") != 3:
-        errors.append(f"guess/{mode}: the real run made {real.get('steps')} steps, not 3")
+    rounds = report["results"]["validation"]["guess"][mode]["rounds"]
+    if len(rounds) != 2:
+        errors.append(f"guess/{mode}: {len(rounds)} rounds, not 2")
+    for r in rounds:
+        if r["real"].get("steps") != 3:
+            errors.append(f"guess/{mode}: a real run made {r['real'].get('steps')} steps, not 3")
 if errors:
     print("validation report:\n  " + "\n  ".join(errors))
     sys.exit(1)

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "absl/strings/str_format.h"
+#include "bench/bench.h"
 #include "bench/cells.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
@@ -144,54 +145,105 @@ std::vector<ValidationCase> DefaultValidationCases(const std::string& source_dir
   };
 }
 
+namespace {
+
+// One round of one case in one mode: calibrate, run for real, simulate.
+struct Round {
+  nlohmann::json json;
+  double real[3] = {0, 0, 0};       // utilisation, samples/s, mean lag
+  double simulated[3] = {0, 0, 0};  // the same
+  double error[3] = {0, 0, 0};      // the prediction errors (the third: TV distance)
+};
+
+absl::StatusOr<Round> RunRound(const ValidationSettings& s, const ValidationCase& c,
+                               const Mode& mode) {
+  ASSIGN_OR_RETURN(const JobConfig job, ModeConfig(s, c, mode));
+  // Each mode's job calibrated as it runs: its cells' thread settings differ (one intra-op
+  // thread per rank when ranks share the process).
+  sim::CalibrationOptions options;
+  options.episodes = s.calibration_episodes;
+  options.work_dir = s.runs_dir;
+  ASSIGN_OR_RETURN(const sim::Calibration calibration, sim::CalibrateJob(job, options));
+  std::error_code ignored;
+  fs::remove_all(fs::path(job.run.runs_dir) / job.run.name, ignored);  // the previous round's
+  EmbeddedJobOptions job_options;
+  job_options.progress = nullptr;
+  ASSIGN_OR_RETURN(const EmbeddedJobResult ran, RunEmbeddedJob(job, job_options));
+  ASSIGN_OR_RETURN(const std::vector<nlohmann::json> real_lines,
+                   ReadLines(fs::path(job.run.runs_dir) / job.run.name / "metrics.jsonl"));
+  const std::string what = StrCat(c.name, " ", mode.name);
+  ASSIGN_OR_RETURN(const RunFigures real, ReadFigures(real_lines, StrCat(what, " (real)")));
+  ASSIGN_OR_RETURN(sim::SimConfig sim_config, sim::SimConfigForJob(job, calibration.costs));
+  sim_config.run.max_steps = real.steps;  // a real run stopped early is compared as far
+  sim_config.run.timeline = false;
+  ASSIGN_OR_RETURN(const sim::SimResult simulated, sim::Simulate(sim_config));
+  ASSIGN_OR_RETURN(const RunFigures predicted,
+                   ReadFigures(simulated.metrics, StrCat(what, " (simulated)")));
+  Round r;
+  r.real[0] = real.utilisation();
+  r.real[1] = real.samples_per_s();
+  r.real[2] = real.lag_mean();
+  r.simulated[0] = predicted.utilisation();
+  r.simulated[1] = predicted.samples_per_s();
+  r.simulated[2] = predicted.lag_mean();
+  r.error[0] = RelativeError(r.simulated[0], r.real[0]);
+  r.error[1] = RelativeError(r.simulated[1], r.real[1]);
+  r.error[2] = TotalVariation(predicted.lags, real.lags);
+  r.json = {{"calibration", calibration.report},
+            {"real", real.ToJson()},
+            {"simulated", predicted.ToJson()},
+            {"real_summary_stopped_by", ran.summary.value("stopped_by", "")},
+            {"prediction_error",
+             {{"learner_utilization", r.error[0]},
+              {"trained_samples_per_s", r.error[1]},
+              {"staleness_total_variation", r.error[2]}}}};
+  return r;
+}
+
+}  // namespace
+
 absl::StatusOr<ValidationResult> ValidateSimulator(const ValidationSettings& s) {
+  if (s.rounds < 1) return absl::InvalidArgumentError("simulator validation: rounds must be >= 1");
+  static const char* const kFigures[] = {"learner utilisation", "trained samples/s",
+                                         "staleness (TV distance; mean lags)"};
+  static const char* const kKeys[] = {"learner_utilization", "trained_samples_per_s",
+                                      "staleness_total_variation"};
   ValidationResult out;
   out.cases = nlohmann::json::object();
   for (const ValidationCase& c : s.cases) {
     nlohmann::json case_json = {
         {"config", c.config_file}, {"overrides", c.overrides}, {"cells", c.cells}};
-    for (const Mode& mode : kModes) {
-      ASSIGN_OR_RETURN(const JobConfig job, ModeConfig(s, c, mode));
-      // Each mode's job calibrated as it runs: its cells' thread settings differ (one intra-op
-      // thread per rank when ranks share the process).
-      sim::CalibrationOptions options;
-      options.episodes = s.calibration_episodes;
-      options.work_dir = s.runs_dir;
-      ASSIGN_OR_RETURN(const sim::Calibration calibration, sim::CalibrateJob(job, options));
-      EmbeddedJobOptions job_options;
-      job_options.progress = nullptr;
-      ASSIGN_OR_RETURN(const EmbeddedJobResult ran, RunEmbeddedJob(job, job_options));
-      ASSIGN_OR_RETURN(const std::vector<nlohmann::json> real_lines,
-                       ReadLines(fs::path(job.run.runs_dir) / job.run.name / "metrics.jsonl"));
-      const std::string what = StrCat(c.name, " ", mode.name);
-      ASSIGN_OR_RETURN(const RunFigures real, ReadFigures(real_lines, StrCat(what, " (real)")));
-      ASSIGN_OR_RETURN(sim::SimConfig sim_config, sim::SimConfigForJob(job, calibration.costs));
-      sim_config.run.max_steps = real.steps;  // a real run stopped early is compared as far
-      sim_config.run.timeline = false;
-      ASSIGN_OR_RETURN(const sim::SimResult simulated, sim::Simulate(sim_config));
-      ASSIGN_OR_RETURN(const RunFigures predicted,
-                       ReadFigures(simulated.metrics, StrCat(what, " (simulated)")));
-      const double e_util = RelativeError(predicted.utilisation(), real.utilisation());
-      const double e_rate = RelativeError(predicted.samples_per_s(), real.samples_per_s());
-      const double e_lag = TotalVariation(predicted.lags, real.lags);
-      case_json[mode.name] = {{"calibration", calibration.report},
-                              {"real", real.ToJson()},
-                              {"simulated", predicted.ToJson()},
-                              {"real_summary_stopped_by", ran.summary.value("stopped_by", "")},
-                              {"prediction_error",
-                               {{"learner_utilization", e_util},
-                                {"trained_samples_per_s", e_rate},
-                                {"staleness_total_variation", e_lag}}}};
-      auto row = [&](const char* figure, double r, double p, double e) {
-        out.table.push_back({c.name, mode.name, figure, absl::StrFormat("%.3g", r),
-                             absl::StrFormat("%.3g", p), absl::StrFormat("%.3f", e)});
+    std::vector<std::vector<Round>> rounds(std::size(kModes));
+    // Round-major, so that a slow spell of the machine falls on every mode alike.
+    for (int64_t round = 0; round < s.rounds; ++round) {
+      for (size_t m = 0; m < std::size(kModes); ++m) {
+        ASSIGN_OR_RETURN(Round r, RunRound(s, c, kModes[m]));
+        rounds[m].push_back(std::move(r));
+      }
+    }
+    for (size_t m = 0; m < std::size(kModes); ++m) {
+      nlohmann::json mode_json = {{"rounds", nlohmann::json::array()}};
+      nlohmann::json errors = nlohmann::json::object();
+      for (const Round& r : rounds[m]) mode_json["rounds"].push_back(r.json);
+      for (int f = 0; f < 3; ++f) {
+        std::vector<double> real, simulated, error;
+        for (const Round& r : rounds[m]) {
+          real.push_back(r.real[f]);
+          simulated.push_back(r.simulated[f]);
+          error.push_back(r.error[f]);
+        }
+        const double e = Percentile(error, 0.5);
+        errors[kKeys[f]] = e;
+        out.table.push_back(
+            {c.name, kModes[m].name, kFigures[f], absl::StrFormat("%.3g", Percentile(real, 0.5)),
+             absl::StrFormat("%.3g", Percentile(simulated, 0.5)), absl::StrFormat("%.3f", e),
+             absl::StrFormat("%.3f", *std::max_element(error.begin(), error.end()))});
         out.worst_error = std::max(out.worst_error, e);
         ++out.figures;
         out.within_goal += e <= kGoal;
-      };
-      row("learner utilisation", real.utilisation(), predicted.utilisation(), e_util);
-      row("trained samples/s", real.samples_per_s(), predicted.samples_per_s(), e_rate);
-      row("staleness (TV distance; mean lags)", real.lag_mean(), predicted.lag_mean(), e_lag);
+      }
+      mode_json["prediction_error"] = errors;  // medians over the rounds
+      case_json[kModes[m].name] = std::move(mode_json);
     }
     out.cases[c.name] = std::move(case_json);
   }

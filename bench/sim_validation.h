@@ -9,7 +9,9 @@
 //   staleness             the lag distribution of the trajectories the steps saw (lag_counts):
 //                         total-variation distance ½ Σ_l |p_real(l) − p_sim(l)|, and the means
 //
-// prediction_error = |simulated / real − 1| for the first two, the distance for the third.
+// prediction_error = |simulated / real − 1| for the first two, the distance for the third. Real
+// runs of the same job differ by 5–10 % from one to the next, so each case and mode is run
+// `rounds` times (calibration, real run, simulation) and the figures are medians over them.
 #ifndef FLYWHEEL_BENCH_SIM_VALIDATION_H_
 #define FLYWHEEL_BENCH_SIM_VALIDATION_H_
 
@@ -35,13 +37,15 @@ struct ValidationSettings {
   int64_t steps = 30;         // learner steps of every real run
   int64_t max_staleness = 1;  // η of every run (async admission: η + 1 batches)
   int64_t calibration_episodes = 256;
+  int64_t rounds = 1;
   std::filesystem::path runs_dir;  // scratch; removed by the caller
 };
 
 struct ValidationResult {
   nlohmann::json cases;  // per case: calibration, and per mode the real and simulated figures
-  std::vector<std::vector<std::string>> table;  // rows: case, mode, figure, real, sim, error
-  double worst_error = 0;                       // over every figure of every case and mode
+  // Rows: case, mode, figure, real, sim, error (medians over the rounds), largest error.
+  std::vector<std::vector<std::string>> table;
+  double worst_error = 0;  // the largest median error over every figure of every case and mode
   int64_t figures = 0;
   int64_t within_goal = 0;  // figures with prediction_error <= 0.15
 };
