@@ -333,6 +333,23 @@ TEST(SimulatorTest, ATokenBudgetSetsTheMicroStepsOfEachStep) {
   }
 }
 
+// A step of one micro-step is the core's whenever the core waits for it, however many satellites
+// train (MicroStepQueue::Claim hands micro-steps to core cells first).
+TEST(SimulatorTest, TheCoreClaimsAStepsOnlyMicroStepBeforeTheSatellites) {
+  SimConfig config = SmallConfig(SimMode::kElastic);
+  config.run.max_steps = 40;
+  config.learner.token_budget = 1'000'000;  // one micro-step per step
+  absl::StatusOr<SimResult> result = Simulate(config);
+  ASSERT_TRUE(result.ok()) << result.status();
+  int64_t with_satellites = 0;
+  for (const nlohmann::json& line : result->metrics) {
+    ASSERT_EQ(line["micro_steps"].get<int64_t>(), 1) << line;
+    EXPECT_GT(line["learner_busy_s"].get<double>(), 0) << line;  // the core ran it
+    with_satellites += line["satellites_training"].get<int64_t>() > 0;
+  }
+  EXPECT_GT(with_satellites, 0) << "no step had a satellite training: the test shows nothing";
+}
+
 // The async job's admission (scheduler::PipelineAdmission): episodes in flight plus those the
 // learner has not taken stay below K batches, counted from the batches the learner took.
 TEST(SimulatorTest, PipelineAdmissionBoundsWhatIsInFlight) {
