@@ -53,6 +53,11 @@ struct ElasticSettings {
   double hysteresis = 0.25;
   int64_t core_cells = 1;  // of the elastic side
   double slowdown = 1;     // run.emulated_slowdown of every side
+  // learner.token_budget of every side, and of the elastic side alone (0: the config's). The
+  // budget decides how many micro-steps a step has, so how many cells can share one; the update
+  // does not depend on it (global token normalisation), so each side may use its best.
+  int64_t token_budget = 0;
+  int64_t elastic_token_budget = 0;
   CurveOptions curve;
 };
 
@@ -81,7 +86,9 @@ absl::StatusOr<JobConfig> MakeConfig(const ElasticSettings& s, const Side& side,
   config.run.eval_episodes = s.eval_episodes;
   config.run.emulated_slowdown = s.slowdown;
   PlaceOnCells(config, side.mode, s.cells, side.rollout_cells, s.max_staleness);
+  if (s.token_budget > 0) config.learner.token_budget = s.token_budget;
   if (side.mode == TrainMode::kElastic) {
+    if (s.elastic_token_budget > 0) config.learner.token_budget = s.elastic_token_budget;
     config.scheduler.core_cells = s.core_cells;
     config.scheduler.min_residence_seconds = s.min_residence_s;
     config.scheduler.hysteresis = s.hysteresis;
@@ -173,6 +180,8 @@ absl::StatusOr<BenchReport> RunElasticBench(const BenchArgs& args) {
   // More cells than cores: emulate devices this many times slower than a core (each cell then
   // needs 1/slowdown of a core), e.g. cells=4 slowdown=2 on 2 cores.
   s.slowdown = args.GetDouble("slowdown", 1);
+  s.token_budget = args.GetInt("token_budget", 0);
+  s.elastic_token_budget = args.GetInt("elastic_token_budget", 0);
   s.curve.target_reward = args.GetDouble("target", 0.5);
   s.curve.smooth_steps = args.GetInt("smooth_steps", 5);
   s.curve.final_steps = args.GetInt("final_steps", 10);
@@ -212,6 +221,8 @@ absl::StatusOr<BenchReport> RunElasticBench(const BenchArgs& args) {
                    {"hysteresis", s.hysteresis},
                    {"core_cells", s.core_cells},
                    {"emulated_slowdown", s.slowdown},
+                   {"token_budget", s.token_budget},
+                   {"elastic_token_budget", s.elastic_token_budget},
                    {"target_reward", s.curve.target_reward},
                    {"smooth_steps", s.curve.smooth_steps},
                    {"threads_per_cell", 1}};
