@@ -276,8 +276,11 @@ absl::StatusOr<BenchReport> RunSimBench(const BenchArgs& args) {
     v.calibration_episodes = args.GetInt("calibration_episodes", args.quick ? 64 : 256);
     v.rounds = args.GetInt("validate_rounds", args.quick ? 1 : 3);
     const std::string only = args.GetString("validate_cases", "");
+    // learner.token_budget of every case (0: the examples' own).
+    const int64_t token_budget = args.GetInt("validate_token_budget", 0);
     for (ValidationCase& c : DefaultValidationCases(args.source_dir)) {
       if (only.empty() || absl::StrContains(StrCat(",", only, ","), StrCat(",", c.name, ","))) {
+        if (token_budget > 0) c.overrides.push_back(StrCat("learner.token_budget=", token_budget));
         v.cases.push_back(std::move(c));
       }
     }
@@ -306,6 +309,7 @@ absl::StatusOr<BenchReport> RunSimBench(const BenchArgs& args) {
                   {"within_0_15", checked->within_goal},
                   {"steps_per_run", v.steps},
                   {"rounds", v.rounds},
+                  {"token_budget", token_budget},
                   {"max_staleness", v.max_staleness}};
     for (const auto& [name, c] : checked->cases.items()) {
       for (const char* mode : {"colocated", "async", "elastic"}) {
