@@ -10,7 +10,11 @@ if "$flywheel" bench elastic --quick --param cells=1 >"$out.err" 2>&1; then
   echo "bench elastic accepted --param cells=1"; exit 1
 fi
 grep -q "cells=1" "$out.err" || { echo "error does not name the knob:"; cat "$out.err"; exit 1; }
-"$flywheel" bench elastic --quick --param wall_s=12 --param eval_episodes=8 --out "$out"
+# At the example's token budget (512) the learner keeps up with one rollout cell, so the water
+# level never frees the satellite; 4096 makes a step slower than a batch's generation, and the
+# satellite moves to training between batches.
+"$flywheel" bench elastic --quick --param wall_s=12 --param eval_episodes=8 \
+  --param token_budget=4096 --out "$out"
 /usr/bin/python3 - "$out" <<'EOF'
 import json, math, sys
 

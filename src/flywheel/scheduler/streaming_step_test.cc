@@ -67,8 +67,7 @@ class StreamingRun {
   StreamingRun(const LearnerOptions& options, Scenario scenario)
       : options_(options),
         scenario_(scenario),
-        queue_(MicroStepQueueOptions::FromLearnerOptions(options, /*core_cell=*/0,
-                                                         scenario.cores)),
+        queue_(MicroStepQueueOptions::FromLearnerOptions(options, /*core_cell=*/0, scenario.cores)),
         store_(c10::make_intrusive<c10d::HashStore>()),
         membership_(store_, MembershipOpts()),
         resume_(kSteps),
@@ -80,8 +79,8 @@ class StreamingRun {
       const OptimizerShard shard = c < scenario_.cores ? OptimizerShard{c, scenario_.cores}
                                                        : OptimizerShard::Satellite(scenario_.cores);
       learners_.push_back(std::make_unique<StreamingLearner>(
-          options_, kParallelRunSteps, policies_[c]->Parameters(), policies_[c]->Forward(),
-          nullptr, 1.0, 0, RealClock(), shard));
+          options_, kParallelRunSteps, policies_[c]->Parameters(), policies_[c]->Forward(), nullptr,
+          1.0, 0, RealClock(), shard));
     }
   }
 
@@ -301,9 +300,12 @@ TEST(StreamingStepTest, SatellitesJoiningMidStepGiveTheWeightsOfOneCell) {
       for (int64_t s = 0; s < kSteps; ++s) {
         EXPECT_NEAR(run.losses[s], reference.losses[s], 1e-5);
         EXPECT_EQ(run.reports[s].micro_steps, reference.reports[s].micro_steps);
+        // The core runs its k micro-steps alone; with k = 0 the satellites may take them all.
         const auto& ran_by = run.reports[s].ran_by;
-        ASSERT_TRUE(ran_by.count(0));
-        EXPECT_GE(static_cast<int64_t>(ran_by.at(0).size()), k);
+        const auto core = ran_by.find(0);
+        const int64_t by_core =
+            core == ran_by.end() ? 0 : static_cast<int64_t>(core->second.size());
+        EXPECT_GE(by_core, k);
       }
       EXPECT_GT(SatelliteMicroSteps(run), 0) << "the satellites ran nothing";
       // Satellites that stay in training hold the core's new weights (broadcast).
