@@ -184,6 +184,11 @@ class Simulation {
   bool BufferStale(const Group& group) const;
   int64_t MicroSteps(int64_t tokens) const;
   void TryStartStep();
+  void StreamGroups();
+  void OpenStep();
+  void AddToStep(const Group& group);
+  void ClaimWaiting();
+  void MaybeReduce();
   void ClaimMicroStep(int c);
   void OnMicroStepDone(int c);
   void OnReduceDone();
@@ -248,11 +253,18 @@ class Simulation {
   int64_t version_ = 0;
   int64_t steps_done_ = 0;
   int64_t steps_published_ = 0;  // steps whose weights reached the rollout cells
-  bool step_running_ = false;
-  int64_t micro_left_ = 0;     // micro-steps not yet claimed
-  int64_t micro_running_ = 0;  // claimed, not finished
+  // Elastic mode with learner.token_budget > 0 streams a step as the elastic job's queue does
+  // (MicroStepQueue): the step opens when the previous one ends, each group is added as it
+  // arrives, and a micro-step is pending as soon as a token budget's worth is buffered.
+  bool streaming_ = false;
+  bool step_running_ = false;  // open (streaming) or started
+  bool step_closed_ = false;   // all of the step's groups are in
+  bool reducing_ = false;
+  int64_t step_groups_ = 0;
+  double buffered_tokens_ = 0;        // added, not yet in a micro-step (streaming)
+  std::deque<double> pending_micro_;  // the tokens of each micro-step not yet claimed
+  int64_t micro_running_ = 0;         // claimed, not finished
   int64_t step_micro_steps_ = 0;
-  double micro_seconds_ = 0;
   std::vector<bool> participated_;
   int64_t participants_ = 0;
   double core_busy_step_ = 0;  // cell 0's training seconds in this step
@@ -310,6 +322,7 @@ absl::Status Simulation::Init() {
       cells_[c].target = CellRole::kTrain;
     }
   } else if (mode == SimMode::kElastic) {
+    streaming_ = config_.learner.token_budget > 0;
     core_cells_ = static_cast<int>(config_.scheduler.core_cells);
     for (int c = 0; c < core_cells_; ++c) {
       cells_[c].state = CellState::kTrain;
@@ -746,7 +759,9 @@ bool Simulation::BufferStale(const Group& group) const {
 }
 
 void Simulation::TryStartStep() {
-  if (step_running_ || steps_done_ >= config_.run.max_steps) return;
+  if (steps_done_ >= config_.run.max_steps) return;
+  if (streaming_) return StreamGroups();
+  if (step_running_) return;
   if (config_.run.mode == SimMode::kColocated && !AllCellsTrain()) return;
   const int64_t batch = config_.run.batch_groups;
   // While it waits, the learner takes groups as they arrive (a job's Table::Sample hands out what
@@ -770,46 +785,114 @@ void Simulation::TryStartStep() {
     if (took) RetryBlockedInserts();  // the table made room: a blocked insert goes in
     return;
   }
-  step_running_ = true;
-  step_trajectories_ = step_dropped_ = step_tokens_ = step_timed_out_ = 0;
-  core_busy_step_ = 0;
-  // The learner's staleness filter, applied as the learner applies it, on the step's trajectories
-  // (each a group id, an id and the versions of its tokens: a few bytes to copy).
-  std::vector<Trajectory> trajectories;
-  trajectories.reserve(static_cast<size_t>(batch * config_.run.group_size));
-  for (const Group& group : collected_) {
-    for (const auto& t : group.members) trajectories.push_back(*t);
-  }
+  OpenStep();
+  for (const Group& group : collected_) AddToStep(group);
   collected_.clear();
+  RetryBlockedInserts();
+  step_closed_ = true;
+  const int64_t n = MicroSteps(step_tokens_);
+  pending_micro_.assign(n, static_cast<double>(step_tokens_) / n);
+  step_micro_steps_ = n;
+  ClaimWaiting();
+}
+
+// The elastic job's step (ElasticJob::Feed): groups are added as the table hands them out, and
+// each token budget's worth becomes a micro-step at once, so training starts on the first
+// groups; once the batch is in, the rest is one last micro-step.
+void Simulation::StreamGroups() {
+  if (!step_running_) OpenStep();
+  if (step_closed_) return;
+  const int64_t batch = config_.run.batch_groups;
+  const double budget = static_cast<double>(config_.learner.token_budget);
+  const size_t pending_before = pending_micro_.size();
+  bool took = false;
+  while (step_groups_ < batch && !table_.empty() &&
+         limiter_.CanSample(static_cast<int64_t>(table_.size()))) {
+    limiter_.Sample();
+    took = true;
+    Group group = std::move(table_.front());
+    table_.pop_front();
+    if (BufferStale(group)) {
+      ++buffer_dropped_stale_;
+      buffer_dropped_trajectories_ += static_cast<int64_t>(group.members.size());
+      continue;
+    }
+    const int64_t tokens_before = step_tokens_;
+    AddToStep(group);
+    ++step_groups_;
+    buffered_tokens_ += static_cast<double>(step_tokens_ - tokens_before);
+    for (; buffered_tokens_ >= budget; buffered_tokens_ -= budget) pending_micro_.push_back(budget);
+  }
+  if (took) RetryBlockedInserts();  // the table made room: a blocked insert goes in
+  if (step_groups_ == batch) {
+    step_closed_ = true;
+    // The flush at Close; a step with nothing trainable still runs one (empty) micro-step.
+    if (buffered_tokens_ > 0 ||
+        static_cast<int64_t>(pending_micro_.size()) + micro_running_ + step_micro_steps_ == 0) {
+      pending_micro_.push_back(buffered_tokens_);
+    }
+    buffered_tokens_ = 0;
+  }
+  step_micro_steps_ += static_cast<int64_t>(pending_micro_.size() - pending_before);
+  if (pending_micro_.size() > pending_before) ClaimWaiting();
+  MaybeReduce();
+}
+
+void Simulation::OpenStep() {
+  step_running_ = true;
+  step_closed_ = reducing_ = false;
+  step_groups_ = step_micro_steps_ = micro_running_ = 0;
+  buffered_tokens_ = 0;
+  pending_micro_.clear();
+  step_trajectories_ = step_dropped_ = step_tokens_ = step_timed_out_ = 0;
+  step_lag_counts_.clear();
+  core_busy_step_ = 0;
+  participants_ = 0;
+  std::fill(participated_.begin(), participated_.end(), false);
+}
+
+// The learner's staleness filter, applied as the learner applies it, on the group's
+// trajectories (each a group id, an id and the versions of its tokens: a few bytes to copy).
+void Simulation::AddToStep(const Group& group) {
+  std::vector<Trajectory> trajectories;
+  trajectories.reserve(group.members.size());
+  for (const auto& t : group.members) trajectories.push_back(*t);
   for (const Trajectory& t : trajectories) {
     step_timed_out_ += t.termination == Termination::kTimeout;
   }
   const StalenessReport report = staleness_.Apply(version_, trajectories);
-  step_lag_counts_ = report.lag_counts;
   for (const auto& [lag, count] : report.lag_counts) {
+    step_lag_counts_[lag] += count;
     lag_counts_[lag] += count;
     for (int64_t n = 0; n < count; ++n) lag_histogram_.Observe(static_cast<double>(lag));
   }
-  step_trajectories_ = report.kept + report.dropped;
-  step_dropped_ = report.dropped;
+  step_trajectories_ += report.kept + report.dropped;
+  step_dropped_ += report.dropped;
   for (const Trajectory& t : trajectories) {  // the kept ones
     int64_t index = 0;
     if (absl::SimpleAtoi(t.id, &index)) step_tokens_ += episode_tokens_[index];
   }
-  RetryBlockedInserts();
-  micro_left_ = MicroSteps(step_tokens_);
-  step_micro_steps_ = micro_left_;
-  micro_running_ = 0;
-  micro_seconds_ = cost_.TrainSeconds(static_cast<double>(step_tokens_) / micro_left_);
-  participants_ = 0;
-  std::fill(participated_.begin(), participated_.end(), false);
-  // The cells waiting to train claim as the step's queue hands out micro-steps: the core cells
-  // first (MicroStepQueue::Claim), then the satellites in a random order (they block on the
-  // queue and wake together). A stream of its own, so that the episodes' draws stay as they were.
+}
+
+// The cells waiting to train claim as the step's queue hands out micro-steps: the core cells
+// first (MicroStepQueue::Claim), then the satellites in a random order (they block on the
+// queue and wake together). A stream of its own, so that the episodes' draws stay as they were.
+void Simulation::ClaimWaiting() {
   std::vector<int> order(cells_.size());
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin() + core_cells_, order.end(), claim_rng_);
   for (int c : order) ClaimMicroStep(c);
+}
+
+// Every micro-step of a closed step is done: its participants reduce.
+void Simulation::MaybeReduce() {
+  if (!step_running_ || !step_closed_ || reducing_ || !pending_micro_.empty() ||
+      micro_running_ > 0) {
+    return;
+  }
+  reducing_ = true;
+  Schedule(cost_.AllReduceSeconds(participants_) + cost_.StepOverheadSeconds(),
+           EventKind::kReduceDone, 0);
 }
 
 // learner.token_budget > 0: as a job packs a step. Its data-parallel ranks (colocated: every
@@ -829,11 +912,12 @@ int64_t Simulation::MicroSteps(int64_t tokens) const {
 
 void Simulation::ClaimMicroStep(int c) {
   Cell& cell = cells_[c];
-  if (!step_running_ || micro_left_ == 0 || cell.in_micro_step || cell.state != CellState::kTrain ||
-      cell.target != CellRole::kTrain) {
+  if (!step_running_ || pending_micro_.empty() || cell.in_micro_step ||
+      cell.state != CellState::kTrain || cell.target != CellRole::kTrain) {
     return;
   }
-  --micro_left_;
+  const double tokens = pending_micro_.front();
+  pending_micro_.pop_front();
   ++micro_running_;
   cell.in_micro_step = true;
   cell.since = now_;
@@ -841,7 +925,7 @@ void Simulation::ClaimMicroStep(int c) {
     participated_[c] = true;
     ++participants_;
   }
-  Schedule(micro_seconds_, EventKind::kMicroStepDone, c);
+  Schedule(cost_.TrainSeconds(tokens), EventKind::kMicroStepDone, c);
 }
 
 void Simulation::OnMicroStepDone(int c) {
@@ -855,10 +939,7 @@ void Simulation::OnMicroStepDone(int c) {
   } else {
     ClaimMicroStep(c);
   }
-  if (micro_left_ == 0 && micro_running_ == 0) {
-    Schedule(cost_.AllReduceSeconds(participants_) + cost_.StepOverheadSeconds(),
-             EventKind::kReduceDone, 0);
-  }
+  MaybeReduce();
 }
 
 void Simulation::OnReduceDone() {

@@ -350,6 +350,36 @@ TEST(SimulatorTest, TheCoreClaimsAStepsOnlyMicroStepBeforeTheSatellites) {
   EXPECT_GT(with_satellites, 0) << "no step had a satellite training: the test shows nothing";
 }
 
+// With a token budget an elastic step streams (MicroStepQueue): its micro-steps are pending as
+// groups arrive, so the core trains while the batch is still being generated, and the same
+// steps end sooner than when a step waits for its whole batch (learner.micro_steps instead).
+TEST(SimulatorTest, AStreamingStepTrainsOnItsFirstGroups) {
+  // On-policy (η = 0) on one core and one satellite, training a third of the time: the step
+  // cannot overlap the next batch's generation, so only streaming overlaps it with this one's.
+  SimConfig streaming = SmallConfig(SimMode::kElastic);
+  streaming.run.max_steps = 20;
+  streaming.cluster.devices = 2;
+  streaming.cluster.bf16_flops = 5e13;
+  streaming.learner.max_staleness = 0;
+  streaming.learner.token_budget = 16'384;
+  absl::StatusOr<SimResult> streamed = Simulate(streaming);
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  int64_t micro_steps = 0;
+  for (const nlohmann::json& line : streamed->metrics) {
+    micro_steps += line["micro_steps"].get<int64_t>();
+  }
+  SimConfig whole = streaming;
+  whole.learner.token_budget = 0;
+  whole.learner.micro_steps = micro_steps / static_cast<int64_t>(streamed->metrics.size());
+  ASSERT_GT(whole.learner.micro_steps, 1);
+  absl::StatusOr<SimResult> batched = Simulate(whole);
+  ASSERT_TRUE(batched.ok()) << batched.status();
+  const double t_streamed = streamed->metrics.back()["elapsed_s"].get<double>();
+  const double t_batched = batched->metrics.back()["elapsed_s"].get<double>();
+  EXPECT_LT(t_streamed, 0.95 * t_batched)
+      << "streamed " << t_streamed << " s, whole batches " << t_batched << " s";
+}
+
 // The async job's admission (scheduler::PipelineAdmission): episodes in flight plus those the
 // learner has not taken stay below K batches, counted from the batches the learner took.
 TEST(SimulatorTest, PipelineAdmissionBoundsWhatIsInFlight) {
