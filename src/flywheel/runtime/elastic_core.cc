@@ -454,10 +454,11 @@ absl::Status ElasticCore::Control() {
 
 absl::StatusOr<StreamingStepResult> ElasticCore::RunStep(int64_t queue_step) {
   while (true) {
-    if (Stopping()) return absl::CancelledError("the job is stopping");
+    if (Stopping()) break;  // the reduce decides whether this step still needs the core
     absl::StatusOr<std::shared_ptr<const MicroStep>> claimed =
         queue_->Claim(kCoreCell, absl::Now() + kPoll);
     if (absl::IsDeadlineExceeded(claimed.status())) continue;
+    if (absl::IsCancelled(claimed.status())) break;
     RETURN_IF_ERROR(claimed.status());
     if (*claimed == nullptr) break;  // the step is complete
     RETURN_IF_ERROR(learner_->RunMicroStep(**claimed));

@@ -377,7 +377,7 @@ absl::StatusOr<std::optional<StreamingStepResult>> ElasticJob::RunStep(Cell& cel
                                                                        int64_t queue_step) {
   const bool satellite = cell.id >= cores();
   while (true) {
-    if (Stopping()) return absl::CancelledError("the job is stopping");
+    if (Stopping()) break;  // the reduce decides whether this step still needs the cell
     if (satellite && !cell.wants_train.load()) {
       if (cell.learner->cell_micro_steps() == 0) {
         // Nothing of the step ran here: hand the claim back and leave at once.
@@ -390,6 +390,7 @@ absl::StatusOr<std::optional<StreamingStepResult>> ElasticJob::RunStep(Cell& cel
     absl::StatusOr<std::shared_ptr<const MicroStep>> claimed =
         queue_->Claim(cell.id, absl::Now() + (satellite ? kSatellitePoll : kPoll));
     if (absl::IsDeadlineExceeded(claimed.status())) continue;
+    if (absl::IsCancelled(claimed.status())) break;
     if (!claimed.ok()) return claimed.status();
     if (*claimed == nullptr) break;  // the step is complete
     RETURN_IF_ERROR(cell.learner->RunMicroStep(**claimed));

@@ -280,7 +280,7 @@ absl::Status MicroStepQueue::Close() {
 }
 
 void MicroStepQueue::MaybeComplete() {
-  if (complete_ || !closed_ || !pending_.empty() || done_ != static_cast<int64_t>(slots_.size())) {
+  if (cancelled_ || complete_ || !closed_ || !pending_.empty() || done_ != static_cast<int64_t>(slots_.size())) {
     return;
   }
   complete_ = true;
@@ -458,7 +458,9 @@ absl::StatusOr<StepParticipants> MicroStepQueue::AwaitParticipants(int64_t step,
   while (!cancelled_ && participants_step_ < step) {
     if (changed_.WaitWithDeadline(&mu_, deadline)) break;
   }
-  if (cancelled_) return absl::CancelledError("micro-step queue: cancelled");
+  if (cancelled_ && participants_step_ != step) {
+    return absl::CancelledError("micro-step queue: cancelled");
+  }
   if (participants_step_ < step) {
     return absl::DeadlineExceededError(StrCat("micro-step queue: step ", step,
                                               " did not complete by the deadline (",

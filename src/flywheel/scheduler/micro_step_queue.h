@@ -43,7 +43,8 @@
 //
 // Thread-safety: every method may be called from any thread. Lock order: pack_mu_ before mu_.
 // Add and Close pack under pack_mu_ only, so claims are not blocked by packing. Every blocking
-// call has a deadline and returns kCancelled after Cancel().
+// call has a deadline and returns kCancelled after Cancel(), except AwaitParticipants of a step
+// completed before it (see there).
 #ifndef FLYWHEEL_SCHEDULER_MICRO_STEP_QUEUE_H_
 #define FLYWHEEL_SCHEDULER_MICRO_STEP_QUEUE_H_
 
@@ -155,7 +156,8 @@ class MicroStepQueue {
 
   // Blocks until step `step` is complete and returns who reduces it (kept until the next step
   // completes). kFailedPrecondition when a core cell is not among them (it died or never
-  // joined).
+  // joined). A step completed before Cancel() still returns its participants: some of them may
+  // already be forming its group, which waits for every one, so none may leave it.
   absl::StatusOr<StepParticipants> AwaitParticipants(int64_t step, absl::Time deadline);
   // Blocks until `count` micro-steps of step `step` are done (or it is complete).
   absl::Status AwaitDone(int64_t step, int64_t count, absl::Time deadline);
@@ -166,7 +168,10 @@ class MicroStepQueue {
   absl::StatusOr<double> normaliser() const;
   bool complete() const;
   int64_t waiting_core_claims() const;  // core cells blocked in Claim now
-  // Wakes every waiter with kCancelled; every later blocking call fails the same way.
+  // Wakes every waiter with kCancelled; every later blocking call fails the same way, and no
+  // step completes any more. A cell that stops in the middle of a step cancels, then asks for
+  // the participants: either the step completed before (it reduces with them) or it never will
+  // (nobody waits for it).
   void Cancel();
 
   StepReport report() const;  // of the current step

@@ -376,6 +376,39 @@ TEST(MicroStepQueueTest, BlockingCallsHonourTheirDeadlineAndCancel) {
   EXPECT_EQ(queue.AwaitStep(1, Deadline()).code(), absl::StatusCode::kCancelled);
 }
 
+// A job that stops mid-step: a step completed before Cancel keeps its participants (some may be
+// forming its group already, and that waits for every one); one not complete never completes.
+TEST(MicroStepQueueTest, CancelKeepsACompletedStepsParticipantsAndCompletesNoOther) {
+  MicroStepQueue queue(Options());
+  ASSERT_TRUE(queue.BeginStep(0, 0).ok());
+  ASSERT_TRUE(queue.Join(0, 0).ok());
+  ASSERT_TRUE(queue.Join(1, 0).ok());
+  ASSERT_TRUE(queue.Add(Group("g0", 2, 4)).ok());
+  ASSERT_TRUE(queue.Close().ok());
+  for (;;) {
+    absl::StatusOr<std::shared_ptr<const MicroStep>> ms = queue.Claim(0, Deadline());
+    ASSERT_TRUE(ms.ok()) << ms.status();
+    if (*ms == nullptr) break;
+    ASSERT_TRUE(queue.Done(0, (*ms)->id).ok());
+  }
+  queue.Cancel();
+  absl::StatusOr<StepParticipants> fixed = queue.AwaitParticipants(0, Deadline());
+  ASSERT_TRUE(fixed.ok()) << fixed.status();
+  EXPECT_THAT(fixed->cells, ElementsAre(0, 1));
+
+  MicroStepQueue open(Options());
+  ASSERT_TRUE(open.BeginStep(0, 0).ok());
+  ASSERT_TRUE(open.Join(0, 0).ok());
+  ASSERT_TRUE(open.Add(Group("g0", 2, 4)).ok());
+  ASSERT_TRUE(open.Close().ok());
+  absl::StatusOr<std::shared_ptr<const MicroStep>> claimed = open.Claim(0, Deadline());
+  ASSERT_TRUE(claimed.ok() && *claimed != nullptr) << claimed.status();
+  open.Cancel();
+  open.Done(0, (*claimed)->id).IgnoreError();  // its last micro-step: it would complete the step
+  EXPECT_FALSE(open.complete());
+  EXPECT_EQ(open.AwaitParticipants(0, Deadline()).status().code(), absl::StatusCode::kCancelled);
+}
+
 TEST(MicroStepQueueTest, BadInputIsRefusedAndNothingOfItIsTaken) {
   MicroStepQueue queue(Options());
   EXPECT_EQ(queue.Add(Group("early", 1, 3)).code(), absl::StatusCode::kFailedPrecondition);

@@ -38,9 +38,11 @@ absl::StatusOr<StreamingStepResult> ReduceStep(MicroStepQueue& queue, StepGroup&
                                                absl::Duration poll) {
   StepParticipants participants;
   while (true) {
-    if (stopping()) return absl::CancelledError("the job is stopping");
+    // After Cancel no step completes: this one either did already or never will.
+    if (stopping()) queue.Cancel();
     absl::StatusOr<StepParticipants> p = queue.AwaitParticipants(step, absl::Now() + poll);
     if (absl::IsDeadlineExceeded(p.status())) continue;
+    if (absl::IsCancelled(p.status())) return absl::CancelledError("the job is stopping");
     if (!p.ok()) return p.status();
     participants = *std::move(p);
     break;

@@ -53,7 +53,9 @@ class StepGroup {
 
 // The end of a streaming step for one in-process cell: waits (polling `stopping` every `poll`)
 // until step `step` of `queue` is complete, forms its participants' group and runs `learner`'s
-// FinishStep over it. kCancelled once `stopping` returns true.
+// FinishStep over it. Once `stopping` returns true it cancels the queue and returns kCancelled,
+// unless the step completed before: then the others may be forming its group already, and the
+// cell reduces with them (a cell that left would keep them waiting for the group's timeout).
 absl::StatusOr<StreamingStepResult> ReduceStep(MicroStepQueue& queue, StepGroup& group,
                                                StreamingLearner& learner, int64_t step,
                                                const std::function<bool()>& stopping,

@@ -371,6 +371,68 @@ TEST(StreamingStepTest, CoreCellsShardingTheOptimiserGiveTheWeightsOfOneCore) {
   }
 }
 
+// The job stops just after a step completed: a participant that sees the stop still reduces,
+// since the core may be forming the step's group already and that waits for every participant
+// (it used to leave, and the core waited out the group's timeout). In a step not complete yet
+// nobody reduces, and nobody waits.
+TEST(StreamingStepTest, AStopAfterAStepCompletedStillReducesItAndBeforeNobodyWaits) {
+  const LearnerOptions options = ParallelLearnerOptions(PolicyLossKind::kDecoupledPpo);
+  MicroStepQueue queue(MicroStepQueueOptions::FromLearnerOptions(options, /*core_cell=*/0, 1));
+  dist::MembershipOptions membership_options;
+  membership_options.group.timeout = std::chrono::milliseconds(5000);
+  membership_options.group.name = "stop test";
+  membership_options.group.threads = 1;
+  dist::Membership membership(c10::make_intrusive<c10d::HashStore>(), membership_options);
+  TinyPolicy core_policy(7), satellite_policy(8);
+  StreamingLearner core(options, kParallelRunSteps, core_policy.Parameters(), core_policy.Forward(),
+                        nullptr, 1.0, 0, RealClock(), OptimizerShard{0, 1});
+  StreamingLearner satellite(options, kParallelRunSteps, satellite_policy.Parameters(),
+                             satellite_policy.Forward(), nullptr, 1.0, 0, RealClock(),
+                             OptimizerShard::Satellite(1));
+  StepGroup core_group(&membership, 0), satellite_group(&membership, 1);
+  const auto never = [] { return false; };
+  const auto now = [] { return true; };
+  const absl::Duration poll = absl::Milliseconds(20);
+
+  // Step 0: both join, the core runs every micro-step, the step completes, then the stop.
+  ASSERT_TRUE(queue.BeginStep(0, core.version()).ok());
+  ASSERT_TRUE(queue.Join(0, 0).ok());
+  ASSERT_TRUE(queue.Join(1, 0).ok());
+  absl::StatusOr<std::vector<torch::Tensor>> weights = core.CopyWeights();
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  ASSERT_TRUE(satellite.LoadWeights(*weights, core.version(), core.optimizer_step()).ok());
+  for (std::vector<Trajectory>& chunk : Chunks(0, 1)) ASSERT_TRUE(queue.Add(std::move(chunk)).ok());
+  ASSERT_TRUE(queue.Close().ok());
+  for (;;) {
+    absl::StatusOr<std::shared_ptr<const MicroStep>> ms = queue.Claim(0, Deadline());
+    ASSERT_TRUE(ms.ok()) << ms.status();
+    if (*ms == nullptr) break;
+    ASSERT_TRUE(core.RunMicroStep(**ms).ok());
+    ASSERT_TRUE(queue.Done(0, (*ms)->id).ok());
+  }
+  absl::StatusOr<StreamingStepResult> by_core;
+  std::thread core_thread([&] { by_core = ReduceStep(queue, core_group, core, 0, never, poll); });
+  const absl::StatusOr<StreamingStepResult> by_satellite =
+      ReduceStep(queue, satellite_group, satellite, 0, now, poll);
+  core_thread.join();
+  ASSERT_TRUE(by_satellite.ok()) << by_satellite.status();
+  ASSERT_TRUE(by_core.ok()) << by_core.status();
+  EXPECT_EQ(core.version(), 1);
+  EXPECT_EQ(satellite.version(), 1);
+  EXPECT_EQ(MaxAbsDiff(satellite_policy.Weights(), core_policy.Weights()), 0.0);
+
+  // A step still open when the satellite sees the stop: it cancels, and the core is told so at
+  // once instead of waiting for a step that can no longer complete.
+  MicroStepQueue open(MicroStepQueueOptions::FromLearnerOptions(options, /*core_cell=*/0, 1));
+  ASSERT_TRUE(open.BeginStep(1, core.version()).ok());
+  ASSERT_TRUE(open.Join(0, 1).ok());
+  ASSERT_TRUE(open.Join(1, 1).ok());
+  EXPECT_EQ(ReduceStep(open, satellite_group, satellite, 1, now, poll).status().code(),
+            absl::StatusCode::kCancelled);
+  EXPECT_EQ(ReduceStep(open, core_group, core, 1, never, poll).status().code(),
+            absl::StatusCode::kCancelled);
+}
+
 TEST(StreamingLearnerTest, OptimizerShardRangesAreContiguousBalancedAndNeverEmpty) {
   std::vector<torch::Tensor> params = {torch::zeros({100}), torch::zeros({10}), torch::zeros({10}),
                                        torch::zeros({60}),  torch::zeros({20}), torch::zeros({1})};
