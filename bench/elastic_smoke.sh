@@ -50,8 +50,9 @@ for key in ("speedup_vs_colocated", "speedup_vs_static_async", "final_reward_gap
 sw = report.get("switch_seconds", {})
 for direction in ("to_train", "to_rollout"):
     d = sw.get(direction, {})
-    check(number(d.get("p50")) and number(d.get("max")) and 0 <= d["p50"] <= d["max"],
-          f"switch_seconds.{direction} {d} not 0 <= p50 <= max")
+    check(number(d.get("p50")) and number(d.get("max")) and
+          0 <= d["p50"] <= d["max"] <= report["config"]["wall_s"],
+          f"switch_seconds.{direction} {d} not 0 <= p50 <= max <= wall_s")
 check(isinstance(report.get("goals"), dict) and len(report["goals"]) == 4, "no goals")
 if errors:
     print("elastic_quick.json is not a sane report:\n  " + "\n  ".join(errors))

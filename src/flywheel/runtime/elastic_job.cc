@@ -67,13 +67,14 @@ struct Cell {
   Transformer model{nullptr};
   std::unique_ptr<StreamingLearner> learner;
   std::unique_ptr<StepGroup> group;
-  std::unique_ptr<Actor> actor;             // satellites only
-  std::atomic<bool> wants_train{false};     // the scheduler's target role
-  std::atomic<bool> training{false};        // the role the cell is in now
-  std::atomic<int64_t> switch_start_ns{0};  // the decision of the pending move (absl::ToUnixNanos)
+  std::unique_ptr<Actor> actor;          // satellites only
+  std::atomic<bool> wants_train{false};  // the scheduler's target role
+  std::atomic<bool> training{false};     // the role the cell is in now
+  // The decision of a pending move to rollout (absl::ToUnixNanos; 0: none), taken by the cell's
+  // thread when it gets there. A move to training is timed by the controller, which waits for it.
+  std::atomic<int64_t> switch_start_ns{0};
   std::thread thread;  // a satellite's, or a core's other than cell 0 (which is Train's)
 };
-
 
 class ElasticJob {
  public:
@@ -110,7 +111,8 @@ class ElasticJob {
   absl::Status Feed();
   absl::Status Control();
   absl::Status Move(const SchedulerDecision& decision);
-  void RecordSwitch(Cell& cell, bool to_train, int64_t handed, int64_t in_place);
+  void RecordSwitch(Cell& cell, bool to_train, absl::Time decided, int64_t handed,
+                    int64_t in_place);
   void Publish();
   // At the end: no more moves or starts; every rollout actor hands its
   // in-flight episodes over at their boundary, so that they can be counted.
@@ -136,8 +138,8 @@ class ElasticJob {
   std::unique_ptr<TaskSource> tasks_;  // shared by the satellites: handed_out() = dispatched
   std::unique_ptr<MicroStepQueue> queue_;
   std::unique_ptr<dist::Membership> membership_;
-  scheduler::ElasticAdmission admission_;              // set by Init
-  std::optional<scheduler::WaterLevelPolicy> policy_;  // the controller thread's
+  scheduler::ElasticAdmission admission_;                  // set by Init
+  std::optional<scheduler::WaterLevelPolicy> policy_;      // the controller thread's
   std::unique_ptr<scheduler::RemainingTokens> remaining_;  // scheduler.unit = "tokens"
   std::unique_ptr<scheduler::SchedulerLog> log_;
   std::vector<std::unique_ptr<Cell>> cells_;  // the cores first; [0] begins every step
@@ -184,8 +186,8 @@ absl::StatusOr<std::unique_ptr<Cell>> ElasticJob::MakeCell(
   const OptimizerShard shard =
       id < cores() ? OptimizerShard{id, cores()} : OptimizerShard::Satellite(cores());
   cell->learner = std::make_unique<StreamingLearner>(
-      config_.learner, config_.run.max_steps, cell->model->parameters(), TransformerPolicy(cell->model),
-      nullptr, config_.sampling.temperature, 0, RealClock(), shard);
+      config_.learner, config_.run.max_steps, cell->model->parameters(),
+      TransformerPolicy(cell->model), nullptr, config_.sampling.temperature, 0, RealClock(), shard);
   cell->group = std::make_unique<StepGroup>(membership_.get(), id);
   if (id < cores()) return cell;
   const uint64_t seed = static_cast<uint64_t>(config_.run.seed) * 1000003u + id * 7919u;
@@ -286,9 +288,8 @@ absl::Status ElasticJob::Init(const EmbeddedJobOptions& options) {
   // Before any episode finished, a fresh one is expected to fill one policy turn.
   remaining_ = std::make_unique<scheduler::RemainingTokens>(
       scheduler::RemainingTokens::kWindow, static_cast<double>(config_.actor.max_new_tokens));
-  const scheduler::WaterLevelOptions rule =
-      scheduler::ElasticRule(s, satellites(), static_cast<double>(config_.actor.episodes_in_flight),
-                             remaining_->Fresh());
+  const scheduler::WaterLevelOptions rule = scheduler::ElasticRule(
+      s, satellites(), static_cast<double>(config_.actor.episodes_in_flight), remaining_->Fresh());
   ASSIGN_OR_RETURN(scheduler::WaterLevelPolicy policy, scheduler::WaterLevelPolicy::Create(rule));
   policy_.emplace(std::move(policy));
   spdlog::info("elastic job: {} core cell(s), {} satellites; {}", cores(), satellites(),
@@ -403,12 +404,13 @@ absl::StatusOr<std::optional<StreamingStepResult>> ElasticJob::RunStep(Cell& cel
   return *std::move(result);
 }
 
-void ElasticJob::RecordSwitch(Cell& cell, bool to_train, int64_t handed, int64_t in_place) {
+void ElasticJob::RecordSwitch(Cell& cell, bool to_train, absl::Time decided, int64_t handed,
+                              int64_t in_place) {
   const absl::Time now = absl::Now();
   SwitchRecord s;
   s.satellite = cell.id - cores();
   s.to_train = to_train;
-  s.seconds = absl::ToDoubleSeconds(now - absl::FromUnixNanos(cell.switch_start_ns.load()));
+  s.seconds = absl::ToDoubleSeconds(now - decided);
   s.episodes_handed = handed;
   s.finished_in_place = in_place;
   s.at = absl::ToDoubleSeconds(now - start_);
@@ -469,9 +471,8 @@ absl::Status ElasticJob::RunSatellite(Cell& cell) {
       parked.swap(parked_);
     }
     if (!parked.empty()) RETURN_IF_ERROR(cell.actor->Adopt(std::move(parked)));
-    if (cell.switch_start_ns.load() != 0) {
-      RecordSwitch(cell, /*to_train=*/false, 0, 0);
-      cell.switch_start_ns = 0;
+    if (const int64_t decided = cell.switch_start_ns.exchange(0); decided != 0) {
+      RecordSwitch(cell, /*to_train=*/false, absl::FromUnixNanos(decided), 0, 0);
     }
     // Returns when the controller suspends or drains this actor, or at Stop.
     RETURN_IF_ERROR(cell.actor->Run(-1));
@@ -481,11 +482,14 @@ absl::Status ElasticJob::RunSatellite(Cell& cell) {
 
 absl::Status ElasticJob::Move(const SchedulerDecision& decision) {
   Cell& cell = satellite(decision.satellite);
-  cell.switch_start_ns = absl::ToUnixNanos(absl::Now());
+  const absl::Time decided = absl::Now();
   if (decision.move == SchedulerDecision::Move::kToRollout) {
+    cell.switch_start_ns = absl::ToUnixNanos(decided);
     cell.wants_train = false;  // the cell leaves training at its next micro-step boundary
     return absl::OkStatus();
   }
+  // A move to rollout the cell has not carried out yet is void: it stays in training.
+  cell.switch_start_ns = 0;
   cell.wants_train = true;
   int64_t moved = 0, in_place = 0;
   // Run may not have started yet when the first Suspend is served: repeat until the cell trains.
@@ -516,8 +520,7 @@ absl::Status ElasticJob::Move(const SchedulerDecision& decision) {
     }
   }
   // The cell has left rollout and entered its training loop.
-  RecordSwitch(cell, /*to_train=*/true, moved, in_place);
-  cell.switch_start_ns = 0;
+  RecordSwitch(cell, /*to_train=*/true, decided, moved, in_place);
   return absl::OkStatus();
 }
 
@@ -693,9 +696,9 @@ absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions& op
     const double success = data.success();
     int training = 0;
     for (const auto& cell : satellite_cells()) training += cell->training.load();
-    nlohmann::json line = ElasticStepLine(
-        r, core.learner->version(), elapsed, absl::ToDoubleSeconds(absl::Now() - step_start),
-        data, report);
+    nlohmann::json line =
+        ElasticStepLine(r, core.learner->version(), elapsed,
+                        absl::ToDoubleSeconds(absl::Now() - step_start), data, report);
     line["satellites_training"] = training;
     line["episodes_in_flight"] = tasks_->handed_out() - EpisodesFinished();
     failure = run_dir_->AppendMetrics(line);
