@@ -67,7 +67,6 @@ struct PendingSwitch {
   absl::Time asked;
 };
 
-
 class ElasticCore {
  public:
   ElasticCore(const JobConfig& config, const ElasticCoreOptions& options)
@@ -464,8 +463,8 @@ absl::StatusOr<StreamingStepResult> ElasticCore::RunStep(int64_t queue_step) {
     RETURN_IF_ERROR(learner_->RunMicroStep(**claimed));
     RETURN_IF_ERROR(queue_->Done(kCoreCell, (*claimed)->id));
   }
-  return ReduceStep(*queue_, *group_, *learner_, queue_step, [this] { return Stopping(); },
-                    kPoll);
+  return ReduceStep(
+      *queue_, *group_, *learner_, queue_step, [this] { return Stopping(); }, kPoll);
 }
 
 void ElasticCore::Shutdown() {
@@ -539,9 +538,9 @@ absl::StatusOr<RemoteLearnerResult> ElasticCore::Train() {
     const double elapsed = absl::ToDoubleSeconds(absl::Now() - start_);
     const double reward = data.reward();
     const double success = data.success();
-    nlohmann::json line = ElasticStepLine(r, learner_->version(), elapsed,
-                                          absl::ToDoubleSeconds(absl::Now() - step_start), data,
-                                          report);
+    nlohmann::json line =
+        ElasticStepLine(r, learner_->version(), elapsed,
+                        absl::ToDoubleSeconds(absl::Now() - step_start), data, report);
     line["requeued_micro_steps"] = report.requeued;
     {
       absl::MutexLock lock(&mu_);

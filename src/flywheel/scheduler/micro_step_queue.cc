@@ -54,8 +54,8 @@ absl::Status MicroStepQueueOptions::Validate() const {
     return absl::InvalidArgumentError(StrCat("micro-step queue: core cell ", core_cell, " < 0"));
   }
   if (core_cells < 1) {
-    return absl::InvalidArgumentError(StrCat(
-        "micro-step queue: core_cells = ", core_cells, "; at least one cell must own the optimiser"));
+    return absl::InvalidArgumentError(StrCat("micro-step queue: core_cells = ", core_cells,
+                                             "; at least one cell must own the optimiser"));
   }
   return absl::OkStatus();
 }
@@ -280,7 +280,8 @@ absl::Status MicroStepQueue::Close() {
 }
 
 void MicroStepQueue::MaybeComplete() {
-  if (cancelled_ || complete_ || !closed_ || !pending_.empty() || done_ != static_cast<int64_t>(slots_.size())) {
+  if (cancelled_ || complete_ || !closed_ || !pending_.empty() ||
+      done_ != static_cast<int64_t>(slots_.size())) {
     return;
   }
   complete_ = true;
