@@ -278,12 +278,15 @@ absl::StatusOr<BenchReport> RunSimBench(const BenchArgs& args) {
     const std::string only = args.GetString("validate_cases", "");
     // learner.token_budget of every case (0: the examples' own).
     const int64_t token_budget = args.GetInt("validate_token_budget", 0);
-    // run.emulated_slowdown of the cases that emulate more cells than cores (0: theirs, 2).
+    // run.emulated_slowdown of the cases that emulate slower devices (0: theirs, 2).
     const double slowdown = args.GetDouble("validate_slowdown", 0);
     for (ValidationCase& c : DefaultValidationCases(args.source_dir)) {
       if (only.empty() || absl::StrContains(StrCat(",", only, ","), StrCat(",", c.name, ","))) {
         if (token_budget > 0) c.overrides.push_back(StrCat("learner.token_budget=", token_budget));
-        if (slowdown > 0 && c.cells > 2) {
+        const bool emulated = std::any_of(
+            c.overrides.begin(), c.overrides.end(),
+            [](const std::string& o) { return absl::StartsWith(o, "run.emulated_slowdown="); });
+        if (slowdown > 0 && emulated) {
           c.overrides.push_back(StrCat("run.emulated_slowdown=", slowdown));
         }
         v.cases.push_back(std::move(c));

@@ -72,7 +72,7 @@ struct Cell {
   std::atomic<bool> training{false};     // the role the cell is in now
   // The decision of a pending move to rollout (absl::ToUnixNanos; 0: none), taken by the cell's
   // thread when it gets there. A move to training is timed by the controller, which waits for it.
-  std::atomic<int64_t> switch_start_ns{0};
+  std::atomic<int64_t> rollout_decided_ns{0};
   std::thread thread;  // a satellite's, or a core's other than cell 0 (which is Train's)
 };
 
@@ -471,7 +471,7 @@ absl::Status ElasticJob::RunSatellite(Cell& cell) {
       parked.swap(parked_);
     }
     if (!parked.empty()) RETURN_IF_ERROR(cell.actor->Adopt(std::move(parked)));
-    if (const int64_t decided = cell.switch_start_ns.exchange(0); decided != 0) {
+    if (const int64_t decided = cell.rollout_decided_ns.exchange(0); decided != 0) {
       RecordSwitch(cell, /*to_train=*/false, absl::FromUnixNanos(decided), 0, 0);
     }
     // Returns when the controller suspends or drains this actor, or at Stop.
@@ -484,12 +484,12 @@ absl::Status ElasticJob::Move(const SchedulerDecision& decision) {
   Cell& cell = satellite(decision.satellite);
   const absl::Time decided = absl::Now();
   if (decision.move == SchedulerDecision::Move::kToRollout) {
-    cell.switch_start_ns = absl::ToUnixNanos(decided);
+    cell.rollout_decided_ns = absl::ToUnixNanos(decided);
     cell.wants_train = false;  // the cell leaves training at its next micro-step boundary
     return absl::OkStatus();
   }
   // A move to rollout the cell has not carried out yet is void: it stays in training.
-  cell.switch_start_ns = 0;
+  cell.rollout_decided_ns = 0;
   cell.wants_train = true;
   int64_t moved = 0, in_place = 0;
   // Run may not have started yet when the first Suspend is served: repeat until the cell trains.

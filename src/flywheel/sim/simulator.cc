@@ -182,11 +182,12 @@ class Simulation {
   // --- training
   bool AllCellsTrain() const;
   bool BufferStale(const Group& group) const;
+  std::optional<Group> SampleGroup(bool& sampled);
   int64_t MicroSteps(int64_t tokens) const;
   void TryStartStep();
   void StreamGroups();
   void OpenStep();
-  void AddToStep(const Group& group);
+  int64_t AddToStep(const Group& group);
   void ClaimWaiting();
   void MaybeReduce();
   void ClaimMicroStep(int c);
@@ -758,28 +759,36 @@ bool Simulation::BufferStale(const Group& group) const {
   return version_ - oldest > bound;
 }
 
+// One sample of the table as a job's Table::Sample takes it: the oldest group, while the rate
+// limiter allows; a group too stale for the buffer is dropped as it is picked and counts as a
+// sample (Queue semantics), and the next is tried. nullopt: nothing can be taken now. `sampled`
+// is set when anything left the table.
+std::optional<Group> Simulation::SampleGroup(bool& sampled) {
+  while (!table_.empty() && limiter_.CanSample(static_cast<int64_t>(table_.size()))) {
+    limiter_.Sample();
+    sampled = true;
+    Group group = std::move(table_.front());
+    table_.pop_front();
+    if (!BufferStale(group)) return group;
+    ++buffer_dropped_stale_;
+    buffer_dropped_trajectories_ += static_cast<int64_t>(group.members.size());
+  }
+  return std::nullopt;
+}
+
 void Simulation::TryStartStep() {
   if (steps_done_ >= config_.run.max_steps) return;
   if (streaming_) return StreamGroups();
   if (step_running_) return;
   if (config_.run.mode == SimMode::kColocated && !AllCellsTrain()) return;
   const int64_t batch = config_.run.batch_groups;
-  // While it waits, the learner takes groups as they arrive (a job's Table::Sample hands out what
-  // the table holds); a group too stale for the buffer is dropped as it is picked, and counts as
-  // a sample (Queue semantics). The step starts once the learner holds its batch.
+  // While it waits, the learner takes groups as they arrive; the step starts once it holds its
+  // batch.
   bool took = false;
-  while (static_cast<int64_t>(collected_.size()) < batch && !table_.empty() &&
-         limiter_.CanSample(static_cast<int64_t>(table_.size()))) {
-    limiter_.Sample();
-    took = true;
-    Group group = std::move(table_.front());
-    table_.pop_front();
-    if (BufferStale(group)) {
-      ++buffer_dropped_stale_;
-      buffer_dropped_trajectories_ += static_cast<int64_t>(group.members.size());
-      continue;
-    }
-    collected_.push_back(std::move(group));
+  while (static_cast<int64_t>(collected_.size()) < batch) {
+    std::optional<Group> group = SampleGroup(took);
+    if (!group.has_value()) break;
+    collected_.push_back(*std::move(group));
   }
   if (static_cast<int64_t>(collected_.size()) < batch) {
     if (took) RetryBlockedInserts();  // the table made room: a blocked insert goes in
@@ -806,21 +815,11 @@ void Simulation::StreamGroups() {
   const double budget = static_cast<double>(config_.learner.token_budget);
   const size_t pending_before = pending_micro_.size();
   bool took = false;
-  while (step_groups_ < batch && !table_.empty() &&
-         limiter_.CanSample(static_cast<int64_t>(table_.size()))) {
-    limiter_.Sample();
-    took = true;
-    Group group = std::move(table_.front());
-    table_.pop_front();
-    if (BufferStale(group)) {
-      ++buffer_dropped_stale_;
-      buffer_dropped_trajectories_ += static_cast<int64_t>(group.members.size());
-      continue;
-    }
-    const int64_t tokens_before = step_tokens_;
-    AddToStep(group);
+  while (step_groups_ < batch) {
+    std::optional<Group> group = SampleGroup(took);
+    if (!group.has_value()) break;
+    buffered_tokens_ += static_cast<double>(AddToStep(*group));
     ++step_groups_;
-    buffered_tokens_ += static_cast<double>(step_tokens_ - tokens_before);
     for (; buffered_tokens_ >= budget; buffered_tokens_ -= budget) pending_micro_.push_back(budget);
   }
   if (took) RetryBlockedInserts();  // the table made room: a blocked insert goes in
@@ -853,7 +852,8 @@ void Simulation::OpenStep() {
 
 // The learner's staleness filter, applied as the learner applies it, on the group's
 // trajectories (each a group id, an id and the versions of its tokens: a few bytes to copy).
-void Simulation::AddToStep(const Group& group) {
+// Returns the tokens it kept.
+int64_t Simulation::AddToStep(const Group& group) {
   std::vector<Trajectory> trajectories;
   trajectories.reserve(group.members.size());
   for (const auto& t : group.members) trajectories.push_back(*t);
@@ -868,10 +868,13 @@ void Simulation::AddToStep(const Group& group) {
   }
   step_trajectories_ += report.kept + report.dropped;
   step_dropped_ += report.dropped;
+  int64_t kept_tokens = 0;
   for (const Trajectory& t : trajectories) {  // the kept ones
     int64_t index = 0;
-    if (absl::SimpleAtoi(t.id, &index)) step_tokens_ += episode_tokens_[index];
+    if (absl::SimpleAtoi(t.id, &index)) kept_tokens += episode_tokens_[index];
   }
+  step_tokens_ += kept_tokens;
+  return kept_tokens;
 }
 
 // The cells waiting to train claim as the step's queue hands out micro-steps: the core cells
