@@ -61,14 +61,18 @@ has_event() { (($(events "$1") >= 1)); }
 echo "token-$RANDOM-$RANDOM" >"$TMP/token"
 CONFIG="$SOURCE/examples/copy.toml"
 # η = 0, and a model large enough that a step's micro-steps queue up for the satellites to claim
-# (with the example's tiny model the core alone keeps up and the satellites have nothing to do).
+# (with the example's tiny model the core alone keeps up and the satellites have nothing to do):
+# strings of 12-16 digits in 64-token micro-batches make each group several micro-steps, and a
+# short min residence lets a satellite that went back to rollout for a batch train again in the
+# same step. A satellite only claims what the core cannot run now (micro_step_queue.h), so with
+# one micro-step per group and a 0.5 s residence some runs had no satellite micro-step at all.
 SETS=(run.mode='"elastic"' run.runs_dir="\"$TMP/runs\"" run.name='"elastic"' run.max_steps=40
       run.max_wall_seconds=150 run.batch_groups=4 actor.group_size=4 actor.episodes_in_flight=8
-      learner.max_staleness=0 learner.token_budget=128 learner.buckets=[64,128]
-      learner.checkpoint_every=10 scheduler.cells=3 scheduler.min_residence_seconds=0.5
+      learner.max_staleness=0 learner.token_budget=64 learner.buckets=[64]
+      learner.checkpoint_every=10 scheduler.cells=3 scheduler.min_residence_seconds=0.1
       model.hidden_size=256 model.num_layers=4 model.intermediate_size=688
       scheduler.heartbeat_seconds=0.1 scheduler.heartbeat_timeout_seconds=2
-      env.latency.mean_ms=5)
+      env.latency.mean_ms=5 env.copy.min_length=12 env.copy.max_length=16)
 
 err=$("$FLYWHEEL" cell "$CONFIG" --scheduler 127.0.0.1:1 --buffer 127.0.0.1:1 \
       --connect-timeout 1 --set "${SETS[@]}" 2>&1)
@@ -150,12 +154,16 @@ print(s['final_step'], e['cells_lost'], e['cells_registered'], e['switches'],
 ((lost == 1)) || fail "cells_lost is $lost, not 1 (the SIGKILLed cell only)"
 ((registered == 3)) || fail "cells_registered is $registered, not 3"
 ((trained >= 2)) || fail "only $trained switches to train ($switches in all)"
-# Satellites took part in the core's steps: some step had more than one participant.
-read -r max_participants joined_steps < <(python3 -c "
+# Satellites took part in the core's steps: some step had more than one participant, and
+# satellites ran some of the micro-steps (micro_steps counts all of a step's, core_micro_steps
+# the core's).
+read -r max_participants joined_steps satellite_micro_steps < <(python3 -c "
 import json
-p = [json.loads(l)['participants'] for l in open('$METRICS')]
-print(max(p), sum(x > 1 for x in p))")
+m = [json.loads(l) for l in open('$METRICS')]
+print(max(x['participants'] for x in m), sum(x['participants'] > 1 for x in m),
+      sum(x['micro_steps'] - x['core_micro_steps'] for x in m))")
 ((max_participants >= 2)) || fail "no step had a satellite among its participants"
+((satellite_micro_steps >= 1)) || fail "the satellites ran no micro-step"
 ls "$RUN/checkpoints"/*/DONE >/dev/null 2>&1 || fail "no complete checkpoint"
 
 wait_exit "$CELL_A" 20
@@ -176,4 +184,5 @@ if ((failures > 0)); then
 fi
 echo "elastic_processes_test: OK ($steps steps, $switches switches ($trained to train), " \
   "$max_participants participants at most, $joined_steps steps with satellites," \
+  "$satellite_micro_steps micro-steps by satellites," \
   "victim killed after $KILL_LINES steps)"
