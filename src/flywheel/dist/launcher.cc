@@ -241,7 +241,7 @@ absl::Status LaunchOptions::Validate() const {
   if (!rendezvous.empty()) {
     std::string host;
     int port = 0;
-    RETURN_IF_ERROR(ParseHostPort(rendezvous, &host, &port));
+    RETURN_IF_ERROR(ParseHostPort(rendezvous, &host, &port, "rendezvous address"));
     if (port == 0) {
       return absl::InvalidArgumentError(
           StrCat("launch: --rendezvous ", rendezvous, ": the ranks need a real port, not 0"));
@@ -268,7 +268,7 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options) {
   if (options.rendezvous.empty()) {
     ASSIGN_OR_RETURN(port, PickFreePort(host));
   } else {
-    RETURN_IF_ERROR(ParseHostPort(options.rendezvous, &host, &port));
+    RETURN_IF_ERROR(ParseHostPort(options.rendezvous, &host, &port, "rendezvous address"));
   }
   result.rendezvous =
       host.find(':') != std::string::npos ? StrCat("[", host, "]:", port) : StrCat(host, ":", port);

@@ -35,6 +35,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "flywheel/core/host_port.h"
 
 namespace flywheel::dist {
 
@@ -56,9 +57,6 @@ struct RendezvousOptions {
   // "127.0.0.1:29500 (rank 1 of 4)"
   std::string DebugString() const;
 };
-
-// "HOST:PORT" (a port of 0..65535; "[::1]:29500" for IPv6) into its parts.
-absl::Status ParseHostPort(const std::string& address, std::string* host, int* port);
 
 // A TCP port on `host` that was free a moment ago (bind to port 0, read it back, close), for a
 // launcher or a test that has to name the rendezvous port before rank 0 starts. Another process

@@ -65,21 +65,6 @@ TEST(RendezvousOptionsTest, RankOutsideTheWorldIsRejected) {
   EXPECT_TRUE(Options(29500, 2, 1, milliseconds(1000)).Validate().ok());
 }
 
-TEST(RendezvousOptionsTest, ParsesHostPort) {
-  std::string host;
-  int port = 0;
-  ASSERT_TRUE(ParseHostPort("10.0.0.2:29500", &host, &port).ok());
-  EXPECT_EQ(host, "10.0.0.2");
-  EXPECT_EQ(port, 29500);
-  ASSERT_TRUE(ParseHostPort("[::1]:7", &host, &port).ok());
-  EXPECT_EQ(host, "::1");
-  EXPECT_EQ(port, 7);
-  EXPECT_FALSE(ParseHostPort("localhost", &host, &port).ok());
-  EXPECT_FALSE(ParseHostPort("localhost:http", &host, &port).ok());
-  EXPECT_FALSE(ParseHostPort(":80", &host, &port).ok());
-  EXPECT_FALSE(ParseHostPort("h:70000", &host, &port).ok());
-}
-
 TEST(RendezvousTest, RanksJoinAndShareTheStore) {
   const int port = FreePort();
   auto joined =

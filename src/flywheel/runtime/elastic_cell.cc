@@ -13,6 +13,7 @@
 #include "flywheel/actor/actor.h"
 #include "flywheel/actor/env_tokenizer.h"
 #include "flywheel/core/emulated_device.h"
+#include "flywheel/core/host_port.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/dist/membership.h"
@@ -138,7 +139,8 @@ absl::Status ElasticCell::Init() {
 
   std::string store_host;
   int store_port = 0;
-  RETURN_IF_ERROR(dist::ParseHostPort(registration_.store_address(), &store_host, &store_port));
+  RETURN_IF_ERROR(
+      ParseHostPort(registration_.store_address(), &store_host, &store_port, "store address"));
   const auto timeout =
       std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.connect_timeout));
   ASSIGN_OR_RETURN(store_, dist::ConnectStore(store_host, store_port, timeout));

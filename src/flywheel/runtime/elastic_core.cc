@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "flywheel/actor/env_tokenizer.h"
 #include "flywheel/core/emulated_device.h"
+#include "flywheel/core/host_port.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/dist/membership.h"
@@ -202,7 +203,7 @@ absl::Status ElasticCore::Init() {
 
   std::string host;
   int port = 0;
-  RETURN_IF_ERROR(dist::ParseHostPort(options_.scheduler_listen, &host, &port));
+  RETURN_IF_ERROR(ParseHostPort(options_.scheduler_listen, &host, &port, "--scheduler-listen"));
   dist::RendezvousOptions rendezvous;
   rendezvous.host = host;
   rendezvous.port = 0;  // a world of one: the cells connect to it later, by its address

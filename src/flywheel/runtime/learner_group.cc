@@ -8,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "absl/strings/str_format.h"
+#include "flywheel/core/host_port.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/dist/communicator.h"
@@ -71,7 +72,8 @@ absl::StatusOr<std::unique_ptr<LearnerGroup>> LearnerGroup::Join(
   RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<LearnerGroup> g(new LearnerGroup(options));
   dist::RendezvousOptions rendezvous;
-  RETURN_IF_ERROR(dist::ParseHostPort(options.rendezvous, &rendezvous.host, &rendezvous.port));
+  RETURN_IF_ERROR(
+      ParseHostPort(options.rendezvous, &rendezvous.host, &rendezvous.port, "rendezvous address"));
   rendezvous.world_size = options.world_size;
   rendezvous.rank = options.rank;
   rendezvous.timeout = absl::ToChronoMilliseconds(options.connect_timeout);

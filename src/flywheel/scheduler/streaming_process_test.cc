@@ -35,6 +35,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "flywheel/core/host_port.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/dist/membership.h"
@@ -115,7 +116,7 @@ absl::Status RunSatellite(const std::string& scheduler, int64_t seed, int64_t di
   HeartbeatSender beats(client.get(), cell, absl::Milliseconds(reg.heartbeat_interval_ms()));
   std::string host;
   int port = 0;
-  RETURN_IF_ERROR(dist::ParseHostPort(reg.store_address(), &host, &port));
+  RETURN_IF_ERROR(ParseHostPort(reg.store_address(), &host, &port));
   ASSIGN_OR_RETURN(c10::intrusive_ptr<c10d::Store> store,
                    dist::ConnectStore(host, port, std::chrono::milliseconds(30000)));
   dist::Membership membership(store, MembershipOpts());
