@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "flywheel/actor/actor_metrics.h"
 #include "flywheel/core/emulated_device.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
@@ -126,6 +127,7 @@ absl::Status Actor::StartEpisode() {
   Episode* raw = ep.get();
   episodes_[ep->index] = std::move(ep);
   UpdateInFlight();
+  ActorMetrics::Get().episodes_in_flight->Add(1);
   ++started_;
   {
     absl::MutexLock lock(&mu_);
@@ -189,9 +191,11 @@ absl::Status Actor::HandleEvent(Event event) {
   if (it == episodes_.end()) return absl::OkStatus();
   Episode& ep = *it->second;
   ep.call_in_flight = false;
+  const double env_seconds = absl::ToDoubleSeconds(absl::Now() - ep.call_started);
+  ActorMetrics::Get().env_step_seconds->Observe(env_seconds);
   {
     absl::MutexLock lock(&mu_);
-    stats_.env_wait_seconds += absl::ToDoubleSeconds(absl::Now() - ep.call_started);
+    stats_.env_wait_seconds += env_seconds;
   }
   if (!event.result.ok()) {
     if (absl::IsCancelled(event.result.status())) {
@@ -281,8 +285,10 @@ absl::Status Actor::Finish(Episode& ep, Termination termination, std::optional<d
   ep.env->Close();
   Trajectory t = std::move(ep.trajectory);
   const int64_t index = ep.index;
+  const absl::Time started = ep.started;
   episodes_.erase(index);  // `ep` is gone from here on
   UpdateInFlight();
+  ActorMetrics::Get().EpisodeEnded(termination, absl::Now() - started);
 
   t.termination = termination;
   t.finished_unix_ns = absl::ToUnixNanos(absl::Now());
@@ -393,6 +399,7 @@ absl::Status Actor::Pump() {
     stats_.generation_seconds += absl::ToDoubleSeconds(busy);
     stats_.tokens_generated += static_cast<int64_t>(tokens.size());
   }
+  ActorMetrics::Get().generated_tokens->Increment(static_cast<int64_t>(tokens.size()));
   for (const GeneratedToken& g : tokens) RETURN_IF_ERROR(HandleGenerated(g));
   UpdateInFlight();  // the token counts moved
   return absl::OkStatus();

@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "flywheel/actor/actor_metrics.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/model/torch_status.h"
@@ -121,6 +122,7 @@ void RolloutEngine::MaybeSwap() {
     if (published_ != nullptr && published_->version > snapshot_->version) newer = published_;
   }
   if (newer == nullptr) return;
+  const absl::Time swap_start = absl::Now();
   if (cpu_ != nullptr) {
     TORCH_CHECK(CpuDecoderWeights::Supports(newer->model), "weights version ", newer->version,
                 " are not float32 on the CPU, but this engine decodes with the CPU decoder "
@@ -132,6 +134,9 @@ void RolloutEngine::MaybeSwap() {
   if (options_.kv_on_swap == KvOnSwap::kRecompute) {
     for (auto& [id, seq] : sequences_) seq.cached = 0;  // re-prefilled lazily, at the next use
   }
+  const ActorMetrics& metrics = ActorMetrics::Get();
+  metrics.weight_swaps->Increment();
+  metrics.weight_swap_seconds->Observe(absl::ToDoubleSeconds(absl::Now() - swap_start));
 }
 
 absl::StatusOr<RolloutEngine::Sequence*> RolloutEngine::Find(SequenceId id,

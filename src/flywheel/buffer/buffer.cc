@@ -62,16 +62,26 @@ Buffer::Buffer(const BufferOptions& options, Clock* clock)
       assembler_(options.group_size, options.min_group_size,
                  absl::Seconds(options.straggler_timeout_s)) {
   MetricsRegistry& r = MetricsRegistry::Global();
-  metrics_.inserts = r.GetCounter("buffer.inserts");
-  metrics_.samples = r.GetCounter("buffer.samples");
-  metrics_.dropped_stale = r.GetCounter("buffer.dropped{reason=stale}");
+  metrics_.inserts = r.GetCounter("buffer.inserts", "trajectories inserted");
+  metrics_.samples = r.GetCounter(
+      "buffer.samples", "items handed to the learner (a group each when groups are assembled)");
+  constexpr std::string_view kDropped = "trajectories dropped, by reason";
+  metrics_.dropped_stale = r.GetCounter("buffer.dropped{reason=stale}", kDropped);
   metrics_.dropped_incomplete_group = r.GetCounter("buffer.dropped{reason=incomplete_group}");
   metrics_.dropped_late_group_member = r.GetCounter("buffer.dropped{reason=late_group_member}");
   metrics_.dropped_evicted = r.GetCounter("buffer.dropped{reason=evicted}");
-  metrics_.size = r.GetGauge("buffer.size");
-  metrics_.insert_blocked_s = r.GetGauge("buffer.insert_blocked_seconds");
-  metrics_.sample_blocked_s = r.GetGauge("buffer.sample_blocked_seconds");
-  metrics_.lag = r.GetHistogram("buffer.sample_lag", LagBounds());
+  metrics_.size = r.GetGauge("buffer.size", "trajectories held (the buffer's fill)");
+  metrics_.capacity = r.GetGauge("buffer.capacity", "trajectories the buffer holds at most");
+  metrics_.capacity->Set(static_cast<double>(options_.max_size));
+  metrics_.insert_blocked_s = r.GetGauge("buffer.insert_blocked_seconds",
+                                         "seconds inserts waited on the rate limiter, in all");
+  metrics_.sample_blocked_s = r.GetGauge("buffer.sample_blocked_seconds",
+                                         "seconds samples waited on the rate limiter, in all");
+  metrics_.lag = r.GetHistogram("buffer.sample_lag", LagBounds(),
+                                "policy versions between a sampled trajectory and the learner");
+  metrics_.insert_to_sample_s =
+      r.GetHistogram("buffer.insert_to_sample_seconds", SecondsBounds(),
+                     "time a trajectory waited in the buffer, insert to sample");
 }
 
 absl::StatusOr<std::unique_ptr<Buffer>> Buffer::Create(const BufferOptions& options, Clock* clock,
@@ -287,7 +297,12 @@ absl::StatusOr<std::vector<SampledItem>> Buffer::Sample(int64_t max_batch, absl:
     metrics_.dropped_stale->Increment(static_cast<int64_t>(result.stale_lags.size()));
     for (int64_t lag : result.stale_lags) metrics_.lag->Observe(static_cast<double>(lag));
   }
-  for (const SampledItem& s : result.items) metrics_.lag->Observe(static_cast<double>(s.lag));
+  const int64_t now_ns = absl::GetCurrentTimeNanos();  // as MakeItem stamps inserts
+  for (const SampledItem& s : result.items) {
+    metrics_.lag->Observe(static_cast<double>(s.lag));
+    metrics_.insert_to_sample_s->Observe(static_cast<double>(now_ns - s.item->inserted_unix_ns) *
+                                         1e-9);
+  }
   sampled_.fetch_add(static_cast<int64_t>(result.items.size()), std::memory_order_relaxed);
   PublishInsertCount();
   metrics_.samples->Increment(static_cast<int64_t>(result.items.size()));

@@ -131,9 +131,11 @@ class Buffer {
     Counter* dropped_late_group_member;
     Counter* dropped_evicted;
     Gauge* size;
+    Gauge* capacity;
     Gauge* insert_blocked_s;
     Gauge* sample_blocked_s;
     Histogram* lag;
+    Histogram* insert_to_sample_s;
   };
   Metrics metrics_;
 };

@@ -43,6 +43,8 @@ void AddActorCommand(CLI::App& app, Invocation& invocation) {
     invocation.run = [args] {
       auto job = args->job.LoadJob();
       if (!job.ok()) return ReportError(job.status());
+      auto metrics = args->job.metrics.Start();
+      if (!metrics.ok()) return ReportError(metrics.status());
       if (args->actor_index < 0) {
         return ReportError(absl::InvalidArgumentError("--actor-index must be >= 0"));
       }

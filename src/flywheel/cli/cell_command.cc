@@ -34,6 +34,8 @@ void AddCellCommand(CLI::App& app, Invocation& invocation) {
     invocation.run = [args] {
       auto job = args->job.LoadJob();
       if (!job.ok()) return ReportError(job.status());
+      auto metrics = args->job.metrics.Start();
+      if (!metrics.ok()) return ReportError(metrics.status());
       ElasticCellOptions options;
       options.scheduler_address = args->scheduler;
       options.buffer_address = args->job.buffer;

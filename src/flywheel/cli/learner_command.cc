@@ -113,6 +113,8 @@ void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
     invocation.run = [args] {
       auto job = args->job.LoadJob();
       if (!job.ok()) return ReportError(job.status());
+      auto metrics = args->job.metrics.Start();
+      if (!metrics.ok()) return ReportError(metrics.status());
       if (job->run.mode == TrainMode::kElastic || !args->scheduler_listen.empty()) {
         return RunCore(*args, *job);
       }

@@ -1,5 +1,6 @@
-// The flags `flywheel learner` and `flywheel actor` share: the job config, the buffer to reach,
-// the auth token, config overrides and how long to retry a service that does not answer yet.
+// The flags `flywheel learner`, `flywheel actor` and `flywheel cell` share: the job config, the
+// buffer to reach, the auth token, config overrides, how long to retry a service that does not
+// answer yet, and --metrics-listen.
 #ifndef FLYWHEEL_CLI_REMOTE_JOB_FLAGS_H_
 #define FLYWHEEL_CLI_REMOTE_JOB_FLAGS_H_
 
@@ -11,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "flywheel/buffer/service.h"
+#include "flywheel/cli/metrics_listen.h"
 #include "flywheel/runtime/job_config.h"
 
 namespace flywheel::cli {
@@ -21,6 +23,7 @@ struct RemoteJobFlags {
   std::string auth_token_file;
   std::vector<std::string> overrides;
   double connect_timeout_s = 30;
+  MetricsListenFlag metrics;
 
   // `file_help`, `token_help`, `set_example` and `timeout_help` say what each flag means to
   // this command.
@@ -33,6 +36,7 @@ struct RemoteJobFlags {
         ->take_all();
     command->add_option("--connect-timeout", connect_timeout_s, timeout_help)
         ->capture_default_str();
+    metrics.Add(command);
   }
 
   absl::StatusOr<JobConfig> LoadJob() const { return LoadJobConfig(file, overrides); }

@@ -14,6 +14,7 @@
 #include "flywheel/buffer/buffer.h"
 #include "flywheel/buffer/service.h"
 #include "flywheel/cli/command.h"
+#include "flywheel/cli/metrics_listen.h"
 #include "flywheel/runtime/job_config.h"
 
 namespace flywheel::cli {
@@ -24,6 +25,7 @@ struct ServeArgs {
   std::vector<std::string> overrides;
   std::string address;
   std::string auth_token_file;
+  MetricsListenFlag metrics;
 };
 
 int ServeBuffer(const ServeArgs& args) {
@@ -51,6 +53,8 @@ int ServeBuffer(const ServeArgs& args) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  auto metrics = args.metrics.Start();  // its threads block the stop signals too
+  if (!metrics.ok()) return ReportError(metrics.status());
 
   auto buffer = Buffer::Create(options);
   if (!buffer.ok()) return ReportError(buffer.status());
@@ -84,6 +88,7 @@ void AddServeCommand(CLI::App& app, Invocation& invocation) {
                      "listen address (default buffer.address, 127.0.0.1:7300; port 0 = any)");
   buffer->add_option("--auth-token-file", args->auth_token_file,
                      "require this token (first line of the file) from every client");
+  args->metrics.Add(buffer);
   buffer->callback([args, &invocation] { invocation.run = [args] { return ServeBuffer(*args); }; });
 }
 

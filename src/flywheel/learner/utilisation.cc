@@ -62,11 +62,18 @@ PhaseTimes UtilisationTracker::EndStep() {
   cumulative_.Add(step);
   current_ = PhaseTimes();
   MetricsRegistry& registry = MetricsRegistry::Global();
-  registry.GetGauge("learner.utilisation")->Set(cumulative_.utilisation());
-  registry.GetGauge("learner.step_utilisation")->Set(step.utilisation());
+  registry.GetGauge("learner.utilisation", "busy share of the learner's time since the start")
+      ->Set(cumulative_.utilisation());
+  registry.GetGauge("learner.step_utilisation", "busy share of the learner's last step")
+      ->Set(step.utilisation());
   for (int i = 0; i < kNumPhases; ++i) {
-    registry.GetGauge(StrCat("learner.seconds{phase=", PhaseName(static_cast<Phase>(i)), "}"))
+    const std::string_view phase = PhaseName(static_cast<Phase>(i));
+    registry.GetGauge(StrCat("learner.seconds{phase=", phase, "}"),
+                      "learner seconds since the start, by phase")
         ->Set(cumulative_.seconds[i]);
+    registry.GetHistogram(StrCat("learner.step_phase_seconds{phase=", phase, "}"), SecondsBounds(),
+                          "seconds of one learner step in each phase")
+        ->Observe(step.seconds[i]);
   }
   return step;
 }

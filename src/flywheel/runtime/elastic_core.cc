@@ -422,6 +422,7 @@ absl::Status ElasticCore::Tick() {
     record.seconds = absl::ToDoubleSeconds(now - p.asked);
     record.at = absl::ToDoubleSeconds(now - start_);
     log_->Append(record.ToJson()).IgnoreError();
+    RecordSwitchMetrics(record);
     absl::MutexLock lock(&mu_);
     switches_.push_back(record);
     return true;

@@ -415,6 +415,7 @@ void ElasticJob::RecordSwitch(Cell& cell, bool to_train, absl::Time decided, int
   s.finished_in_place = in_place;
   s.at = absl::ToDoubleSeconds(now - start_);
   log_->Append(s.ToJson()).IgnoreError();
+  RecordSwitchMetrics(s);
   absl::MutexLock lock(&mu_);
   switches_.push_back(s);
 }

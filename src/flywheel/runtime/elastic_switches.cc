@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "flywheel/core/metrics.h"
+#include "flywheel/core/strings.h"
+
 namespace flywheel {
 namespace {
 
@@ -23,6 +26,19 @@ nlohmann::json SwitchRecord::ToJson() const {
           {"episodes_handed", episodes_handed},
           {"finished_in_place", finished_in_place},
           {"at_s", at}};
+}
+
+void RecordSwitchMetrics(const SwitchRecord& record) {
+  MetricsRegistry& r = MetricsRegistry::Global();
+  const std::string_view to = record.to_train ? "train" : "rollout";
+  r.GetCounter(StrCat("scheduler.switches{to=", to, "}"), "satellite role switches, by new role")
+      ->Increment();
+  r.GetHistogram(StrCat("scheduler.switch_seconds{to=", to, "}"), SecondsBounds(),
+                 "role switch time, decision to working in the new role")
+      ->Observe(record.seconds);
+  r.GetGauge(StrCat("scheduler.satellite_training{satellite=", record.satellite, "}"),
+             "1 while the satellite trains, 0 while it rolls out")
+      ->Set(record.to_train ? 1 : 0);
 }
 
 nlohmann::json SwitchStats(const std::vector<SwitchRecord>& switches, bool to_train) {

@@ -22,6 +22,10 @@ struct SwitchRecord {
   nlohmann::json ToJson() const;
 };
 
+// Counts the switch in the metrics registry (Prometheus): scheduler.switches{to=…},
+// scheduler.switch_seconds{to=…} and the satellite's role, scheduler.satellite_training.
+void RecordSwitchMetrics(const SwitchRecord& record);
+
 // {"count", "p50_s", "max_s", "episodes_handed"} over the switches in one direction.
 nlohmann::json SwitchStats(const std::vector<SwitchRecord>& switches, bool to_train);
 

@@ -95,12 +95,12 @@ TEST(ProcessJobTest, OneCopyServesSixtyFourEpisodesInFlight) {
   const JobConfig config =
       Load("one_copy", GuessEnv(),
            {"env.process.copies=1", "actor.episodes_in_flight=64", "run.max_steps=3"});
-  const int64_t start_failures = Counter("env.process.start_failures");
+  const int64_t start_failures = Counter("env.failures{kind=start_failures}");
   const TimedRun run = RunJob(config);
   ASSERT_TRUE(run.result.ok()) << run.result.status();
   EXPECT_EQ(run.result->final_step, 3);
   // Episodes queued for the copy instead of failing to start.
-  EXPECT_EQ(Counter("env.process.start_failures"), start_failures);
+  EXPECT_EQ(Counter("env.failures{kind=start_failures}"), start_failures);
   EXPECT_EQ(run.result->summary["episodes_failed"], 0);
   ExpectNothingSampledWasLost(ReadSummary(config));
 }
@@ -165,15 +165,15 @@ TEST(ProcessJobTest, AnEnvironmentThatCrashesHangsAndPrintsGarbageKeepsTrainingG
   const JobConfig config = Load("chaos", Misbehaving({"--fault", "chaos", "--rate", "0.05"}),
                                 {"run.max_steps=4", "env.process.step_timeout_seconds=1",
                                  "env.process.score_timeout_seconds=0.2"});
-  const int64_t crashes = Counter("env.process.crashes");
-  const int64_t timeouts = Counter("env.process.timeouts");
-  const int64_t protocol_errors = Counter("env.process.protocol_errors");
+  const int64_t crashes = Counter("env.failures{kind=crashes}");
+  const int64_t timeouts = Counter("env.failures{kind=timeouts}");
+  const int64_t protocol_errors = Counter("env.failures{kind=protocol_errors}");
   const TimedRun run = RunJob(config);
   ASSERT_TRUE(run.result.ok()) << run.result.status();
   EXPECT_EQ(run.result->final_step, 4);
-  const int64_t faults = (Counter("env.process.crashes") - crashes) +
-                         (Counter("env.process.timeouts") - timeouts) +
-                         (Counter("env.process.protocol_errors") - protocol_errors);
+  const int64_t faults = (Counter("env.failures{kind=crashes}") - crashes) +
+                         (Counter("env.failures{kind=timeouts}") - timeouts) +
+                         (Counter("env.failures{kind=protocol_errors}") - protocol_errors);
   EXPECT_GT(faults, 0) << "the environment misbehaved on none of the steps";
   const nlohmann::json summary = ReadSummary(config);
   EXPECT_GT(

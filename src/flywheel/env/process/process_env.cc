@@ -16,11 +16,13 @@ absl::Duration Seconds(double s) { return absl::Milliseconds(static_cast<int64_t
 
 std::string MetricName(std::string_view kind) {
   return kind == "observation_truncated" ? "env.observation_truncated"
-                                         : StrCat("env.process.", kind);
+                                         : StrCat("env.failures{kind=", kind, "}");
 }
 
 void Count(std::string_view kind) {
-  MetricsRegistry::Global().GetCounter(MetricName(kind))->Increment();
+  MetricsRegistry::Global()
+      .GetCounter(MetricName(kind), "environment process failures, by kind (env-protocol.md)")
+      ->Increment();
 }
 
 std::string WithStderr(const Subprocess& p) {
@@ -33,7 +35,8 @@ std::string WithStderr(const Subprocess& p) {
 ProcessPool::ProcessPool(const ProcessOptions& options, int64_t max_observation_bytes)
     : options_(options),
       max_observation_bytes_(max_observation_bytes),
-      restarts_(MetricsRegistry::Global().GetCounter("env.process.restarts")) {}
+      restarts_(MetricsRegistry::Global().GetCounter(
+          "env.restarts", "environment processes restarted after a failure")) {}
 
 std::string ProcessPool::command() const { return Join(options_.command, " "); }
 

@@ -84,8 +84,8 @@ TEST(ProcessEnvTest, CrashEndsTheEpisodeAsEnvErrorAndTheProcessRestarts) {
   auto pool = ProcessPool::Create(Faulty("crash"), 4096);
   ASSERT_TRUE(pool.ok()) << pool.status();
   ProcessEnv env(*pool);
-  const int64_t crashes = Counter("env.process.crashes");
-  const int64_t restarts = Counter("env.process.restarts");
+  const int64_t crashes = Counter("env.failures{kind=crashes}");
+  const int64_t restarts = Counter("env.restarts");
   const StepResult r = Boom(env);
   EXPECT_TRUE(r.done);
   EXPECT_EQ(r.end, EpisodeEnd::kEnvError);
@@ -93,9 +93,9 @@ TEST(ProcessEnvTest, CrashEndsTheEpisodeAsEnvErrorAndTheProcessRestarts) {
   EXPECT_THAT(r.error, HasSubstr("exited with code 3"));
   EXPECT_THAT(r.error, HasSubstr("injected crash"));  // the stderr tail
   EXPECT_THAT(r.error, HasSubstr("misbehaving_env.py"));
-  EXPECT_EQ(Counter("env.process.crashes"), crashes + 1);
+  EXPECT_EQ(Counter("env.failures{kind=crashes}"), crashes + 1);
   ExpectSolves(env, 1);
-  EXPECT_EQ(Counter("env.process.restarts"), restarts + 1);
+  EXPECT_EQ(Counter("env.restarts"), restarts + 1);
 }
 
 TEST(ProcessEnvTest, EachKindOfFailureIsLoggedOnceWithContext) {
@@ -117,7 +117,7 @@ TEST(ProcessEnvTest, EachKindOfFailureIsLoggedOnceWithContext) {
     EXPECT_THAT(line, HasSubstr("misbehaving_env.py --fault crash"));  // the command
     EXPECT_THAT(line, HasSubstr("exited with code 3"));
     EXPECT_THAT(line, HasSubstr("injected crash"));
-    EXPECT_THAT(line, HasSubstr("later ones are counted in env.process.crashes"));
+    EXPECT_THAT(line, HasSubstr("later ones are counted in env.failures{kind=crashes}"));
   }
   EXPECT_EQ(warnings, 1) << "three crashes, one warning; the rest are counted";
 }
@@ -129,7 +129,7 @@ TEST(ProcessEnvTest, HangEndsAsTimeoutWithTheLastPartialScore) {
   auto pool = ProcessPool::Create(o, 4096);
   ASSERT_TRUE(pool.ok()) << pool.status();
   ProcessEnv env(*pool);
-  const int64_t timeouts = Counter("env.process.timeouts");
+  const int64_t timeouts = Counter("env.failures{kind=timeouts}");
   const StepResult r = Boom(env);
   EXPECT_EQ(r.end, EpisodeEnd::kTimeout);
   EXPECT_THAT(r.error, HasSubstr("step_timeout_seconds"));
@@ -137,7 +137,7 @@ TEST(ProcessEnvTest, HangEndsAsTimeoutWithTheLastPartialScore) {
   // The hung process cannot score; the last partial score it reported stands.
   ASSERT_TRUE(r.partial_score.has_value());
   EXPECT_GT(*r.partial_score, 0);
-  EXPECT_EQ(Counter("env.process.timeouts"), timeouts + 1);
+  EXPECT_EQ(Counter("env.failures{kind=timeouts}"), timeouts + 1);
   ExpectSolves(env, 1);
 }
 
@@ -148,24 +148,24 @@ TEST(ProcessEnvTest, SlowStepTimesOutButTheProcessStillScoresAndIsKept) {
   auto pool = ProcessPool::Create(o, 4096);
   ASSERT_TRUE(pool.ok()) << pool.status();
   ProcessEnv env(*pool);
-  const int64_t restarts = Counter("env.process.restarts");
+  const int64_t restarts = Counter("env.restarts");
   const StepResult r = Boom(env);
   EXPECT_EQ(r.end, EpisodeEnd::kTimeout);
   ASSERT_TRUE(r.partial_score.has_value());
   EXPECT_THAT(r.error, ::testing::Not(HasSubstr("restarting")));
   ExpectSolves(env, 1);
-  EXPECT_EQ(Counter("env.process.restarts"), restarts) << "a slow but answering process is kept";
+  EXPECT_EQ(Counter("env.restarts"), restarts) << "a slow but answering process is kept";
 }
 
 TEST(ProcessEnvTest, GarbageLineIsAProtocolErrorQuotingTheLine) {
   auto pool = ProcessPool::Create(Faulty("garbage"), 4096);
   ASSERT_TRUE(pool.ok()) << pool.status();
   ProcessEnv env(*pool);
-  const int64_t errors = Counter("env.process.protocol_errors");
+  const int64_t errors = Counter("env.failures{kind=protocol_errors}");
   const StepResult r = Boom(env);
   EXPECT_EQ(r.end, EpisodeEnd::kProtocolError);
   EXPECT_THAT(r.error, HasSubstr("not valid JSON: \"this is not json\""));
-  EXPECT_EQ(Counter("env.process.protocol_errors"), errors + 1);
+  EXPECT_EQ(Counter("env.failures{kind=protocol_errors}"), errors + 1);
   ExpectSolves(env, 1);
 }
 
@@ -201,12 +201,12 @@ TEST(ProcessEnvTest, ErrorReplyEndsTheEpisodeButKeepsTheProcess) {
   auto pool = ProcessPool::Create(Faulty("refuse"), 4096);
   ASSERT_TRUE(pool.ok()) << pool.status();
   ProcessEnv env(*pool);
-  const int64_t restarts = Counter("env.process.restarts");
+  const int64_t restarts = Counter("env.restarts");
   const StepResult r = Boom(env);
   EXPECT_EQ(r.end, EpisodeEnd::kEnvError);
   EXPECT_THAT(r.error, HasSubstr("I refuse to play boom"));
   ExpectSolves(env, 1);
-  EXPECT_EQ(Counter("env.process.restarts"), restarts);
+  EXPECT_EQ(Counter("env.restarts"), restarts);
 }
 
 TEST(ProcessEnvTest, ManyEpisodesShareFewCopies) {
@@ -296,14 +296,14 @@ TEST(ProcessEnvTest, InterruptEndsAHungExchangeAndEveryWaitAtOnce) {
   absl::SleepFor(absl::Milliseconds(300));
   Ready ready;
   waiting.AwaitResources(ready.Callback());
-  const int64_t timeouts = Counter("env.process.timeouts");
+  const int64_t timeouts = Counter("env.failures{kind=timeouts}");
   const absl::Time interrupted = absl::Now();
   (*pool)->Interrupt();
   player.join();
   EXPECT_LT(absl::Now() - interrupted, absl::Seconds(2));
   EXPECT_EQ(r.end, EpisodeEnd::kEnvError);
   EXPECT_THAT(r.error, HasSubstr("the job is stopping"));
-  EXPECT_EQ(Counter("env.process.timeouts"),
+  EXPECT_EQ(Counter("env.failures{kind=timeouts}"),
             timeouts);  // not the environment's fault
   ASSERT_TRUE(ready.called.HasBeenNotified());
   EXPECT_EQ(ready.status.code(), absl::StatusCode::kCancelled);
