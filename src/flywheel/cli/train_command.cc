@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "flywheel/cli/command.h"
+#include "flywheel/cli/dashboard_flag.h"
 #include "flywheel/cli/stop_signals.h"
 #include "flywheel/runtime/embedded_job.h"
 #include "flywheel/runtime/job_config.h"
@@ -41,6 +42,7 @@ void AddTrainCommand(CLI::App& app, Invocation& invocation) {
     std::string file;
     std::vector<std::string> overrides;
     bool resume = false;
+    std::string dashboard_listen;
   };
   auto args = std::make_shared<Args>();
   CLI::App* train = app.add_subcommand(
@@ -50,10 +52,13 @@ void AddTrainCommand(CLI::App& app, Invocation& invocation) {
       ->take_all();
   train->add_flag("--resume", args->resume,
                   "continue runs/<name> from its latest complete checkpoint");
+  train->add_option("--dashboard-listen", args->dashboard_listen, kDashboardListenHelp);
   train->callback([args, &invocation] {
     invocation.run = [args] {
       auto job = LoadJobConfig(args->file, args->overrides);
       if (!job.ok()) return ReportError(job.status());
+      auto dashboard = StartDashboardIfAsked(args->dashboard_listen, *job, std::cout);
+      if (!dashboard.ok()) return ReportError(dashboard.status());
       // SIGINT/SIGTERM: stop within the stop bound, summary written, exit 0.
       StopSignals signals;
       if (job->tree.enabled) return RunTreeTraining(*job, args->resume, signals.stop());
