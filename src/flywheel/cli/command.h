@@ -32,6 +32,7 @@ void AddCellCommand(CLI::App& app, Invocation& invocation);
 void AddLaunchCommand(CLI::App& app, Invocation& invocation);
 void AddSimCommand(CLI::App& app, Invocation& invocation);
 void AddPlanCommand(CLI::App& app, Invocation& invocation);
+void AddReportCommand(CLI::App& app, Invocation& invocation);
 
 }  // namespace flywheel::cli
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "flywheel/cli/command.h"
+#include "flywheel/cli/dashboard_flag.h"
 #include "flywheel/cli/remote_job_flags.h"
 #include "flywheel/cli/stop_signals.h"
 #include "flywheel/core/status_macros.h"
@@ -38,6 +39,7 @@ struct LearnerArgs {
   RemoteJobFlags job;
   std::string weights_listen = "127.0.0.1:7400";
   std::string scheduler_listen;
+  std::string dashboard_listen;
   bool resume = false;
   LearnerGroupOptions group;
 };
@@ -104,6 +106,7 @@ void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
                       "on HOST:PORT (port 0 = any free port)");
   learner->add_flag("--resume", args->resume,
                     "continue runs/<name> from its latest complete checkpoint");
+  learner->add_option("--dashboard-listen", args->dashboard_listen, kDashboardListenHelp);
   learner->add_option("--world-size", args->group.world_size,
                       "learner ranks in the group (sets learner.world_size)");
   learner->add_option("--rank", args->group.rank, "this process's rank, 0..world-size-1");
@@ -115,6 +118,9 @@ void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
       if (!job.ok()) return ReportError(job.status());
       auto metrics = args->job.metrics.Start();
       if (!metrics.ok()) return ReportError(metrics.status());
+      // On stderr: stdout's first line is the weights address, which scripts read.
+      auto dashboard = StartDashboardIfAsked(args->dashboard_listen, *job, std::cerr);
+      if (!dashboard.ok()) return ReportError(dashboard.status());
       if (job->run.mode == TrainMode::kElastic || !args->scheduler_listen.empty()) {
         return RunCore(*args, *job);
       }

@@ -38,6 +38,7 @@ int Main(int argc, char** argv) {
   AddLaunchCommand(app, invocation);
   AddSimCommand(app, invocation);
   AddPlanCommand(app, invocation);
+  AddReportCommand(app, invocation);
 
   try {
     app.parse(argc, argv);

@@ -10,6 +10,7 @@
 
 #include "flywheel/cli/command.h"
 #include "flywheel/cli/metrics_listen.h"
+#include "flywheel/cli/dashboard_flag.h"
 #include "flywheel/cli/stop_signals.h"
 #include "flywheel/runtime/embedded_job.h"
 #include "flywheel/runtime/job_config.h"
@@ -43,6 +44,7 @@ void AddTrainCommand(CLI::App& app, Invocation& invocation) {
     std::vector<std::string> overrides;
     bool resume = false;
     MetricsListenFlag metrics;
+    std::string dashboard_listen;
   };
   auto args = std::make_shared<Args>();
   CLI::App* train = app.add_subcommand(
@@ -53,12 +55,15 @@ void AddTrainCommand(CLI::App& app, Invocation& invocation) {
   train->add_flag("--resume", args->resume,
                   "continue runs/<name> from its latest complete checkpoint");
   args->metrics.Add(train);
+  train->add_option("--dashboard-listen", args->dashboard_listen, kDashboardListenHelp);
   train->callback([args, &invocation] {
     invocation.run = [args] {
       auto job = LoadJobConfig(args->file, args->overrides);
       if (!job.ok()) return ReportError(job.status());
       auto metrics = args->metrics.Start();
       if (!metrics.ok()) return ReportError(metrics.status());
+      auto dashboard = StartDashboardIfAsked(args->dashboard_listen, *job, std::cout);
+      if (!dashboard.ok()) return ReportError(dashboard.status());
       // SIGINT/SIGTERM: stop within the stop bound, summary written, exit 0.
       StopSignals signals;
       if (job->tree.enabled) return RunTreeTraining(*job, args->resume, signals.stop());
