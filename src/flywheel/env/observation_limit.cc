@@ -13,7 +13,8 @@ bool TruncateObservation(StepResult& result, size_t limit) {
   result.observation.resize(cut);
   result.truncated = true;
   static Counter* const truncated =
-      MetricsRegistry::Global().GetCounter("env.observation_truncated");
+      MetricsRegistry::Global().GetCounter(
+          "env.observation_truncated", "observations cut to env.max_observation_bytes");
   truncated->Increment();
   return true;
 }

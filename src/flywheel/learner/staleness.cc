@@ -8,8 +8,10 @@ namespace flywheel {
 
 StalenessFilter::StalenessFilter(int64_t max_staleness)
     : max_staleness_(max_staleness),
-      global_lags_(MetricsRegistry::Global().GetHistogram("learner.lag", LagBounds())),
-      dropped_(MetricsRegistry::Global().GetCounter("learner.dropped{reason=stale}")) {}
+      global_lags_(MetricsRegistry::Global().GetHistogram(
+          "learner.lag", LagBounds(), "policy versions between a trajectory and the learner")),
+      dropped_(MetricsRegistry::Global().GetCounter(
+          "learner.dropped{reason=stale}", "trajectories the learner dropped, by reason")) {}
 
 const std::vector<double>& StalenessFilter::LagBounds() {
   static const std::vector<double> bounds = {0, 1, 2, 3, 4, 6, 8, 12, 16, 32, 64};
