@@ -47,4 +47,14 @@ void ActorMetrics::EpisodeEnded(Termination termination, absl::Duration duration
   episodes_in_flight->Add(-1);
 }
 
+nlohmann::json ActorMetrics::EnvStepSecondsSince(const std::vector<int64_t>& at_start) const {
+  std::vector<int64_t> counts = env_step_seconds->BucketCounts();
+  int64_t total = 0;
+  for (size_t b = 0; b < counts.size(); ++b) {
+    if (b < at_start.size()) counts[b] -= at_start[b];
+    total += counts[b];
+  }
+  return {{"bounds_s", env_step_seconds->bounds()}, {"counts", counts}, {"count", total}};
+}
+
 }  // namespace flywheel

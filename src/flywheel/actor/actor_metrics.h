@@ -5,6 +5,9 @@
 #define FLYWHEEL_ACTOR_ACTOR_METRICS_H_
 
 #include <array>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "absl/time/time.h"
 #include "flywheel/core/metrics.h"
@@ -24,6 +27,12 @@ struct ActorMetrics {
   static const ActorMetrics& Get();
 
   void EpisodeEnded(Termination termination, absl::Duration duration) const;
+
+  // The environment-call latency a run measured, for its summary.json: the growth of
+  // env_step_seconds since `at_start` (its BucketCounts() when the run began), as
+  // {"bounds_s": [...], "counts": [...], "count": n}. The registry is process-wide: runs that
+  // overlap in one process would see each other's calls.
+  nlohmann::json EnvStepSecondsSince(const std::vector<int64_t>& at_start) const;
 };
 
 }  // namespace flywheel

@@ -157,8 +157,9 @@ function dropsChart(runs) {
           note: nonzero.length === 0 ? 'nothing was dropped in these runs' : null};
 }
 
-// CDF of the configured per-step environment latency ([env.latency] of config.toml); the runs
-// record the summed wait only, so the measured side is the mean per episode in the audit table.
+// CDF of the per-call environment latency: measured (summary.json's env_step_seconds, a
+// histogram of every reset and step call, interpolated within its buckets) and, dashed, the
+// distribution configured in [env.latency] of config.toml when it is a model the page knows.
 function erf(x) {  // Abramowitz & Stegun 7.1.26, |error| < 1.5e-7
   var s = x < 0 ? -1 : 1, t = 1 / (1 + 0.3275911 * Math.abs(x));
   var y = 1 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t +
@@ -183,29 +184,60 @@ function latencyCdf(l) {
   }
   return null;
 }
+function measuredCdf(h) {  // h: {bounds_s, counts, count}
+  if (!h || !h.count || !h.bounds_s || !h.counts) return null;
+  var bounds = h.bounds_s.map(function (b) { return 1000 * b; }), counts = h.counts;
+  var total = h.count, cum = [], c = 0, hi = bounds[bounds.length - 1];
+  for (var b = 0; b < counts.length; b++) {
+    c += counts[b];
+    cum.push(c / total);
+  }
+  for (var k = 0; k < bounds.length; k++) {
+    if (cum[k] >= 0.99) { hi = bounds[k]; break; }
+  }
+  return {hi: hi, cdf: function (x) {
+    var before = 0;
+    for (var b = 0; b < bounds.length; b++) {
+      var lo = b === 0 ? 0 : bounds[b - 1];
+      if (x <= bounds[b]) return before + (cum[b] - before) * Math.max(0, x - lo) / (bounds[b] - lo);
+      before = cum[b];
+    }
+    return 1;
+  }};
+}
 function latencyChart(runs) {
-  var title = 'Environment latency per step: configured distribution (CDF)';
-  var models = [], hi = 0;
+  var title = 'Environment latency per call (CDF)';
+  var curves = [], hi = 0, measured = 0;
   runs.forEach(function (run, i) {
-    var c = run.env_latency ? latencyCdf(run.env_latency) : null;
-    if (c !== null) { models.push({run: run, i: i, c: c}); hi = Math.max(hi, c.hi); }
+    var m = measuredCdf((run.summary || {}).env_step_seconds);
+    if (m !== null) {
+      measured++;
+      curves.push({label: run.name + ' (measured, ' + run.summary.env_step_seconds.count + ' calls)',
+                   i: i, c: m, dash: false});
+      hi = Math.max(hi, m.hi);
+    }
+    var l = run.env_latency, c = l ? latencyCdf(l) : null;
+    if (c !== null) {
+      curves.push({label: run.name + ' (configured ' + l.model + ', mean ' + l.mean_ms + ' ms)',
+                   i: i, c: c, dash: true, stepped: l.model === 'constant'});
+      hi = Math.max(hi, c.hi);
+    }
   });
-  if (models.length === 0) {
+  if (curves.length === 0) {
     return {id: 'latency', title: title,
-            empty: 'no environment latency model (constant, lognormal or pareto) in these runs\' config.toml'};
+            empty: 'no measured environment latency in summary.json and no latency model in config.toml'};
   }
   var xs = [];
   for (var k = 0; k <= 200; k++) xs.push(hi * k / 200);
   var data = [xs], series = [];
-  models.forEach(function (m) {
-    var l = m.run.env_latency;
-    data.push(xs.map(m.c.cdf));
-    series.push({label: m.run.name + ' (' + l.model + ', mean ' + l.mean_ms + ' ms)',
-                 color: COLORS[m.i % COLORS.length], stepped: l.model === 'constant'});
+  curves.forEach(function (v) {
+    data.push(xs.map(v.c.cdf));
+    series.push({label: v.label, color: COLORS[v.i % COLORS.length], stepped: !!v.stepped,
+                 dash: v.dash ? [6, 4] : undefined});
   });
   return {id: 'latency', title: title, xLabel: 'ms', yLabel: 'P(latency ≤ x)', data: data,
           series: series,
-          note: 'metrics.jsonl records no per-step latencies: the measured mean wait per episode is in the audit table'};
+          note: measured === 0 ? 'no run measured its calls (summary.json without env_step_seconds): the configured distribution only' : null};
 }
 
 function rolesCharts(runs) {

@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "flywheel/actor/actor.h"
+#include "flywheel/actor/actor_metrics.h"
 #include "flywheel/actor/env_tokenizer.h"
 #include "flywheel/buffer/buffer.h"
 #include "flywheel/core/emulated_device.h"
@@ -127,6 +128,7 @@ class ElasticJob {
 
   const JobConfig config_;
   absl::Time start_;
+  std::vector<int64_t> env_steps_at_start_;  // ActorMetrics' env-call histogram at start_
   std::unique_ptr<EnvFactory> factory_;
   std::unique_ptr<EnvExecutor> executor_;
   std::unique_ptr<Tokenizer> tokenizer_;
@@ -631,6 +633,7 @@ absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions& op
     progress.emplace(options.progress, options.progress_is_terminal, absl::Seconds(10));
   }
   start_ = absl::Now();
+  env_steps_at_start_ = ActorMetrics::Get().env_step_seconds->BucketCounts();
   const RunStop stop(run.max_wall_seconds, options.stop, start_);
   stop_ = &stop;
   for (size_t i = 1; i < cells_.size(); ++i) {
@@ -758,6 +761,7 @@ absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions& op
       {"episodes_cancelled_at_stop", cancelled},
       {"episodes_duplicated", duplicates},
       {"tokens_generated", stats.tokens_generated},
+      {"env_step_seconds", ActorMetrics::Get().EnvStepSecondsSince(env_steps_at_start_)},
       {"tokens_discarded", stats.tokens_discarded},
       {"trajectories_trained", consumed},
       {"learner_utilization", busy / std::max(1e-9, wall)},

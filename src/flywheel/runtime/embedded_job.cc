@@ -13,6 +13,7 @@
 
 #include "absl/time/clock.h"
 #include "flywheel/actor/actor.h"
+#include "flywheel/actor/actor_metrics.h"
 #include "flywheel/actor/actor_threads.h"
 #include "flywheel/actor/env_tokenizer.h"
 #include "flywheel/buffer/buffer.h"
@@ -286,6 +287,8 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
     progress.emplace(options.progress, options.progress_is_terminal, absl::Seconds(10));
   }
   const absl::Time start = absl::Now();
+  const std::vector<int64_t> env_steps_at_start =
+      ActorMetrics::Get().env_step_seconds->BucketCounts();
   const RunStop stop(run.max_wall_seconds, options.stop, start);
   if (async) actor_threads_.Start(actors_);
 
@@ -378,6 +381,7 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
       {"episodes_timed_out", stats.episodes_timed_out},
       {"tokens_generated", stats.tokens_generated},
       {"latency_audit", audit.ToJson()},
+      {"env_step_seconds", ActorMetrics::Get().EnvStepSecondsSince(env_steps_at_start)},
       {"verdict", audit.Verdict()},
       {"stopped_by", std::string(stopped_by)},
       {"blas", blas_.ToJson()},
