@@ -8,6 +8,7 @@
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/model/torch_status.h"
+#include "flywheel/observe/trace_recorder.h"
 
 namespace flywheel {
 
@@ -121,6 +122,7 @@ void RolloutEngine::MaybeSwap() {
     if (published_ != nullptr && published_->version > snapshot_->version) newer = published_;
   }
   if (newer == nullptr) return;
+  TraceSpan span("actor", "swap");
   if (cpu_ != nullptr) {
     TORCH_CHECK(CpuDecoderWeights::Supports(newer->model), "weights version ", newer->version,
                 " are not float32 on the CPU, but this engine decodes with the CPU decoder "

@@ -82,11 +82,20 @@ TraceRecorder::Track* TraceRecorder::TrackOfThisThread(std::string_view category
   for (const CachedTrack& c : thread_tracks) {
     if (c.recorder == id_ && c.category == category) return static_cast<Track*>(c.track);
   }
-  auto track = std::make_unique<Track>(std::string(category), thread_label);
-  Track* raw = track.get();
+  Track* raw = nullptr;
   {
     absl::MutexLock lock(&mu_);
-    tracks_.push_back(std::move(track));
+    // A labelled thread shares the track of an earlier thread of the same label (the threads a
+    // colocated job starts per batch for one actor); an unlabelled one gets its own.
+    if (!thread_label.empty()) {
+      for (const auto& t : tracks_) {
+        if (t->label == thread_label && t->category == category) raw = t.get();
+      }
+    }
+    if (raw == nullptr) {
+      tracks_.push_back(std::make_unique<Track>(std::string(category), thread_label));
+      raw = tracks_.back().get();
+    }
   }
   thread_tracks.push_back({id_, std::string(category), raw});
   return raw;

@@ -14,10 +14,10 @@
 // of the run's writer ever contends; no lock of the code being traced is taken.
 //
 // Tracks. A track is one category ("learner", "actor", "buffer", "env", "scheduler") on one
-// thread, so the spans of a track come from one thread and, being scopes, never overlap unless
-// nested. Its name is the category, qualified by the thread's label (SetThreadLabel) when the
-// label says more: an actor thread labelled "actor-0" has track "actor-0" and, for its inserts,
-// "buffer / actor-0". Tracks of the same name on different threads get " #2", " #3", ….
+// thread, or on the threads of one label (SetThreadLabel) when they take turns, so the spans of
+// a track never overlap unless nested. Its name is the category, qualified by the label when
+// the label says more: an actor thread labelled "actor-0" has track "actor-0" and, for its
+// inserts, "buffer / actor-0". Unlabelled threads of one category get "env", "env #2", ….
 //
 // Bound. Each track keeps its newest `spans_per_track` spans in a ring: when it is full the
 // oldest span is overwritten, and the number overwritten is reported in trace.json

@@ -80,6 +80,8 @@ TEST(TraceRecorderTest, OneTrackPerCategoryAndThread) {
   c.join();
   std::thread d(work, "");
   d.join();
+  std::thread e(work, "actor-0");  // a later thread of the same label: the same tracks
+  e.join();
   std::vector<std::string> names;
   for (const auto& t : recorder.Tracks()) names.push_back(t.name);
   EXPECT_EQ(names,

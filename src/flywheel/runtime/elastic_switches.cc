@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "flywheel/observe/trace_recorder.h"
+
 namespace flywheel {
 namespace {
 
@@ -23,6 +25,12 @@ nlohmann::json SwitchRecord::ToJson() const {
           {"episodes_handed", episodes_handed},
           {"finished_in_place", finished_in_place},
           {"at_s", at}};
+}
+
+void SwitchRecord::Trace(int64_t end_ns) const {
+  const auto duration = static_cast<int64_t>(seconds * 1e9);
+  TraceRecorder::Global().Record("scheduler", to_train ? "switch to train" : "switch to rollout",
+                                 end_ns - duration, end_ns);
 }
 
 nlohmann::json SwitchStats(const std::vector<SwitchRecord>& switches, bool to_train) {

@@ -5,6 +5,7 @@
 
 #include "flywheel/core/file_util.h"
 #include "flywheel/core/strings.h"
+#include "flywheel/observe/trace_recorder.h"
 
 namespace flywheel {
 namespace {
@@ -56,7 +57,11 @@ absl::Status RunDirectory::AppendMetrics(const nlohmann::json& line) {
 }
 
 absl::Status RunDirectory::WriteSummary(const nlohmann::json& summary) {
-  return WriteFileAtomically(path_ / "summary.json", summary.dump(2) + "\n");
+  if (auto s = WriteFileAtomically(path_ / "summary.json", summary.dump(2) + "\n"); !s.ok()) {
+    return s;
+  }
+  if (!TraceRecorder::Global().enabled()) return absl::OkStatus();
+  return TraceRecorder::Global().WriteJson(path_ / "trace.json");
 }
 
 }  // namespace flywheel

@@ -4,6 +4,7 @@
 //   metrics.jsonl    one JSON object per learner step, appended and flushed as it happens
 //   checkpoints/     written by the learner (atomic, with a DONE marker)
 //   summary.json     written once at the end
+//   trace.json       with run.trace: the timeline, written next to summary.json
 //
 // Opening an existing directory without resume is an error, so one run never appends to
 // another's metrics by accident.
@@ -38,6 +39,8 @@ class RunDirectory {
   // Appends one line to metrics.jsonl and flushes it (a crash loses at most the line being
   // written). Thread-safe.
   absl::Status AppendMetrics(const nlohmann::json& line);
+  // Writes summary.json and, when the process records a trace (run.trace), trace.json: every job
+  // writes its summary last, also when stopped by a signal.
   absl::Status WriteSummary(const nlohmann::json& summary);
 
  private:
