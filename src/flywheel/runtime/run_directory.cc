@@ -38,7 +38,14 @@ absl::StatusOr<std::unique_ptr<RunDirectory>> RunDirectory::Open(
   if (auto s = WriteFileAtomically(path / "config.toml", effective_config); !s.ok()) return s;
   std::FILE* metrics = std::fopen((path / "metrics.jsonl").c_str(), "a");
   if (metrics == nullptr) return ErrnoError("open", path / "metrics.jsonl");
-  return std::unique_ptr<RunDirectory>(new RunDirectory(path, metrics));
+  // A resumed run adds a new event file; TensorBoard reads the directory's files as one.
+  absl::StatusOr<std::unique_ptr<TensorBoardWriter>> tensorboard =
+      TensorBoardWriter::Open(path / "tb");
+  if (!tensorboard.ok()) {
+    std::fclose(metrics);
+    return tensorboard.status();
+  }
+  return std::unique_ptr<RunDirectory>(new RunDirectory(path, metrics, *std::move(tensorboard)));
 }
 
 RunDirectory::~RunDirectory() {
@@ -53,7 +60,7 @@ absl::Status RunDirectory::AppendMetrics(const nlohmann::json& line) {
       std::fflush(metrics_) != 0) {
     return ErrnoError("append to", path_ / "metrics.jsonl");
   }
-  return absl::OkStatus();
+  return tensorboard_->WriteMetricsLine(line);
 }
 
 absl::Status RunDirectory::WriteSummary(const nlohmann::json& summary) {
