@@ -8,6 +8,7 @@
 #include "flywheel/core/emulated_device.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
+#include "flywheel/observe/trace_recorder.h"
 
 namespace flywheel {
 
@@ -307,7 +308,11 @@ absl::Status Actor::Finish(Episode& ep, Termination termination, std::optional<d
   if (termination == Termination::kCancelled || t.NumTrainable() == 0) return absl::OkStatus();
 
   const absl::Time before = absl::Now();
-  absl::Status s = sink_(std::move(t));
+  absl::Status s;
+  {
+    TraceSpan span("actor", "insert");
+    s = sink_(std::move(t));
+  }
   absl::MutexLock lock(&mu_);
   stats_.insert_wait_seconds += absl::ToDoubleSeconds(absl::Now() - before);
   if (!s.ok()) return s;
@@ -325,6 +330,7 @@ bool Actor::Admitted() const {
 }
 
 absl::Status Actor::Run(int64_t episodes) {
+  TraceRecorder::SetThreadLabel(actor_id_);  // this thread's spans form the actor's tracks
   {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(
@@ -392,8 +398,14 @@ absl::Status Actor::Pump() {
   RETURN_IF_ERROR(HandleEvents(TakeEvents()));
   if (engine_->num_generating() == 0) return absl::OkStatus();
   const absl::Time before = absl::Now();
-  ASSIGN_OR_RETURN(std::vector<GeneratedToken> tokens, engine_->Step());
-  const absl::Duration busy = EmulateDeviceTime(absl::Now() - before);  // emulated_device.h
+  absl::StatusOr<std::vector<GeneratedToken>> stepped;
+  absl::Duration busy;
+  {
+    TraceSpan span("actor", "generate");  // one decode step of every generating episode
+    stepped = engine_->Step();
+    busy = EmulateDeviceTime(absl::Now() - before);  // emulated_device.h
+  }
+  ASSIGN_OR_RETURN(std::vector<GeneratedToken> tokens, std::move(stepped));
   {
     absl::MutexLock lock(&mu_);
     stats_.generation_seconds += absl::ToDoubleSeconds(busy);

@@ -9,6 +9,7 @@
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/model/torch_status.h"
+#include "flywheel/observe/trace_recorder.h"
 
 namespace flywheel {
 
@@ -122,6 +123,7 @@ void RolloutEngine::MaybeSwap() {
     if (published_ != nullptr && published_->version > snapshot_->version) newer = published_;
   }
   if (newer == nullptr) return;
+  TraceSpan span("actor", "swap");
   const absl::Time swap_start = absl::Now();
   if (cpu_ != nullptr) {
     TORCH_CHECK(CpuDecoderWeights::Supports(newer->model), "weights version ", newer->version,

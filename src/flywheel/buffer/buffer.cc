@@ -5,6 +5,7 @@
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/core/trajectory_proto.h"
+#include "flywheel/observe/trace_recorder.h"
 
 namespace flywheel {
 namespace {
@@ -153,6 +154,7 @@ void Buffer::Close() {
 absl::Status Buffer::Insert(std::shared_ptr<const Trajectory> trajectory, absl::Time deadline,
                             std::shared_ptr<std::string> wire) {
   if (trajectory == nullptr) return absl::InvalidArgumentError("buffer insert: null trajectory");
+  TraceSpan span("buffer", "insert");
   ItemMember member{std::move(trajectory), std::move(wire), 0};
   absl::Status s = options_.group_size > 1 ? InsertGroupMember(std::move(member), deadline)
                                            : InsertSingle(std::move(member), deadline);
@@ -289,6 +291,7 @@ absl::Status Buffer::DeleteFromStore(const std::vector<std::shared_ptr<const Ite
 }
 
 absl::StatusOr<std::vector<SampledItem>> Buffer::Sample(int64_t max_batch, absl::Time deadline) {
+  TraceSpan span("buffer", "sample");
   ASSIGN_OR_RETURN(Table::SampleResult result, table_.Sample(max_batch, deadline));
   // Consumed and dropped items leave the store before the batch is handed out: after a crash
   // they are neither lost (not yet deleted: handed out again) nor delivered twice.

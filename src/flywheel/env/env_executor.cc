@@ -2,6 +2,8 @@
 
 #include <memory>
 
+#include "flywheel/observe/trace_recorder.h"
+
 namespace flywheel {
 namespace {
 
@@ -105,22 +107,32 @@ void EnvExecutor::StartReset(Environment* env, TaskInstance task, StepCallback d
           (*shared)(std::move(status));
           return;
         }
-        Submit([this, env, task = std::move(task),
-                shared] { CompleteStep(env->Reset(task), std::move(*shared)); },
+        Submit(
+            [this, env, task = std::move(task), shared] {
+              TraceSpan span("env", "env reset");
+              CompleteStep(env->Reset(task), std::move(*shared));
+            },
                std::move(cancel));
       });
 }
 
 void EnvExecutor::StartStep(Environment* env, std::string action, StepCallback done) {
   auto shared = std::make_shared<StepCallback>(std::move(done));
-  Submit([this, env, action = std::move(action),
-          shared] { CompleteStep(env->Step(action), std::move(*shared)); },
+  Submit(
+      [this, env, action = std::move(action), shared] {
+        TraceSpan span("env", "env step");
+        CompleteStep(env->Step(action), std::move(*shared));
+      },
          [shared] { (*shared)(absl::CancelledError("environment executor closed")); });
 }
 
 void EnvExecutor::StartScorePartial(Environment* env, ScoreCallback done) {
   auto shared = std::make_shared<ScoreCallback>(std::move(done));
-  Submit([env, shared] { (*shared)(env->ScorePartial()); },
+  Submit(
+      [env, shared] {
+        TraceSpan span("env", "env score");
+        (*shared)(env->ScorePartial());
+      },
          [shared] { (*shared)(absl::CancelledError("environment executor closed")); });
 }
 

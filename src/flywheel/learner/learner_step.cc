@@ -214,7 +214,7 @@ absl::StatusOr<LearnerStepResult> LearnerStep::Step(std::vector<Trajectory> batc
   LearnerStepResult result;
   PackedStep packed;
   {
-    auto timer = tracker_.Time(Phase::kOther);
+    auto timer = tracker_.Time(Phase::kOther, "pack");
     result.staleness = staleness_.Apply(optimizer_->version(), batch);
     ASSIGN_OR_RETURN(std::vector<std::vector<float>> advantages,
                      ComputeAdvantages(batch, AdvantageOptions::FromLearnerOptions(options_)));

@@ -48,12 +48,13 @@ std::string PhaseTimes::DebugString() const {
   return out;
 }
 
-void UtilisationTracker::Add(Phase phase, absl::Duration duration) {
+absl::Duration UtilisationTracker::Add(Phase phase, absl::Duration duration) {
   // On an emulated slower device the compute phases take f times as long (emulated_device.h).
   const bool compute =
       phase == Phase::kForward || phase == Phase::kBackward || phase == Phase::kOptimizer;
   if (compute) duration = EmulateDeviceTime(duration);
   current_.seconds[static_cast<int>(phase)] += absl::ToDoubleSeconds(duration);
+  return duration;
 }
 
 PhaseTimes UtilisationTracker::EndStep() {

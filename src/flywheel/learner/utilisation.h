@@ -7,6 +7,10 @@
 //   { auto t = tracker.Time(Phase::kForward); ... }
 //   PhaseTimes step = tracker.EndStep();
 //
+// With run.trace on, each scope is also a span of the thread's "learner" track, named after its
+// phase (or `trace_name`) and as long as the time it adds, so that the trace's busy time is the
+// one reported here.
+//
 // On a GPU, kernels run asynchronously: the caller synchronises the device before a scope ends
 // for the split between phases to be meaningful. Not thread-safe: the learner thread owns it.
 #ifndef FLYWHEEL_LEARNER_UTILISATION_H_
@@ -18,6 +22,7 @@
 
 #include "absl/time/time.h"
 #include "flywheel/core/clock.h"
+#include "flywheel/observe/trace_recorder.h"
 
 namespace flywheel {
 
@@ -42,22 +47,38 @@ class UtilisationTracker {
  public:
   class Scope {
    public:
-    Scope(UtilisationTracker* tracker, Phase phase)
-        : tracker_(tracker), phase_(phase), start_(tracker->clock_->Now()) {}
-    ~Scope() { tracker_->Add(phase_, tracker_->clock_->Now() - start_); }
+    Scope(UtilisationTracker* tracker, Phase phase, const char* trace_name)
+        : tracker_(tracker),
+          phase_(phase),
+          trace_name_(trace_name != nullptr ? trace_name : PhaseName(phase)),
+          trace_start_ns_(TraceRecorder::Global().enabled() ? TraceRecorder::NowNanos() : -1),
+          start_(tracker->clock_->Now()) {}
+    ~Scope() {
+      const absl::Duration counted = tracker_->Add(phase_, tracker_->clock_->Now() - start_);
+      if (trace_start_ns_ >= 0) {
+        TraceRecorder::Global().Record("learner", trace_name_, trace_start_ns_,
+                                       trace_start_ns_ + absl::ToInt64Nanoseconds(counted));
+      }
+    }
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;
 
    private:
     UtilisationTracker* tracker_;
     Phase phase_;
+    const char* trace_name_;
+    int64_t trace_start_ns_;  // -1: not traced
     absl::Time start_;
   };
 
   explicit UtilisationTracker(Clock* clock = RealClock()) : clock_(clock) {}
 
-  [[nodiscard]] Scope Time(Phase phase) { return Scope(this, phase); }
-  void Add(Phase phase, absl::Duration duration);
+  // `trace_name` (static storage) names the span when it says more than the phase ("pack").
+  [[nodiscard]] Scope Time(Phase phase, const char* trace_name = nullptr) {
+    return Scope(this, phase, trace_name);
+  }
+  // Returns the duration counted (longer than `duration` on an emulated slower device).
+  absl::Duration Add(Phase phase, absl::Duration duration);
   // Closes the current step: returns its times, adds them to the cumulative totals and
   // publishes learner.utilisation / learner.seconds{phase=…} gauges.
   PhaseTimes EndStep();

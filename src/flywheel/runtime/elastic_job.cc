@@ -416,6 +416,7 @@ void ElasticJob::RecordSwitch(Cell& cell, bool to_train, absl::Time decided, int
   s.episodes_handed = handed;
   s.finished_in_place = in_place;
   s.at = absl::ToDoubleSeconds(now - start_);
+  s.Trace(TraceRecorder::NowNanos());
   log_->Append(s.ToJson()).IgnoreError();
   RecordSwitchMetrics(s);
   absl::MutexLock lock(&mu_);

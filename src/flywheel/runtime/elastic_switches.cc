@@ -4,6 +4,7 @@
 
 #include "flywheel/core/metrics.h"
 #include "flywheel/core/strings.h"
+#include "flywheel/observe/trace_recorder.h"
 
 namespace flywheel {
 namespace {
@@ -39,6 +40,12 @@ void RecordSwitchMetrics(const SwitchRecord& record) {
   r.GetGauge(StrCat("scheduler.satellite_training{satellite=", record.satellite, "}"),
              "1 while the satellite trains, 0 while it rolls out")
       ->Set(record.to_train ? 1 : 0);
+}
+
+void SwitchRecord::Trace(int64_t end_ns) const {
+  const auto duration = static_cast<int64_t>(seconds * 1e9);
+  TraceRecorder::Global().Record("scheduler", to_train ? "switch to train" : "switch to rollout",
+                                 end_ns - duration, end_ns);
 }
 
 nlohmann::json SwitchStats(const std::vector<SwitchRecord>& switches, bool to_train) {

@@ -20,6 +20,9 @@ struct SwitchRecord {
 
   // The scheduler.jsonl line of this switch.
   nlohmann::json ToJson() const;
+  // With run.trace on: the switch as a span of the calling thread's "scheduler" track, ending
+  // at `end_ns` (TraceRecorder::NowNanos()) and lasting `seconds`.
+  void Trace(int64_t end_ns) const;
 };
 
 // Counts the switch in the metrics registry (Prometheus): scheduler.switches{to=…},

@@ -25,6 +25,7 @@
 #include "flywheel/env/env_factory.h"
 #include "flywheel/env/task_source.h"
 #include "flywheel/model/weight_snapshot.h"
+#include "flywheel/observe/trace_recorder.h"
 #include "flywheel/runtime/blas_choice.h"
 #include "flywheel/runtime/elastic_job.h"
 #include "flywheel/runtime/latency_audit.h"
@@ -213,6 +214,7 @@ absl::Status Job::Sink(Trajectory t) {
 }
 
 absl::Status Job::Publish() {
+  TraceSpan span("learner", "publish");
   ASSIGN_OR_RETURN(std::shared_ptr<const WeightSnapshot> snapshot, learner_->Snapshot());
   for (const auto& actor : actors_) actor->PublishSnapshot(snapshot);
   return absl::OkStatus();
@@ -290,6 +292,7 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
   const std::vector<int64_t> env_steps_at_start =
       ActorMetrics::Get().env_step_seconds->BucketCounts();
   const RunStop stop(run.max_wall_seconds, options.stop, start);
+  TraceRecorder::SetThreadLabel("learner");
   if (async) actor_threads_.Start(actors_);
 
   EmbeddedJobResult result;
@@ -300,9 +303,13 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
   int64_t step = learner_->step();
   while (step < run.max_steps && !stop.Reached()) {
     const absl::Time wait_start = absl::Now();
-    if (!async) RETURN_IF_ERROR(GenerateOneBatch(stop));
     int64_t batch_groups = 0;
-    ASSIGN_OR_RETURN(std::vector<Trajectory> batch, CollectBatch(stop, &batch_groups));
+    std::vector<Trajectory> batch;
+    {
+      TraceSpan span("learner", "sample");  // the learner's wait_data
+      if (!async) RETURN_IF_ERROR(GenerateOneBatch(stop));
+      ASSIGN_OR_RETURN(batch, CollectBatch(stop, &batch_groups));
+    }
     // Stopping: the groups already taken from the buffer are trained on, not thrown away.
     if (batch.empty()) break;
     const int64_t batch_size = static_cast<int64_t>(batch.size());
@@ -418,6 +425,13 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
 absl::StatusOr<EmbeddedJobResult> RunEmbeddedJob(const JobConfig& config,
                                                  const EmbeddedJobOptions& options) {
   SetEmulatedSlowdown(config.run.emulated_slowdown);
+  // The run directory writes trace.json with summary.json while the recorder is on.
+  TraceRecorder& trace = TraceRecorder::Global();
+  if (config.run.trace) trace.Start({.spans_per_track = config.run.trace_spans_per_track});
+  struct StopTrace {
+    TraceRecorder& trace;
+    ~StopTrace() { trace.Stop(); }
+  } stop_trace{trace};
   if (config.run.mode == TrainMode::kElastic) return RunElasticJob(config, options);
   Job job(config);
   RETURN_IF_ERROR(job.Init(options));

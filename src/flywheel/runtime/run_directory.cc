@@ -6,6 +6,7 @@
 #include "flywheel/core/file_util.h"
 #include "flywheel/core/metrics.h"
 #include "flywheel/core/strings.h"
+#include "flywheel/observe/trace_recorder.h"
 
 namespace flywheel {
 namespace {
@@ -38,7 +39,14 @@ absl::StatusOr<std::unique_ptr<RunDirectory>> RunDirectory::Open(
   if (auto s = WriteFileAtomically(path / "config.toml", effective_config); !s.ok()) return s;
   std::FILE* metrics = std::fopen((path / "metrics.jsonl").c_str(), "a");
   if (metrics == nullptr) return ErrnoError("open", path / "metrics.jsonl");
-  return std::unique_ptr<RunDirectory>(new RunDirectory(path, metrics));
+  // A resumed run adds a new event file; TensorBoard reads the directory's files as one.
+  absl::StatusOr<std::unique_ptr<TensorBoardWriter>> tensorboard =
+      TensorBoardWriter::Open(path / "tb");
+  if (!tensorboard.ok()) {
+    std::fclose(metrics);
+    return tensorboard.status();
+  }
+  return std::unique_ptr<RunDirectory>(new RunDirectory(path, metrics, *std::move(tensorboard)));
 }
 
 RunDirectory::~RunDirectory() {
@@ -84,11 +92,15 @@ absl::Status RunDirectory::AppendMetrics(const nlohmann::json& line) {
       std::fflush(metrics_) != 0) {
     return ErrnoError("append to", path_ / "metrics.jsonl");
   }
-  return absl::OkStatus();
+  return tensorboard_->WriteMetricsLine(line);
 }
 
 absl::Status RunDirectory::WriteSummary(const nlohmann::json& summary) {
-  return WriteFileAtomically(path_ / "summary.json", summary.dump(2) + "\n");
+  if (auto s = WriteFileAtomically(path_ / "summary.json", summary.dump(2) + "\n"); !s.ok()) {
+    return s;
+  }
+  if (!TraceRecorder::Global().enabled()) return absl::OkStatus();
+  return TraceRecorder::Global().WriteJson(path_ / "trace.json");
 }
 
 }  // namespace flywheel

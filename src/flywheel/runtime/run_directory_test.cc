@@ -39,6 +39,15 @@ TEST(RunDirectoryTest, CreatesLayoutAndAppendsMetrics) {
   ASSERT_TRUE((*dir)->WriteSummary({{"steps", 2}}).ok());
   EXPECT_THAT(Read(runs / "exp" / "summary.json"), HasSubstr("\"steps\": 2"));
   EXPECT_FALSE(std::filesystem::exists(runs / "exp" / "summary.json.tmp"));
+  // The same lines as TensorBoard scalars (their format: observe/tensorboard_writer_test.cc).
+  std::vector<std::filesystem::path> events;
+  for (const auto& entry : std::filesystem::directory_iterator(runs / "exp" / "tb")) {
+    events.push_back(entry.path());
+  }
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_THAT(events[0].filename().string(), ::testing::StartsWith("events.out.tfevents."));
+  EXPECT_THAT(Read(events[0]), HasSubstr("reward"));
+  EXPECT_FALSE(std::filesystem::exists(runs / "exp" / "trace.json"));  // run.trace is off
 }
 
 TEST(RunDirectoryTest, ExistingRunNeedsResume) {

@@ -33,6 +33,8 @@ struct RunOptions {
   double max_pipeline_batches = 0;  // async admission control; 0 = off (see VisitFields)
   int64_t blas_threads = 0;         // OpenBLAS pool size of this process; 0 = auto (blas_choice.h)
   double emulated_slowdown = 1;     // benchmarks: compute takes this many times as long (1 = off)
+  bool trace = false;               // write runs/<name>/trace.json (observe/trace_recorder.h)
+  int64_t trace_spans_per_track = 16384;  // newest spans kept per trace track
 
   template <typename V>
   void VisitFields(V& v) {
@@ -57,6 +59,13 @@ struct RunOptions {
             "benchmarks: every rollout and learner computation is followed by a wait of "
             "(f - 1) times its duration, emulating devices f times slower than a core so that "
             "more cells than cores fit (core/emulated_device.h); 1 = off");
+    v.Field("trace", trace,
+            "record a timeline of every thread (generate, env, insert, sample, pack, forward, "
+            "backward, optimizer, publish, swap, role switches) and write it at the end of the "
+            "run as runs/<name>/trace.json, a Chrome trace for ui.perfetto.dev");
+    v.Field("trace_spans_per_track", trace_spans_per_track,
+            "run.trace: the newest spans kept per track (thread and category); older ones are "
+            "dropped and counted, so the file stays under about tracks x this x 100 bytes");
   }
 
   absl::Status Validate() const {
@@ -74,6 +83,9 @@ struct RunOptions {
     }
     if (max_wall_seconds < 0) {
       return absl::InvalidArgumentError("run.max_wall_seconds must be >= 0");
+    }
+    if (trace_spans_per_track < 1) {
+      return absl::InvalidArgumentError("run.trace_spans_per_track must be >= 1");
     }
     if (!(emulated_slowdown >= 1)) {
       return absl::InvalidArgumentError("run.emulated_slowdown must be >= 1 (1 = off)");
