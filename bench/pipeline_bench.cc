@@ -15,6 +15,12 @@
 // them (one run's final reward varies by a few hundredths from seed to seed).
 // Then it sweeps the latency median over `medians` and reports the same speedups at each.
 //
+// Observability's cost: the main setting's async job run `observability_rounds` times with
+// everything a user turns on to watch it — the trace recorded (run.trace), Prometheus metrics
+// served and scraped every second, the live dashboard served and its data fetched every
+// `kRefreshSeconds` as the page does — and as many times without, the two sides alternating
+// which goes first. observability_overhead = 1 − median samples/s on / median samples/s off.
+//
 // Episodes in flight: async needs enough concurrent episodes that the actors produce samples
 // as fast as the learner consumes them (Little's law: in flight = consumption rate × episode
 // duration), but every episode in the pipeline (being played or waiting in the buffer) makes
@@ -30,19 +36,26 @@
 // Numbers are read from what RunEmbeddedJob returns (summary: wall time, latency audit) and from
 // the run's metrics.jsonl in a temporary runs directory, removed at the end.
 
+#include <httplib.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "bench/pipeline_curve.h"
 #include "bench/registry.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
+#include "flywheel/observe/dashboard.h"
+#include "flywheel/observe/metrics_endpoint.h"
 #include "flywheel/runtime/embedded_job.h"
 #include "flywheel/runtime/job_config.h"
 
@@ -68,6 +81,8 @@ struct PipelineSettings {
   double pipeline_batches = 2.5;  // async admission: run.max_pipeline_batches (0 = off)
   int64_t buffer_groups = 128;    // buffer.max_size: the reservoir that absorbs a fast learner step
   int64_t batch_groups = 64;      // run.batch_groups: groups per learner step
+  int64_t observability_samples = 0;  // per run of the observability comparison; 0 = skip it
+  int64_t observability_rounds = 0;
   int64_t seed = 1;
   int64_t seeds = 1;          // the main comparison is repeated with seeds seed .. seed+seeds-1
   int64_t eval_episodes = 0;  // the main comparison's final policies are evaluated on these
@@ -156,6 +171,10 @@ absl::StatusOr<PipelineSettings> ParseSettings(const BenchArgs& args) {
   RETURN_IF_ERROR(Param(args, "buffer_groups", int64_t{128}, &BenchArgs::GetInt, s.buffer_groups));
   RETURN_IF_ERROR(Param(args, "pipeline_batches", 2.5, &BenchArgs::GetDouble, s.pipeline_batches));
   RETURN_IF_ERROR(Param(args, "seed", int64_t{1}, &BenchArgs::GetInt, s.seed));
+  RETURN_IF_ERROR(Param(args, "observability_samples", int64_t{q ? 64 : 12800}, &BenchArgs::GetInt,
+                        s.observability_samples));
+  RETURN_IF_ERROR(Param(args, "observability_rounds", int64_t{q ? 1 : 3}, &BenchArgs::GetInt,
+                        s.observability_rounds));
   RETURN_IF_ERROR(Param(args, "seeds", int64_t{q ? 1 : 2}, &BenchArgs::GetInt, s.seeds));
   RETURN_IF_ERROR(
       Param(args, "eval_episodes", int64_t{q ? 32 : 8192}, &BenchArgs::GetInt, s.eval_episodes));
@@ -188,6 +207,10 @@ absl::StatusOr<PipelineSettings> ParseSettings(const BenchArgs& args) {
     return absl::InvalidArgumentError("--param pipeline_batches must be >= 0 (0 = off)");
   }
   if (s.seeds < 1) return absl::InvalidArgumentError("--param seeds must be >= 1");
+  if (s.observability_samples < 0 || s.observability_rounds < 1) {
+    return absl::InvalidArgumentError(
+        "--param observability_samples must be >= 0 (0 = skip) and observability_rounds >= 1");
+  }
   if (s.num_actors < 1 || s.curve.smooth_steps < 1 || s.curve.final_steps < 1) {
     return absl::InvalidArgumentError(
         "--param num_actors, smooth_steps and final_steps must be >= 1");
@@ -213,6 +236,8 @@ struct Setting {
   int64_t episodes_in_flight = 0;
   int64_t eval_episodes = 0;  // 0: final_reward is that of the last batches
   int64_t seed = 1;
+  bool observed = false;  // trace, metrics and dashboard on, and read while the job runs
+  int64_t round = 0;      // the observability comparison's round, for the run's name
 };
 
 absl::StatusOr<JobConfig> MakeConfig(const PipelineSettings& s, const Setting& setting,
@@ -223,6 +248,10 @@ absl::StatusOr<JobConfig> MakeConfig(const PipelineSettings& s, const Setting& s
   config.run.name =
       StrCat(mode == TrainMode::kAsync ? "async" : "colocated", "-",
              static_cast<int64_t>(std::lround(setting.median_ms)), "ms-s", setting.seed);
+  if (setting.round > 0) {
+    config.run.name += StrCat(setting.observed ? "-observed-r" : "-plain-r", setting.round);
+  }
+  config.run.trace = setting.observed;
   config.run.seed = setting.seed;
   config.run.batch_groups = s.batch_groups;
   const int64_t batch = config.run.batch_groups * config.actor.group_size;
@@ -246,6 +275,59 @@ absl::StatusOr<JobConfig> MakeConfig(const PipelineSettings& s, const Setting& s
   return config;
 }
 
+// What watches an observed run: its metrics endpoint scraped every second (Prometheus' default
+// is 15 s; a dashboard-heavy setup scrapes faster), its dashboard's data fetched as often as the
+// live page fetches it, from a thread of their own, as a Prometheus and a browser would.
+class Observers {
+ public:
+  static absl::StatusOr<Observers> Start(const fs::path& run_dir) {
+    Observers o;
+    ASSIGN_OR_RETURN(o.metrics_, ServeMetrics("127.0.0.1:0"));
+    ASSIGN_OR_RETURN(o.dashboard_, StartDashboard("127.0.0.1:0", run_dir));
+    o.stop_ = std::make_unique<std::atomic<bool>>(false);
+    o.thread_ = std::thread([metrics = o.metrics_->address(), dashboard = o.dashboard_->address(),
+                             stop = o.stop_.get()] { Poll(metrics, dashboard, *stop); });
+    return o;
+  }
+  Observers() = default;
+  Observers(Observers&&) = default;
+  Observers& operator=(Observers&&) = default;
+  ~Observers() {
+    if (thread_.joinable()) {
+      stop_->store(true);
+      thread_.join();
+    }
+  }
+
+ private:
+  static void Poll(const std::string& metrics, const std::string& dashboard,
+                   const std::atomic<bool>& stop) {
+    auto client = [](const std::string& address) {
+      const size_t colon = address.rfind(':');
+      return std::make_unique<httplib::Client>(address.substr(0, colon),
+                                               std::stoi(address.substr(colon + 1)));
+    };
+    auto scraper = client(metrics), page = client(dashboard);
+    absl::Time next_scrape = absl::Now(), next_fetch = absl::Now();
+    while (!stop.load()) {
+      const absl::Time now = absl::Now();
+      if (now >= next_scrape) {
+        scraper->Get("/metrics");
+        next_scrape = now + absl::Seconds(1);
+      }
+      if (now >= next_fetch) {
+        page->Get("/data.json");
+        next_fetch = now + absl::Seconds(kDashboardRefreshSeconds);
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
+
+  std::unique_ptr<HttpEndpoint> metrics_, dashboard_;
+  std::unique_ptr<std::atomic<bool>> stop_;
+  std::thread thread_;
+};
+
 struct ModeResult {
   nlohmann::json json;
   double samples_per_s = 0;
@@ -260,7 +342,13 @@ absl::StatusOr<ModeResult> RunMode(const PipelineSettings& s, const Setting& set
   ASSIGN_OR_RETURN(const JobConfig config, MakeConfig(s, setting, mode, runs_dir));
   EmbeddedJobOptions options;
   options.progress = nullptr;
+  std::optional<Observers> observers;
+  if (setting.observed) {
+    ASSIGN_OR_RETURN(observers.emplace(),
+                     Observers::Start(fs::path(config.run.runs_dir) / config.run.name));
+  }
   ASSIGN_OR_RETURN(const EmbeddedJobResult job, RunEmbeddedJob(config, options));
+  observers.reset();
   const fs::path metrics = fs::path(config.run.runs_dir) / config.run.name / "metrics.jsonl";
   ASSIGN_OR_RETURN(const std::vector<StepPoint> points, ReadStepPoints(metrics.string()));
   const CurveSummary curve = SummariseCurve(points, s.curve);
@@ -406,6 +494,48 @@ std::string Fixed(const nlohmann::json& v, int digits) {
 }
 std::string Seconds(const std::optional<double>& v) { return v ? Fixed(*v, 1) : "never"; }
 
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Observability's cost (the file's header comment): the main setting's async job, observed and
+// not, `observability_rounds` times each, alternating which side goes first.
+absl::StatusOr<nlohmann::json> MeasureObservability(const PipelineSettings& s,
+                                                    const fs::path& runs_dir) {
+  std::vector<double> plain, observed;
+  nlohmann::json rounds = nlohmann::json::array();
+  for (int64_t r = 1; r <= s.observability_rounds; ++r) {
+    Setting setting{s.median_ms, s.observability_samples, InFlightFor(s, s.median_ms), 0, s.seed};
+    setting.round = r;
+    double side[2] = {0, 0};  // plain, observed
+    for (int k = 0; k < 2; ++k) {
+      setting.observed = (k + r) % 2 == 0;  // round 1 observed first, round 2 plain first, …
+      ASSIGN_OR_RETURN(const ModeResult m,
+                       RunMode(s, setting, TrainMode::kAsync, runs_dir / "observability"));
+      side[setting.observed ? 1 : 0] = m.samples_per_s;
+    }
+    plain.push_back(side[0]);
+    observed.push_back(side[1]);
+    rounds.push_back({{"round", r},
+                      {"plain_samples_per_s", side[0]},
+                      {"observed_samples_per_s", side[1]},
+                      {"first", r % 2 == 1 ? "observed" : "plain"}});
+  }
+  const double off = Median(plain), on = Median(observed);
+  return nlohmann::json{
+      {"samples_budget", s.observability_samples},
+      {"rounds", rounds},
+      {"plain_samples_per_s_median", off},
+      {"observed_samples_per_s_median", on},
+      {"observability_overhead", off > 0 ? nlohmann::json(1 - on / off) : nlohmann::json(nullptr)},
+      {"observed_with",
+       "run.trace = true; /metrics served and scraped every 1 s; the dashboard served and "
+       "/data.json fetched every " +
+           std::to_string(kDashboardRefreshSeconds) + " s"}};
+}
+
 void AddRows(const std::string& label, const Comparison& c,
              std::vector<std::vector<std::string>>& table) {
   for (const ModeResult* r : {&c.async, &c.colocated}) {
@@ -508,6 +638,16 @@ absl::StatusOr<BenchReport> RunPipelineBench(const BenchArgs& args) {
   }
   report.results["sweep"] = sweep;
   report.ratios["speedup_by_median"] = by_median;
+  std::optional<double> overhead;
+  if (s.observability_samples > 0) {
+    ASSIGN_OR_RETURN(const nlohmann::json observability, MeasureObservability(s, runs_dir));
+    report.results["observability"] = observability;
+    report.ratios["observability_overhead"] = observability["observability_overhead"];
+    if (observability["observability_overhead"].is_number()) {
+      overhead = observability["observability_overhead"].get<double>();
+      report.ratios["targets"]["observability_overhead_le_0.02"] = *overhead <= 0.02;
+    }
+  }
   if (!s.keep_runs) fs::remove_all(runs_dir);
 
   std::vector<std::string> per_median;
@@ -522,6 +662,10 @@ absl::StatusOr<BenchReport> RunPipelineBench(const BenchArgs& args) {
              Fixed(main.async.utilization, 3), " vs ", Fixed(main.colocated.utilization, 3));
   if (!per_median.empty()) {
     report.summary += StrCat("; samples/s speedup by median: ", Join(per_median, ", "));
+  }
+  if (overhead.has_value()) {
+    report.summary += StrCat("; observability (trace, metrics, dashboard) costs ",
+                             Fixed(100 * *overhead, 1), " % of async samples/s (goal <= 2 %)");
   }
   return report;
 }

@@ -10,10 +10,6 @@
 
 namespace flywheel {
 
-namespace {
-constexpr int kRefreshSeconds = 3;
-}  // namespace
-
 std::string DashboardData(const std::filesystem::path& run_dir) {
   ReportDataOptions options;
   options.allow_missing = true;
@@ -24,7 +20,7 @@ std::string DashboardData(const std::filesystem::path& run_dir) {
 
 absl::StatusOr<std::unique_ptr<HttpEndpoint>> StartDashboard(const std::string& address,
                                                              const std::filesystem::path& run_dir) {
-  std::string page = RenderLivePage("data.json", kRefreshSeconds,
+  std::string page = RenderLivePage("data.json", kDashboardRefreshSeconds,
                                     StrCat("flywheel run ", run_dir.string(), " (live)"));
   std::vector<HttpRoute> routes;
   routes.push_back({"/", "text/html; charset=utf-8", [page = std::move(page)] { return page; }});

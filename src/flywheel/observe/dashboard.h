@@ -17,6 +17,9 @@
 
 namespace flywheel {
 
+// Seconds between two fetches of /data.json by the live page.
+inline constexpr int kDashboardRefreshSeconds = 3;
+
 // Serves the live view of `run_dir` on `address` (HOST:PORT; port 0 picks a free one) until the
 // returned endpoint is destroyed.
 absl::StatusOr<std::unique_ptr<HttpEndpoint>> StartDashboard(const std::string& address,
