@@ -27,6 +27,7 @@
 #include "flywheel/cli/stop_signals.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
+#include "flywheel/observe/trace_recorder.h"
 #include "flywheel/runtime/elastic_core.h"
 #include "flywheel/runtime/learner_group.h"
 #include "flywheel/runtime/remote_learner.h"
@@ -118,6 +119,7 @@ void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
       if (!job.ok()) return ReportError(job.status());
       auto metrics = args->job.metrics.Start();
       if (!metrics.ok()) return ReportError(metrics.status());
+      const TraceRecording trace(job->run.trace, job->run.trace_spans_per_track);
       // On stderr: stdout's first line is the weights address, which scripts read.
       auto dashboard = StartDashboardIfAsked(args->dashboard_listen, *job, std::cerr);
       if (!dashboard.ok()) return ReportError(dashboard.status());

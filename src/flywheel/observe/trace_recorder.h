@@ -125,6 +125,23 @@ class TraceSpan {
   int64_t start_ns_;  // -1 when the recorder was off at the start
 };
 
+// The recorder on for a run (run.trace) while this lives: what a job's entry point holds. The
+// run directory writes trace.json with summary.json while the recorder is on.
+class TraceRecording {
+ public:
+  TraceRecording(bool on, int64_t spans_per_track) : on_(on) {
+    if (on_) TraceRecorder::Global().Start({.spans_per_track = spans_per_track});
+  }
+  ~TraceRecording() {
+    if (on_) TraceRecorder::Global().Stop();
+  }
+  TraceRecording(const TraceRecording&) = delete;
+  TraceRecording& operator=(const TraceRecording&) = delete;
+
+ private:
+  const bool on_;
+};
+
 }  // namespace flywheel
 
 #endif  // FLYWHEEL_OBSERVE_TRACE_RECORDER_H_

@@ -425,13 +425,7 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
 absl::StatusOr<EmbeddedJobResult> RunEmbeddedJob(const JobConfig& config,
                                                  const EmbeddedJobOptions& options) {
   SetEmulatedSlowdown(config.run.emulated_slowdown);
-  // The run directory writes trace.json with summary.json while the recorder is on.
-  TraceRecorder& trace = TraceRecorder::Global();
-  if (config.run.trace) trace.Start({.spans_per_track = config.run.trace_spans_per_track});
-  struct StopTrace {
-    TraceRecorder& trace;
-    ~StopTrace() { trace.Stop(); }
-  } stop_trace{trace};
+  const TraceRecording trace(config.run.trace, config.run.trace_spans_per_track);
   if (config.run.mode == TrainMode::kElastic) return RunElasticJob(config, options);
   Job job(config);
   RETURN_IF_ERROR(job.Init(options));

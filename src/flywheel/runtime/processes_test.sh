@@ -58,7 +58,8 @@ echo "not-the-token" >"$TMP/wrong"
 CONFIG="$SOURCE/examples/guess.toml"
 SETS=(run.runs_dir="\"$TMP/runs\"" run.name='"dist"' run.max_steps=60 run.max_wall_seconds=110
       run.batch_groups=2 actor.group_size=4 actor.episodes_in_flight=8
-      env.latency.model='"constant"' env.latency.mean_ms=1 learner.checkpoint_every=5)
+      env.latency.model='"constant"' env.latency.mean_ms=1 learner.checkpoint_every=5
+      run.trace=true)
 METRICS="$TMP/runs/dist/metrics.jsonl"
 
 # Unreachable addresses fail within the connect timeout, naming the address.
@@ -164,6 +165,12 @@ print(max(versions, default=-1))")
 swapped=$(sed -n 's/.*weights version \([0-9]*\) .*/\1/p' "$TMP/actor0.log" | tail -n 1)
 ((swapped > KILL_VERSION)) || fail "actor 0 logged no weights newer than $KILL_VERSION"
 [[ -f "$TMP/runs/dist/summary.json" ]] || fail "no summary.json"
+# run.trace: the learner process records its own trace into the run directory.
+python3 -c "
+import json
+events = json.load(open('$TMP/runs/dist/trace.json'))['traceEvents']
+assert any(e.get('ph') == 'X' and e.get('name') == 'forward' for e in events)" 2>/dev/null ||
+  fail "no trace.json with the learner's forward spans in the run directory"
 ls "$TMP/runs/dist/checkpoints"/*/DONE >/dev/null 2>&1 || fail "no complete checkpoint"
 
 # The surviving actor sees the run finished and stops cleanly; the buffer stops on SIGTERM.
