@@ -32,6 +32,7 @@
 #include <atomic>
 #include <deque>
 #include <functional>
+#include <queue>
 #include <memory>
 #include <optional>
 #include <string>
@@ -184,6 +185,12 @@ class Actor {
   bool Stopped() const ABSL_LOCKS_EXCLUDED(mu_);
   void UpdateInFlight() ABSL_LOCKS_EXCLUDED(mu_);
   void BeginCall(Episode& ep);
+  // run.trace: the episode's waits for its environment calls, on the track of its episode slot
+  // ("episode K / actor-N"). An episode takes the lowest free slot when its first call starts
+  // and gives it back when it ends or is handed over, so a slot's spans never overlap.
+  void TakeTraceSlot(Episode& ep);
+  void TraceEnvWait(Episode& ep, absl::Duration waited);
+  void ReleaseTraceSlot(Episode& ep);
   void Post(Event event);
   bool BudgetExpired(const Episode& ep) const;
   bool Admitted() const;
@@ -212,6 +219,9 @@ class Actor {
   int64_t handed_ = 0;
   ActorSwitch* switching_ = nullptr;  // actor thread only: the switch being served, if any
   bool parking_ = false;              // actor thread only: episodes at a boundary are parked
+  // Actor thread only: trace slots handed out so far, and those free again (lowest first).
+  int trace_slots_ = 0;
+  std::priority_queue<int, std::vector<int>, std::greater<int>> free_trace_slots_;
 
   mutable absl::Mutex mu_;
   absl::CondVar events_cv_;

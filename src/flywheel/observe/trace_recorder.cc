@@ -31,13 +31,13 @@ namespace {
 
 std::atomic<uint64_t> next_recorder_id{1};
 
-// A thread's tracks, by recorder and category: a handful per thread, so a linear scan.
+// A thread's tracks, by category, with the recorder they belong to: a handful per thread, or one
+// per episode slot on an actor's thread (hundreds), hence a hash map.
 struct CachedTrack {
   uint64_t recorder;
-  std::string category;
   void* track;
 };
-thread_local std::vector<CachedTrack> thread_tracks;
+thread_local absl::flat_hash_map<std::string, CachedTrack> thread_tracks;
 thread_local std::string thread_label;
 
 }  // namespace
@@ -79,8 +79,9 @@ void TraceRecorder::Start(const Options& options) {
 void TraceRecorder::Stop() { enabled_.store(false, std::memory_order_relaxed); }
 
 TraceRecorder::Track* TraceRecorder::TrackOfThisThread(std::string_view category) {
-  for (const CachedTrack& c : thread_tracks) {
-    if (c.recorder == id_ && c.category == category) return static_cast<Track*>(c.track);
+  const auto cached = thread_tracks.find(ToAbsl(category));
+  if (cached != thread_tracks.end() && cached->second.recorder == id_) {
+    return static_cast<Track*>(cached->second.track);
   }
   Track* raw = nullptr;
   {
@@ -97,7 +98,7 @@ TraceRecorder::Track* TraceRecorder::TrackOfThisThread(std::string_view category
       raw = tracks_.back().get();
     }
   }
-  thread_tracks.push_back({id_, std::string(category), raw});
+  thread_tracks.insert_or_assign(std::string(category), CachedTrack{id_, raw});
   return raw;
 }
 
