@@ -15,6 +15,32 @@ absl::Status ErrnoError(std::string_view what, const std::filesystem::path& path
   return absl::UnavailableError(StrCat(what, " ", path.string(), ": ", std::strerror(errno)));
 }
 
+// A step line is the one report of a finished learner step that every job writes, so the
+// registry's step counters (what Prometheus scrapes) are kept from it.
+void CountStep(const nlohmann::json& line) {
+  struct Metrics {
+    Counter* steps;
+    Counter* tokens;
+    Counter* trajectories;
+    Gauge* version;
+  };
+  static const Metrics m = [] {
+    MetricsRegistry& r = MetricsRegistry::Global();
+    return Metrics{r.GetCounter("learner.steps", "learner steps finished"),
+                   r.GetCounter("learner.trained_tokens", "trainable tokens trained on"),
+                   r.GetCounter("learner.trained_trajectories", "trajectories trained on"),
+                   r.GetGauge("learner.version", "policy version of the learner's weights")};
+  }();
+  auto number = [&](const char* key) -> int64_t {
+    auto it = line.find(key);
+    return it != line.end() && it->is_number() ? it->get<int64_t>() : 0;
+  };
+  m.steps->Increment();
+  m.tokens->Increment(number("trainable_tokens"));
+  m.trajectories->Increment(number("trajectories"));
+  if (line.contains("version")) m.version->Set(static_cast<double>(number("version")));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RunDirectory>> RunDirectory::Open(
@@ -53,36 +79,6 @@ RunDirectory::~RunDirectory() {
   absl::MutexLock lock(&mu_);
   if (metrics_ != nullptr) std::fclose(metrics_);
 }
-
-namespace {
-
-// A step line is the one report of a finished learner step that every job writes, so the
-// registry's step counters (what Prometheus scrapes) are kept from it.
-void CountStep(const nlohmann::json& line) {
-  struct Metrics {
-    Counter* steps;
-    Counter* tokens;
-    Counter* trajectories;
-    Gauge* version;
-  };
-  static const Metrics m = [] {
-    MetricsRegistry& r = MetricsRegistry::Global();
-    return Metrics{r.GetCounter("learner.steps", "learner steps finished"),
-                   r.GetCounter("learner.trained_tokens", "trainable tokens trained on"),
-                   r.GetCounter("learner.trained_trajectories", "trajectories trained on"),
-                   r.GetGauge("learner.version", "policy version of the learner's weights")};
-  }();
-  auto number = [&](const char* key) -> int64_t {
-    auto it = line.find(key);
-    return it != line.end() && it->is_number() ? it->get<int64_t>() : 0;
-  };
-  m.steps->Increment();
-  m.tokens->Increment(number("trainable_tokens"));
-  m.trajectories->Increment(number("trajectories"));
-  if (line.contains("version")) m.version->Set(static_cast<double>(number("version")));
-}
-
-}  // namespace
 
 absl::Status RunDirectory::AppendMetrics(const nlohmann::json& line) {
   CountStep(line);
