@@ -1,5 +1,5 @@
 // flywheel actor --buffer ADDR --weights ADDR CONFIG [--actor-index i] [--auth-token-file F]
-//                [--set k=v …]
+//                [--set k=v …] [--metrics-listen HOST:PORT]
 //
 // Actor threads of a job split into processes (see docs/distributed.md): generates episodes
 // with the learner's newest weights and inserts them into the remote buffer until the learner

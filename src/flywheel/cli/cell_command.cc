@@ -1,4 +1,5 @@
 // flywheel cell --scheduler ADDR --buffer ADDR CONFIG [--auth-token-file F] [--set k=v …]
+//               [--metrics-listen HOST:PORT]
 //
 // A satellite cell of an elastic job as its own process (docs/elastic.md): registers with the
 // core (`flywheel learner --scheduler-listen`), then rolls out episodes into the buffer or

@@ -1,6 +1,7 @@
 // flywheel learner --buffer ADDR CONFIG [--weights-listen HOST:PORT] [--auth-token-file F]
 //                  [--set k=v …] [--resume]
 //                  [--world-size N --rank R --rendezvous HOST:PORT]
+//                  [--metrics-listen HOST:PORT] [--dashboard-listen HOST:PORT]
 //
 // The learner of a job split into processes (see docs/distributed.md). The first line on
 // stdout says where the weights are served ("flywheel: learner serving weights on

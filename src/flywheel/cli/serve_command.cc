@@ -1,4 +1,5 @@
 // flywheel serve buffer [--config FILE] [--set k=v …] [--address HOST:PORT] [--auth-token-file F]
+//                      [--metrics-listen HOST:PORT]
 //
 // Runs the trajectory buffer as a gRPC server until SIGINT or SIGTERM. The first line on
 // stdout says where it listens ("flywheel: buffer serving on 127.0.0.1:7300 …"), so scripts

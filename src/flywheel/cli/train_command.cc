@@ -1,4 +1,5 @@
-// flywheel train CONFIG [--set k=v …] [--resume]
+// flywheel train CONFIG [--set k=v …] [--resume] [--metrics-listen HOST:PORT]
+//                [--dashboard-listen HOST:PORT]
 #include <unistd.h>
 
 #include <atomic>
