@@ -22,13 +22,14 @@ struct MetricsListenFlag {
                         "127.0.0.1; port 0 = any free port)");
   }
 
-  // The endpoint when the flag was given (null otherwise); prints the URL it serves at. Keep it
-  // for as long as the command runs.
+  // The endpoint when the flag was given (null otherwise); prints the URL it serves at on
+  // stderr (stdout's first line is the service address of `serve buffer` and `learner`, which
+  // scripts read). Keep it for as long as the command runs.
   absl::StatusOr<std::unique_ptr<HttpEndpoint>> Start() const {
     if (address.empty()) return std::unique_ptr<HttpEndpoint>();
     absl::StatusOr<std::unique_ptr<HttpEndpoint>> endpoint = ServeMetrics(address);
     if (endpoint.ok()) {
-      std::cout << "flywheel: metrics at http://" << (*endpoint)->address() << "/metrics"
+      std::cerr << "flywheel: metrics at http://" << (*endpoint)->address() << "/metrics"
                 << std::endl;
     }
     return endpoint;

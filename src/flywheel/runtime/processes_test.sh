@@ -75,12 +75,18 @@ grep -q "cannot reach the buffer at 127.0.0.1:1" <<<"$err" ||
   fail "unreachable buffer error unclear: $err"
 [[ ! -e "$TMP/runs/dist" ]] || fail "a learner that never reached its buffer left a run directory"
 
+# stdout and stderr apart: stdout's first line must stay the serving address, with
+# --metrics-listen's URL on stderr.
 "$FLYWHEEL" --log-level warn serve buffer --config "$CONFIG" --set buffer.group_size=4 buffer.max_size=4 \
-  --address 127.0.0.1:0 --auth-token-file "$TMP/token" >"$TMP/buffer.log" 2>&1 &
+  --address 127.0.0.1:0 --auth-token-file "$TMP/token" --metrics-listen :0 \
+  >"$TMP/buffer.log" 2>"$TMP/buffer-stderr.log" &
 BUFFER_PID=$!
 PIDS+=("$BUFFER_PID")
 wait_for 20 grep -qs "serving on" "$TMP/buffer.log" || die "the buffer did not start"
 BUFFER=$(sed -n 's/.*serving on \([0-9.:]*\) .*/\1/p' "$TMP/buffer.log")
+head -n 1 "$TMP/buffer.log" | grep -q "serving on" || fail "the buffer's first stdout line is not its address"
+BUFFER_METRICS=$(sed -n 's|.*metrics at http://\([0-9.:]*\)/metrics.*|\1|p' "$TMP/buffer-stderr.log")
+[[ -n "$BUFFER_METRICS" ]] || fail "serve buffer --metrics-listen printed no URL"
 
 # A learner whose groups are not the buffer's is refused before it creates its run.
 err=$("$FLYWHEEL" learner "$CONFIG" --buffer "$BUFFER" --weights-listen 127.0.0.1:0 \
@@ -177,6 +183,9 @@ ls "$TMP/runs/dist/checkpoints"/*/DONE >/dev/null 2>&1 || fail "no complete chec
 wait_exit "$ACTOR0_PID" 20
 [[ "$STATUS" == 0 ]] || fail "actor 0 did not exit 0 after the learner finished (status $STATUS)"
 grep -q "stopped (the learner finished)" "$TMP/actor0.log" || fail "actor 0 did not say why it stopped"
+# The buffer process's own metrics: what it inserted and handed out.
+inserts=$(curl -sf "http://$BUFFER_METRICS/metrics" | sed -n 's/^flywheel_buffer_inserts_total \([0-9]*\)$/\1/p')
+((${inserts:-0} > 0)) || fail "serve buffer's /metrics has no inserts (got '${inserts}')"
 kill -TERM "$BUFFER_PID"
 wait_exit "$BUFFER_PID" 20
 [[ "$STATUS" == 0 ]] || fail "the buffer did not exit 0 on SIGTERM (status $STATUS)"
