@@ -6,29 +6,7 @@
 set -uo pipefail
 FLYWHEEL="$1"
 SOURCE="$2"
-TMP=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill -CONT "$pid" 2>/dev/null; kill -9 "$pid" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-die() {
-  echo "FAIL: $*"
-  for f in "$TMP"/*.log; do echo "--- $f"; tail -n 20 "$f"; done
-  exit 1
-}
-wait_for() {
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@"; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.2
-  done
-}
+source "$(dirname "$0")/../runtime/process_test_lib.sh"
 for tool in prometheus promtool curl python3; do
   command -v "$tool" >/dev/null || die "$tool is not installed (scripts/setup installs it)"
 done
@@ -126,7 +104,7 @@ kill -TERM "$PROMETHEUS"
 wait "$PROMETHEUS" 2>/dev/null
 
 if ((failures > 0)); then
-  for f in "$TMP"/*.log; do echo "--- $f"; tail -n 20 "$f"; done
+  dump
   echo "$failures failure(s)"
   exit 1
 fi

@@ -10,42 +10,7 @@
 set -uo pipefail
 FLYWHEEL="$1"
 SOURCE="$2"
-TMP=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-dump() { for f in "$TMP"/*.log; do echo "--- $f"; tail -n 25 "$f"; done; }
-die() {
-  echo "FAIL: $*"
-  dump
-  exit 1
-}
-wait_for() {
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@"; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.2
-  done
-}
-wait_exit() {
-  local pid=$1 deadline=$((SECONDS + $2))
-  while kill -0 "$pid" 2>/dev/null; do
-    if ((SECONDS >= deadline)); then
-      STATUS=running
-      return
-    fi
-    sleep 0.2
-  done
-  wait "$pid"
-  STATUS=$?
-}
+source "$(dirname "$0")/process_test_lib.sh"
 RUN="$TMP/runs/elastic"
 METRICS="$RUN/metrics.jsonl"
 metrics_lines() { [[ -f "$METRICS" ]] && wc -l <"$METRICS" || echo 0; }

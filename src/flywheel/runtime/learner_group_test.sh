@@ -6,42 +6,7 @@
 set -uo pipefail
 FLYWHEEL="$1"
 SOURCE="$2"
-TMP=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-die() {
-  echo "FAIL: $*"
-  for f in "$TMP"/*.log; do echo "--- $f"; tail -n 30 "$f"; done
-  exit 1
-}
-wait_for() {
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@"; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.2
-  done
-}
-# wait_exit PID SECONDS: sets STATUS to the process's exit status, or "running" after SECONDS.
-wait_exit() {
-  local pid=$1 deadline=$((SECONDS + $2))
-  while kill -0 "$pid" 2>/dev/null; do
-    if ((SECONDS >= deadline)); then
-      STATUS=running
-      return
-    fi
-    sleep 0.2
-  done
-  wait "$pid"
-  STATUS=$?
-}
+source "$(dirname "$0")/process_test_lib.sh"
 
 CONFIG="$SOURCE/examples/guess.toml"
 SETS=(run.runs_dir="\"$TMP/runs\"" run.batch_groups=2 actor.group_size=4
@@ -141,7 +106,7 @@ echo "rank 1 killed: launcher exit $STATUS after $elapsed s; $rank0_error"
 kill -9 "$ACTOR_PID" "$BUFFER_PID" 2>/dev/null
 
 if ((failures > 0)); then
-  for f in "$TMP"/*.log; do echo "--- $f"; tail -n 30 "$f"; done
+  dump
   echo "$failures failure(s)"
   exit 1
 fi

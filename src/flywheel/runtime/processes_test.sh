@@ -9,49 +9,13 @@
 set -uo pipefail
 FLYWHEEL="$1"
 SOURCE="$2"
-TMP=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-die() {
-  echo "FAIL: $*"
-  for f in "$TMP"/*.log; do echo "--- $f"; tail -n 20 "$f"; done
-  exit 1
-}
+source "$(dirname "$0")/process_test_lib.sh"
 
-# wait_for SECONDS COMMAND…: polls COMMAND every 0.2 s until it succeeds.
-wait_for() {
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@"; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.2
-  done
-}
 metrics_lines() { [[ -f "$METRICS" ]] && wc -l <"$METRICS" || echo 0; }
 has_lines() { (($(metrics_lines) >= $1)); }
 # field KEY: KEY of the last metrics line.
 field() { tail -n 1 "$METRICS" | python3 -c "import json, sys; print(json.load(sys.stdin)['$1'])"; }
 last_version() { field version; }
-# wait_exit PID SECONDS: sets STATUS to the process's exit status, or "running" after SECONDS.
-wait_exit() {
-  local pid=$1 deadline=$((SECONDS + $2))
-  while kill -0 "$pid" 2>/dev/null; do
-    if ((SECONDS >= deadline)); then
-      STATUS=running
-      return
-    fi
-    sleep 0.2
-  done
-  wait "$pid"
-  STATUS=$?
-}
 
 echo "token-$RANDOM-$RANDOM" >"$TMP/token"
 echo "not-the-token" >"$TMP/wrong"
@@ -194,7 +158,7 @@ if grep -E -l "terminate called|Segmentation|Aborted|flywheel: error:" "$TMP"/*.
 fi
 
 if ((failures > 0)); then
-  for f in "$TMP"/*.log; do echo "--- $f"; tail -n 20 "$f"; done
+  dump
   echo "$failures failure(s)"
   exit 1
 fi
