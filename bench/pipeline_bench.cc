@@ -51,6 +51,7 @@
 #include <thread>
 
 #include "bench/pipeline_curve.h"
+#include "bench/bench.h"
 #include "bench/registry.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
@@ -494,12 +495,6 @@ std::string Fixed(const nlohmann::json& v, int digits) {
 }
 std::string Seconds(const std::optional<double>& v) { return v ? Fixed(*v, 1) : "never"; }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // Observability's cost (the file's header comment): the main setting's async job, observed and
 // not, `observability_rounds` times each, alternating which side goes first.
 absl::StatusOr<nlohmann::json> MeasureObservability(const PipelineSettings& s,
@@ -523,7 +518,7 @@ absl::StatusOr<nlohmann::json> MeasureObservability(const PipelineSettings& s,
                       {"observed_samples_per_s", side[1]},
                       {"first", r % 2 == 1 ? "observed" : "plain"}});
   }
-  const double off = Median(plain), on = Median(observed);
+  const double off = Percentile(plain, 0.5), on = Percentile(observed, 0.5);
   return nlohmann::json{
       {"samples_budget", s.observability_samples},
       {"rounds", rounds},
