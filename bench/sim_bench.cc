@@ -22,6 +22,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "bench/registry.h"
 #include "bench/sim_validation.h"
 #include "flywheel/core/status_macros.h"
@@ -280,9 +281,13 @@ absl::StatusOr<BenchReport> RunSimBench(const BenchArgs& args) {
     const int64_t token_budget = args.GetInt("validate_token_budget", 0);
     // run.emulated_slowdown of the cases that emulate slower devices (0: theirs, 2).
     const double slowdown = args.GetDouble("validate_slowdown", 0);
+    // More --set assignments for every case, ';'-separated (e.g. "learner.lr=0").
+    const std::vector<std::string> extra =
+        absl::StrSplit(args.GetString("validate_set", ""), ';', absl::SkipEmpty());
     for (ValidationCase& c : DefaultValidationCases(args.source_dir)) {
       if (only.empty() || absl::StrContains(StrCat(",", only, ","), StrCat(",", c.name, ","))) {
         if (token_budget > 0) c.overrides.push_back(StrCat("learner.token_budget=", token_budget));
+        c.overrides.insert(c.overrides.end(), extra.begin(), extra.end());
         const bool emulated = std::any_of(
             c.overrides.begin(), c.overrides.end(),
             [](const std::string& o) { return absl::StartsWith(o, "run.emulated_slowdown="); });
