@@ -1,6 +1,7 @@
 #include "flywheel/buffer/durable_store.h"
 
 #include <rocksdb/db.h>
+#include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
@@ -14,10 +15,27 @@ namespace {
 
 constexpr char kMetaKey[] = "m";
 
+// A full disk is ResourceExhausted (the store recovers once space is freed); every other
+// storage error is DataLoss (the store stays read-only until the process restarts).
 absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
   if (s.ok()) return absl::OkStatus();
+  if (s.IsNoSpace()) {
+    return absl::ResourceExhaustedError(
+        StrCat("buffer store: ", what, ": ", s.ToString(), " (free space on the buffer's disk)"));
+  }
   return absl::DataLossError(StrCat("buffer store: ", what, ": ", s.ToString()));
 }
+
+// RocksDB would recover from a full disk by itself, polling the free space every few seconds;
+// the store resumes it from the next write instead (ResumeLocked), so that recovery follows the
+// disk as soon as a write can succeed.
+class ResumeOnNextWrite : public rocksdb::EventListener {
+ public:
+  void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason, rocksdb::Status,
+                            bool* auto_recovery) override {
+    *auto_recovery = false;
+  }
+};
 
 uint64_t DecodeKey(std::string_view k) {
   uint64_t v = 0;
@@ -58,8 +76,11 @@ std::string StorageKey(uint64_t key) {
   return k;
 }
 
-absl::StatusOr<std::unique_ptr<DurableStore>> DurableStore::Open(const std::string& path) {
+absl::StatusOr<std::unique_ptr<DurableStore>> DurableStore::Open(const std::string& path,
+                                                                  rocksdb::Env* env) {
   rocksdb::Options options;
+  if (env != nullptr) options.env = env;
+  options.listeners.push_back(std::make_shared<ResumeOnNextWrite>());
   options.create_if_missing = true;
   // Inserts are small and written once; a larger memtable means fewer flushes under load.
   options.write_buffer_size = 64 << 20;
@@ -79,7 +100,9 @@ absl::StatusOr<std::unique_ptr<DurableStore>> DurableStore::Open(const std::stri
 
 DurableStore::~DurableStore() {
   if (db_ != nullptr) {
-    db_->FlushWAL(/*sync=*/true).PermitUncheckedError();
+    // After a storage error RocksDB's WAL writer must not be synced again (its debug builds,
+    // Debian's among them, abort on it); what was acknowledged is synced already.
+    if (status().ok()) db_->FlushWAL(/*sync=*/true).PermitUncheckedError();
     db_->Close().PermitUncheckedError();
   }
 }
@@ -93,6 +116,7 @@ absl::Status DurableStore::Commit(const Write& write) {
   Writer me;
   me.write = &write;
   absl::MutexLock lock(&mu_);
+  if (absl::IsResourceExhausted(latched_)) ResumeLocked();
   if (!latched_.ok()) return latched_;
   writers_.push_back(&me);
   while (!me.written && writers_.front() != &me) writer_done_.Wait(&mu_);
@@ -175,10 +199,12 @@ absl::Status DurableStore::AwaitSyncLocked(uint64_t batch) {
     std::function<void()> hook = before_sync_;
     const bool fail = fail_next_sync_;
     fail_next_sync_ = false;
+    const bool skip = skip_sync_;
     mu_.Unlock();
     if (hook) hook();
-    const absl::Status status = fail ? absl::DataLossError("buffer store: injected sync failure")
-                                     : FromRocks(db_->SyncWAL(), "WAL sync");
+    const absl::Status status = fail   ? absl::DataLossError("buffer store: injected sync failure")
+                                : skip ? absl::OkStatus()
+                                       : FromRocks(db_->SyncWAL(), "WAL sync");
     mu_.Lock();
     sync_in_flight_ = false;
     ++syncs_;
@@ -192,8 +218,25 @@ absl::Status DurableStore::AwaitSyncLocked(uint64_t batch) {
   return absl::OkStatus();
 }
 
+void DurableStore::ResumeLocked() {
+  if (sync_in_flight_ || !writers_.empty()) return;  // a writer ahead of this one will try
+  mu_.Unlock();
+  // RocksDB stopped writing at the error; Resume flushes what it holds and opens a new WAL
+  // once the disk takes writes again. Nothing that failed was acknowledged, so nothing
+  // acknowledged is lost by going on.
+  const rocksdb::Status s = db_->Resume();
+  mu_.Lock();
+  if (s.ok() && absl::IsResourceExhausted(latched_)) latched_ = absl::OkStatus();
+}
+
 void DurableStore::LatchLocked(const absl::Status& status) {
   if (!latched_.ok()) return;
+  if (absl::IsResourceExhausted(status)) {
+    latched_ = absl::ResourceExhaustedError(
+        StrCat(status.message(), " (store ", path_,
+               " refuses writes until there is space again; the next write retries)"));
+    return;
+  }
   latched_ = absl::DataLossError(
       StrCat(status.message(), " (store ", path_,
              " is now read-only for this process: later writes fail; restart to recover)"));
@@ -262,6 +305,11 @@ void DurableStore::FailNextSyncForTesting() {
 void DurableStore::SetBeforeSyncForTesting(std::function<void()> hook) {
   absl::MutexLock lock(&mu_);
   before_sync_ = std::move(hook);
+}
+
+void DurableStore::SkipSyncForTesting() {
+  absl::MutexLock lock(&mu_);
+  skip_sync_ = true;
 }
 
 }  // namespace flywheel

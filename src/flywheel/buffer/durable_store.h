@@ -15,7 +15,10 @@
 // Keys: "t" + big-endian storage key -> serialized flywheel.v1.Trajectory; "m" -> Meta.
 // Deleted runs of consecutive keys are written as range tombstones (see AddDeletes).
 // A failed append or sync is latched: it fails every writer not yet synced, and every later
-// Commit fails with the same error (LevelDB bg_error_). Thread-safe.
+// Commit fails with the same error (LevelDB bg_error_), except a full disk: its latch
+// (ResourceExhausted) is retried by the next Commit, which resumes once writes succeed again.
+// A failed fsync is never retried (after one the kernel may have dropped the unsynced pages).
+// Thread-safe.
 #ifndef FLYWHEEL_BUFFER_DURABLE_STORE_H_
 #define FLYWHEEL_BUFFER_DURABLE_STORE_H_
 
@@ -52,7 +55,10 @@ class DurableStore {
     std::vector<uint64_t> deletes;
   };
 
-  static absl::StatusOr<std::unique_ptr<DurableStore>> Open(const std::string& path);
+  // `env` (not owned; it must outlive the store) replaces RocksDB's default environment, e.g.
+  // a fault-injecting file system (fault_injection_fs.h); null = the default.
+  static absl::StatusOr<std::unique_ptr<DurableStore>> Open(const std::string& path,
+                                                            rocksdb::Env* env = nullptr);
   ~DurableStore();
 
   // Returns once the write is in the synced WAL (or failed; then the store is latched).
@@ -79,6 +85,8 @@ class DurableStore {
   void FailNextSyncForTesting();
   // Runs just before each WAL sync, outside the lock: a test holds a sync in flight with it.
   void SetBeforeSyncForTesting(std::function<void()> hook);
+  // Acknowledges batches without syncing the WAL: the bug the power-cut test must catch.
+  void SkipSyncForTesting();
 
  private:
   struct Writer {
@@ -93,6 +101,8 @@ class DurableStore {
   // Until batch `batch` is in the synced WAL, syncing it here when no other sync is running.
   absl::Status AwaitSyncLocked(uint64_t batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LatchLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a full disk: asks RocksDB to resume writing; clears the latch when it does.
+  void ResumeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   DurableStore(std::string path, rocksdb::DB* db) : path_(std::move(path)), db_(db) {}
 
@@ -112,6 +122,7 @@ class DurableStore {
   int64_t records_ ABSL_GUARDED_BY(mu_) = 0;
   bool fail_next_ ABSL_GUARDED_BY(mu_) = false;
   bool fail_next_sync_ ABSL_GUARDED_BY(mu_) = false;
+  bool skip_sync_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 std::string StorageKey(uint64_t key);
