@@ -129,6 +129,7 @@ CaseResult RunInProcess(const Trajectory& payload, int64_t item_bytes, int64_t i
                         int64_t max_size) {
   BufferOptions options;
   options.max_size = max_size;
+  options.remember_ids = 0;  // in process no insert is retried (and the payloads share one id)
   auto buffer = Buffer::Create(options).value();
   // One payload per producer, shared by all its items: items cost their bookkeeping, not a
   // copy, and producers do not contend on one reference count (real trajectories are distinct).

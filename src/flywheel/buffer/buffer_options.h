@@ -50,6 +50,11 @@ struct BufferOptions {
   double straggler_timeout_s = 60;  // after the first member arrived
   bool durable = false;            // acknowledge inserts only once they are in RocksDB's synced WAL
   std::string path = "buffer.db";  // RocksDB directory for durable mode
+  // Trajectory ids remembered after they left the buffer (trained, dropped, handed out), so
+  // that a retried insert of one is acknowledged without a second copy; ids held are always
+  // known. 0 = inserts are not idempotent (the in-process buffer of `flywheel train`, which no
+  // one retries, keeps no ids). See id_ledger.h.
+  int64_t remember_ids = 1 << 16;
   std::string address = "127.0.0.1:7300";  // `flywheel serve buffer` listen address
   int64_t max_message_bytes = 64 << 20;    // largest gRPC message accepted
 
@@ -74,6 +79,9 @@ struct BufferOptions {
     v.Field("straggler_timeout_s", straggler_timeout_s, "seconds after a group's first member");
     v.Field("durable", durable, "ack inserts only after RocksDB's synced WAL has them");
     v.Field("path", path, "RocksDB directory for durable mode");
+    v.Field("remember_ids", remember_ids,
+            "ids of consumed trajectories remembered so that a retried insert is not stored "
+            "twice; 0 = no idempotent inserts");
     v.Field("address", address, "serve address (127.0.0.1 by default: not exposed)");
     v.Field("max_message_bytes", max_message_bytes, "largest gRPC message accepted");
   }
@@ -127,6 +135,7 @@ struct BufferOptions {
     }
     if (!(straggler_timeout_s > 0)) return error("buffer.straggler_timeout_s must be > 0");
     if (durable && path.empty()) return error("buffer.path must be set when buffer.durable");
+    if (remember_ids < 0) return error("buffer.remember_ids must be >= 0 (got ", remember_ids, ")");
     if (address.empty()) return error("buffer.address must not be empty");
     if (max_message_bytes < 1024) return error("buffer.max_message_bytes must be >= 1024");
     return absl::OkStatus();

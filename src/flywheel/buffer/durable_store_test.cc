@@ -66,6 +66,55 @@ TEST(DurableStoreTest, DeletesRemoveExactlyTheirKeysAcrossRunsAndReopen) {
   std::filesystem::remove_all(path);
 }
 
+std::vector<std::string> ConsumedRecords(const DurableStore& store) {
+  std::vector<std::string> out;
+  EXPECT_TRUE(store
+                  .ForEachConsumed([&](std::string_view id, std::string_view reason) {
+                    out.push_back(StrCat(reason, ":", id));
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  return out;
+}
+
+// What keeps inserts idempotent across a restart: the ids consumed with a delete are recorded
+// in the same batch, survive a reopen, and only the newest consumed_kept (plus at most an
+// eighth) are kept.
+TEST(DurableStoreTest, ConsumedRecordsGoWithTheirDeletesAndAreBounded) {
+  const std::string path = TempDir("consumed");
+  {
+    auto store = DurableStore::Open(path, nullptr, /*consumed_kept=*/8);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->Commit(Puts(1, 3)).ok());
+    DurableStore::Write w;
+    w.deletes = {1, 2};
+    w.consumed = {{"a", "trained"}, {"b", "stale"}};
+    ASSERT_TRUE((*store)->Commit(w).ok());
+    EXPECT_EQ(ConsumedRecords(**store), (std::vector<std::string>{"trained:a", "stale:b"}));
+    EXPECT_EQ(Contents(**store).size(), 1u);
+  }
+  {
+    auto store = DurableStore::Open(path, nullptr, 8);
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_EQ(ConsumedRecords(**store), (std::vector<std::string>{"trained:a", "stale:b"}));
+    // Sequence numbers go on after the reopen: 30 more, of which the newest 8 (or 9) remain.
+    for (int i = 0; i < 30; ++i) {
+      DurableStore::Write w;
+      w.consumed = {{StrCat("x", i), "sampled"}};
+      ASSERT_TRUE((*store)->Commit(w).ok());
+    }
+    const std::vector<std::string> kept = ConsumedRecords(**store);
+    EXPECT_GE(kept.size(), 8u);
+    EXPECT_LE(kept.size(), 9u);
+    EXPECT_EQ(kept.back(), "sampled:x29");
+  }
+  auto store = DurableStore::Open(path, nullptr, 8);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(ConsumedRecords(**store).back(), "sampled:x29");
+  store->reset();
+  std::filesystem::remove_all(path);
+}
+
 TEST(DurableStoreTest, AddDeletesCoalescesRuns) {
   rocksdb::WriteBatch batch;
   std::vector<uint64_t> keys = {5, 1, 2, 3, 9, 6};
