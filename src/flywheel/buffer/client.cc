@@ -16,6 +16,12 @@ absl::StatusOr<std::unique_ptr<BufferClient>> BufferClient::Connect(const std::s
                                                                     const std::string& auth_token) {
   auto client = std::make_unique<BufferClient>();
   grpc::ChannelArguments args;
+  // A lost buffer is tried again at least every second: gRPC's default backoff grows to two
+  // minutes, so a client that met a few restarts in a row stayed away long after the buffer
+  // was back (docs/reliability.md, chaos).
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetMaxReceiveMessageSize(256 << 20);
   args.SetMaxSendMessageSize(256 << 20);
   // Its own connection per client, as separate actor processes would have.

@@ -198,7 +198,8 @@ grpc::Status BufferServiceImpl::Sample(
   while (stream->Read(&request)) {
     const int64_t timeout_ms = request.timeout_ms() > 0 ? request.timeout_ms() : 1000;
     const int64_t max_batch = request.max_batch() > 0 ? request.max_batch() : 1;
-    auto batch = buffer_->Sample(max_batch, absl::Now() + absl::Milliseconds(timeout_ms));
+    auto batch = buffer_->Sample(max_batch, absl::Now() + absl::Milliseconds(timeout_ms),
+                                 request.lease_owner());
     v1::SampleResponse response;
     if (!batch.ok()) {
       if (batch.status().code() != absl::StatusCode::kDeadlineExceeded) {
@@ -254,6 +255,10 @@ grpc::Status BufferServiceImpl::ServerInfo(grpc::ServerContext* context,
   dropped["invalid"] = invalid_->value();
   response->set_durable(info.durable);
   response->set_recovered(info.recovered);
+  response->set_duplicate_inserts(info.duplicate_inserts);
+  response->set_leased(info.leased);
+  response->set_acknowledged(info.acknowledged);
+  response->set_released(info.released);
   response->set_description(buffer_->DebugString());
   return grpc::Status::OK;
 }
@@ -263,6 +268,32 @@ grpc::Status BufferServiceImpl::SetLearnerVersion(grpc::ServerContext* context,
                                                   v1::SetLearnerVersionResponse*) {
   if (grpc::Status s = CheckAuth(context); !s.ok()) return s;
   buffer_->SetLearnerVersion(request->version());
+  return grpc::Status::OK;
+}
+
+grpc::Status BufferServiceImpl::Acknowledge(grpc::ServerContext* context,
+                                            const v1::AcknowledgeRequest* request,
+                                            v1::AcknowledgeResponse* response) {
+  if (grpc::Status s = CheckAuth(context); !s.ok()) return s;
+  if (request->lease_owner().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "buffer acknowledge: lease_owner is empty (the learner's run name)");
+  }
+  std::vector<DurableStore::Consumed> consumed;
+  consumed.reserve(static_cast<size_t>(request->consumed_size()));
+  for (const v1::ConsumedTrajectory& c : request->consumed()) {
+    consumed.push_back({c.id(), c.reason().empty() ? "trained" : c.reason()});
+  }
+  const absl::flat_hash_set<std::string> keep(request->keep().begin(), request->keep().end());
+  absl::StatusOr<Buffer::AcknowledgeResult> result = buffer_->Acknowledge(
+      request->lease_owner(), consumed, request->release_others(), keep);
+  if (!result.ok()) {
+    return grpc::Status(ToGrpcCode(result.status().code()),
+                        StrCat("buffer acknowledge: ", result.status().message()));
+  }
+  response->set_consumed(result->consumed);
+  response->set_released(result->released);
+  response->set_unknown(result->unknown);
   return grpc::Status::OK;
 }
 

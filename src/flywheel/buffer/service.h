@@ -3,7 +3,9 @@
 //
 //   Insert stream:  handler thread reads requests ─▶ queue ─▶ stream worker: decode, Validate,
 //                   Buffer::InsertBatch (one synced write for what queued up) ─▶ acks
-//   Sample stream:  one batch per request, wire bytes sent as stored (no re-serialisation)
+//   Sample stream:  one batch per request, wire bytes sent as stored (no re-serialisation);
+//                   leased to the request's lease_owner when it names one
+//   Acknowledge:    a learner's consumed (deleted) and released leases (buffer.h)
 //
 // The reader/worker split lets a client pipeline: while one batch is being synced the next
 // one queues. An invalid trajectory fails alone with INVALID_ARGUMENT naming the field (and is
@@ -39,6 +41,8 @@ class BufferServiceImpl final : public v1::BufferService::Service {
   grpc::Status SetLearnerVersion(grpc::ServerContext* context,
                                  const v1::SetLearnerVersionRequest* request,
                                  v1::SetLearnerVersionResponse* response) override;
+  grpc::Status Acknowledge(grpc::ServerContext* context, const v1::AcknowledgeRequest* request,
+                           v1::AcknowledgeResponse* response) override;
 
   int64_t invalid_count() const { return invalid_->value(); }
 

@@ -60,6 +60,44 @@ TEST(RemoteBufferTest, FullBufferAcksDeadlineExceededSoTheActorAsksAgain) {
   EXPECT_EQ(static_cast<absl::StatusCode>(ack->code()), absl::StatusCode::kDeadlineExceeded);
 }
 
+// The learner's side of leases over gRPC: a leased sample stays in the buffer until the learner
+// acknowledges it, a retried insert is acknowledged once, and a release returns the rest.
+TEST(RemoteBufferTest, LeasedSamplesAreAcknowledgedOrReleasedAndRetriedInsertsStoredOnce) {
+  auto server = Serve(BufferOptions{});
+  auto buffer = RemoteBuffer::Connect(server->address(), "t0ken");
+  ASSERT_TRUE(buffer.ok());
+  for (const char* id : {"a", "b", "c", "a"}) {
+    auto ack = (*buffer)->InsertOne(Wire(id, ""), absl::Seconds(1));
+    ASSERT_TRUE(ack.ok()) << ack.status();
+    EXPECT_EQ(ack->code(), 0) << ack->message();
+  }
+  EXPECT_EQ((*buffer)->Info()->duplicate_inserts(), 1);
+  auto groups = (*buffer)->SampleGroups(3, absl::Seconds(2), "run");
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  ASSERT_EQ(groups->size(), 3u);
+  EXPECT_EQ((*buffer)->Info()->leased(), 3);
+  v1::AcknowledgeRequest request;
+  request.set_lease_owner("run");
+  v1::ConsumedTrajectory* consumed = request.add_consumed();
+  consumed->set_id("a");
+  consumed->set_reason("trained");
+  request.set_release_others(true);
+  request.add_keep("b");
+  auto response = (*buffer)->Acknowledge(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->consumed(), 1);
+  EXPECT_EQ(response->released(), 1);  // c; b is kept
+  groups = (*buffer)->SampleGroups(3, absl::Seconds(2), "run");
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  ASSERT_EQ(groups->size(), 1u);
+  EXPECT_EQ((*groups)[0][0].id, "c");
+  // A consumed id inserted again is acknowledged, not stored.
+  ASSERT_EQ((*buffer)->InsertOne(Wire("a", ""), absl::Seconds(1))->code(), 0);
+  EXPECT_EQ((*buffer)->Info()->size(), 0);
+  request.Clear();
+  EXPECT_EQ((*buffer)->Acknowledge(request).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(RemoteBufferTest, InvalidTrajectoryIsRefusedInItsAck) {
   auto server = Serve(BufferOptions{});
   auto buffer = RemoteBuffer::Connect(server->address(), "t0ken");

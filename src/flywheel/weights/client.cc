@@ -24,6 +24,11 @@ std::unique_ptr<WeightsClient> WeightsClient::Connect(const std::string& address
   client->address_ = address;
   client->auth_token_ = auth_token;
   grpc::ChannelArguments args;
+  // A restarted learner is tried again at least every second (gRPC's default backoff grows to
+  // two minutes).
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetMaxReceiveMessageSize(2 * kMaxWeightsChunkBytes);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   client->channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
