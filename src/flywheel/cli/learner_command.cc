@@ -43,6 +43,7 @@ struct LearnerArgs {
   std::string scheduler_listen;
   std::string dashboard_listen;
   bool resume = false;
+  bool no_leases = false;
   LearnerGroupOptions group;
 };
 
@@ -108,6 +109,11 @@ void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
                       "on HOST:PORT (port 0 = any free port)");
   learner->add_flag("--resume", args->resume,
                     "continue runs/<name> from its latest complete checkpoint");
+  // Tests only (flywheel chaos --break leases): shows what the lease protocol prevents.
+  learner->add_flag("--no-leases", args->no_leases,
+                    "sample without leases: a learner killed before its next checkpoint loses "
+                    "what it sampled since the last one (tests)")
+      ->group("");
   learner->add_option("--dashboard-listen", args->dashboard_listen, kDashboardListenHelp);
   learner->add_option("--world-size", args->group.world_size,
                       "learner ranks in the group (sets learner.world_size)");
@@ -144,6 +150,7 @@ void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
       options.buffer_address = args->job.buffer;
       options.weights_listen = args->weights_listen;
       options.resume = args->resume;
+      options.leases = !args->no_leases;
       options.connect_timeout = args->job.connect_timeout();
       auto token = args->job.AuthToken();
       if (!token.ok()) return ReportError(token.status());
