@@ -38,6 +38,7 @@ namespace {
 constexpr char kRunName[] = "chaos";
 constexpr absl::Duration kTick = absl::Milliseconds(100);
 constexpr absl::Duration kConnectTimeout = absl::Seconds(600);  // outlasts any outage here
+constexpr absl::Duration kCutHold = absl::Milliseconds(200);     // traffic a cut loses
 
 // A port that was free a moment ago on 127.0.0.1 (the processes bind it for the whole run).
 absl::StatusOr<int> FreePort() {
@@ -173,6 +174,8 @@ class ChaosJob {
   TcpProxy::Stats proxy_stats_;  // when it stopped
   absl::Time start_;
   absl::Time delay_until_ = absl::InfiniteFuture();
+  absl::Duration current_delay_;                 // of the delay fault in force
+  absl::Time cut_at_ = absl::InfiniteFuture();  // a cut holding traffic until then
   std::vector<std::unique_ptr<LogTail>> ack_tails_;  // per actor
   std::unique_ptr<LogTail> consumed_tail_;
   int64_t learner_steps_seen_ = 0;
@@ -344,6 +347,7 @@ void ChaosJob::Apply(const Fault& fault) {
     }
     case Fault::Kind::kDelay:
       proxy_->SetDelay(fault.delay);
+      current_delay_ = fault.delay;
       delay_until_ = absl::Now() + fault.duration;
       ++proxy_faults_["delay"];
       break;
@@ -352,7 +356,10 @@ void ChaosJob::Apply(const Fault& fault) {
       ++proxy_faults_["refuse"];
       break;
     case Fault::Kind::kCut:
-      proxy_->CutAll();
+      // Traffic is held for a moment first, then every connection reset: whatever was in
+      // flight is lost, acknowledgements of inserts the buffer committed among it.
+      proxy_->SetDelay(std::max(current_delay_, kCutHold + absl::Milliseconds(100)));
+      cut_at_ = absl::Now() + kCutHold;
       ++proxy_faults_["cut"];
       break;
   }
@@ -414,8 +421,14 @@ absl::Status ChaosJob::Tick() {
     }
   }
   if (delay_until_ <= now) {
-    proxy_->SetDelay(absl::ZeroDuration());
+    current_delay_ = absl::ZeroDuration();
     delay_until_ = absl::InfiniteFuture();
+    proxy_->SetDelay(current_delay_);
+  }
+  if (cut_at_ <= now) {
+    proxy_->CutAll();
+    proxy_->SetDelay(current_delay_);
+    cut_at_ = absl::InfiniteFuture();
   }
   FollowLogs();
   return absl::OkStatus();

@@ -37,7 +37,7 @@ std::string Fault::DebugString() const {
     case Kind::kRefuse:
       return StrCat("proxy refuses connections for ", Ms(duration));
     case Kind::kCut:
-      return "proxy cuts every connection";
+      return "proxy cuts every connection (and the 200 ms of traffic in flight)";
   }
   return "?";
 }

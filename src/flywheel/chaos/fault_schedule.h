@@ -7,7 +7,8 @@
 //   freeze   SIGSTOP a process for a few seconds, then SIGCONT (a stalled machine, a GC pause)
 //   delay    the proxy between actors and buffer holds every chunk for some milliseconds
 //   refuse   the proxy refuses new connections for a while
-//   cut      the proxy resets every open connection
+//   cut      the proxy holds traffic for 200 ms, then resets every open connection (what was
+//            in flight is lost: acknowledgements of inserts the buffer committed among it)
 //
 // The caller says which processes may be killed or frozen at the moment (the learner only once
 // it has a checkpoint to resume from). Not thread-safe.
@@ -24,7 +25,7 @@
 namespace flywheel::chaos {
 
 struct FaultScheduleOptions {
-  absl::Duration mean_gap = absl::Seconds(4);  // between two faults, on average
+  absl::Duration mean_gap = absl::Seconds(10);  // between two faults, on average
   double kill_weight = 0.55;
   double freeze_weight = 0.15;
   double delay_weight = 0.1;

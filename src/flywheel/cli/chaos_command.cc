@@ -30,7 +30,7 @@ struct ChaosArgs {
   std::string out;
   int actors = 2;
   std::string work_dir;
-  double mean_gap_s = 4;
+  double mean_gap_s = 10;
   double quiet_tail_s = 20;
   double recovery_bound_s = 60;
   std::vector<std::string> overrides;
