@@ -121,7 +121,11 @@ absl::Status RemoteLearner::StartLeases() {
   if (!learner_->restored_from().empty()) {
     RETURN_IF_ERROR(consumed_log_->Append({{"resumed_from", learner_->step()}}));
   }
-  if (!options_.leases) return absl::OkStatus();
+  if (!options_.leases) {
+    learner_->SetStepHooks(
+        StepHooks{.trained = [this](const TrainedStep& step) { return RecordStep(step); }});
+    return absl::OkStatus();
+  }
   lease_owner_ = config_.run.name;
   if (!learner_->restored_from().empty()) RETURN_IF_ERROR(leases_.Read(learner_->restored_from()));
   // What the checkpoint trained on is consumed; everything else this run leased (trained after
