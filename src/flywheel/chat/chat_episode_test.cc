@@ -50,7 +50,9 @@ ordered_json WeatherCall(const char* city, const char* reasoning) {
 void PlayPolicyTurn(ChatEpisode& episode, const ordered_json& message, const char* expected) {
   absl::StatusOr<std::string> generated = episode.RenderedPolicyTurn(message);
   ASSERT_TRUE(generated.ok()) << generated.status();
-  if (expected != nullptr) EXPECT_EQ(*generated, expected);
+  if (expected != nullptr) {
+    EXPECT_EQ(*generated, expected);
+  }
   ASSERT_TRUE(episode.AddPolicyTurn(*generated, message).ok());
 }
 
