@@ -252,8 +252,11 @@ void BpeModel::MergeByScan(std::string_view piece, std::vector<int64_t>* ids) co
   for (int32_t i = 0; i >= 0; i = symbols[i].next) ids->push_back(symbols[i].id);
 }
 
-// Word::merge_all of HF tokenizers: candidates ordered by (rank, position); a candidate whose
-// symbols changed since it was queued no longer produces its token and is dropped.
+// Word::merge_all of HF tokenizers: candidates ordered by (rank, position). A candidate whose
+// pair changed since it was queued is dropped. HF tests that by looking the current pair up
+// again and comparing the token it makes; a pair at a position only ever changes into a longer
+// string, which is a different token, so comparing the two ids with those queued is the same
+// test without the lookup.
 void BpeModel::MergeByQueue(std::string_view piece, std::vector<int64_t>* ids) const {
   struct Symbol {
     int32_t id;
@@ -262,14 +265,13 @@ void BpeModel::MergeByQueue(std::string_view piece, std::vector<int64_t>* ids) c
     bool alive;
   };
   struct Candidate {
-    int32_t rank;
-    int32_t pos;
+    uint64_t order;  // rank << 32 | pos: the lowest merges first
     int32_t new_id;
+    int32_t left;  // the pair's ids when it was queued
+    int32_t right;
   };
   // std::push_heap keeps the largest on top: order so that the lowest (rank, pos) is largest.
-  auto later = [](const Candidate& a, const Candidate& b) {
-    return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
-  };
+  auto later = [](const Candidate& a, const Candidate& b) { return a.order > b.order; };
   const int32_t n = static_cast<int32_t>(piece.size());
   std::vector<Symbol> symbols(n);
   std::vector<Candidate> queue;
@@ -278,37 +280,32 @@ void BpeModel::MergeByQueue(std::string_view piece, std::vector<int64_t>* ids) c
     symbols[i] = {byte_id_[static_cast<unsigned char>(piece[i])], i - 1, i + 1 < n ? i + 1 : -1,
                   true};
   }
-  for (int32_t i = 0; i + 1 < n; ++i) {
-    if (const MergeRule* rule = FindMerge(symbols[i].id, symbols[i + 1].id)) {
-      queue.push_back({rule->rank, i, rule->new_id});
+  auto candidate = [&](int32_t pos) {
+    const int32_t left = symbols[pos].id;
+    const int32_t right = symbols[symbols[pos].next].id;
+    if (const MergeRule* rule = FindMerge(left, right)) {
+      queue.push_back({static_cast<uint64_t>(rule->rank) << 32 | static_cast<uint32_t>(pos),
+                       rule->new_id, left, right});
+      return true;
     }
-  }
+    return false;
+  };
+  for (int32_t i = 0; i + 1 < n; ++i) candidate(i);
   std::make_heap(queue.begin(), queue.end(), later);
   while (!queue.empty()) {
     std::pop_heap(queue.begin(), queue.end(), later);
     const Candidate top = queue.back();
     queue.pop_back();
-    Symbol& s = symbols[top.pos];
-    if (!s.alive || s.next < 0) continue;
+    const int32_t pos = static_cast<int32_t>(top.order & 0xFFFFFFFF);
+    Symbol& s = symbols[pos];
+    if (!s.alive || s.next < 0 || s.id != top.left || symbols[s.next].id != top.right) continue;
     Symbol& right = symbols[s.next];
-    const MergeRule* rule = FindMerge(s.id, right.id);
-    if (rule == nullptr || rule->new_id != top.new_id) continue;
     s.id = top.new_id;
     right.alive = false;
     s.next = right.next;
-    if (s.next >= 0) symbols[s.next].prev = top.pos;
-    if (s.prev >= 0) {
-      if (const MergeRule* r = FindMerge(symbols[s.prev].id, s.id)) {
-        queue.push_back({r->rank, s.prev, r->new_id});
-        std::push_heap(queue.begin(), queue.end(), later);
-      }
-    }
-    if (s.next >= 0) {
-      if (const MergeRule* r = FindMerge(s.id, symbols[s.next].id)) {
-        queue.push_back({r->rank, top.pos, r->new_id});
-        std::push_heap(queue.begin(), queue.end(), later);
-      }
-    }
+    if (s.next >= 0) symbols[s.next].prev = pos;
+    if (s.prev >= 0 && candidate(s.prev)) std::push_heap(queue.begin(), queue.end(), later);
+    if (s.next >= 0 && candidate(pos)) std::push_heap(queue.begin(), queue.end(), later);
   }
   for (int32_t i = 0; i >= 0; i = symbols[i].next) ids->push_back(symbols[i].id);
 }

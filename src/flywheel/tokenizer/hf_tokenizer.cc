@@ -312,6 +312,7 @@ void HfTokenizer::EncodeNormalized(std::string_view text, std::vector<int64_t>* 
 }
 
 void HfTokenizer::EncodePiece(std::string_view piece, std::vector<int64_t>* ids) const {
+  // HF's order: a piece that needs no merging, then the cache, then the merge loop.
   if (model_.TokenizeWhole(piece, ids)) return;
   if (cache_->Lookup(piece, ids)) return;
   const size_t before = ids->size();

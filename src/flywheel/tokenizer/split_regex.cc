@@ -265,7 +265,13 @@ void SplitRegex::Split(std::string_view text,
   const bool lookahead = emulates_whitespace_lookahead();
   size_t pos = 0;
   re2::StringPiece match;
-  while (pos < text.size() && regex_->Match(input, pos, text.size(), RE2::UNANCHORED, &match, 1)) {
+  // Most matches start where the last one ended: an anchored match finds them with one forward
+  // DFA pass, where an unanchored one also runs the reverse DFA to find the start. A match at
+  // `pos` is the leftmost one, so both give the same; only when there is none (a stretch of
+  // text between matches follows) is the unanchored search needed.
+  while (pos < text.size() &&
+         (regex_->Match(input, pos, text.size(), RE2::ANCHOR_START, &match, 1) ||
+          regex_->Match(input, pos, text.size(), RE2::UNANCHORED, &match, 1))) {
     const size_t start = static_cast<size_t>(match.data() - input.data());
     size_t end = start + match.size();
     if (lookahead) end = LookaheadEnd(text, start, end);
