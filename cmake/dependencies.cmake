@@ -13,6 +13,10 @@ find_package(nlohmann_json CONFIG REQUIRED)
 find_package(hwy CONFIG REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+# tokenizer.json: RE2 (libre2-dev) runs the pre-tokenizer regex in linear time; ICU (libicu-dev)
+# gives NFC and the Unicode properties of added-token matching.
+pkg_check_modules(RE2 REQUIRED IMPORTED_TARGET re2)
+find_package(ICU REQUIRED COMPONENTS uc)
 
 if(NOT FLYWHEEL_THREAD_SAFETY)
   # Debian's libtorch-dev (CPU) by default; a CUDA LibTorch with -DTorch_DIR=<libtorch>/share/cmake/Torch.
