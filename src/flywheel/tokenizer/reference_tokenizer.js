@@ -7,10 +7,11 @@
 //           "decode_ids": {name: [[id, ...], ...]}, "add_special_tokens": false}
 // encode:  {name: {"ids": [[...]], "decoded": [decode(ids)], "decoded_ids": [decode(...)]}}
 // bench:   {name: {"load_seconds", "batch_cold_seconds", "batch_warm_seconds",
-//           "single_warm_seconds", "ids": [[...]]}}: one encodeBatch over all texts on a fresh
-//           tokenizer (cold word cache), a second one (warm), and one encode() per text (warm);
-//           only those loops are timed. TOKENIZERS_PARALLELISM=false in the environment keeps
-//           encodeBatch on one thread.
+//           "single_warm_seconds", each also as "…_cpu_seconds", "ids": [[...]]}}: one
+//           encodeBatch over all texts on a fresh tokenizer (cold word cache), a second one
+//           (warm), and one encode() per text (warm); only those loops are timed, in wall and
+//           CPU seconds. TOKENIZERS_PARALLELISM=false in the environment keeps encodeBatch on
+//           one thread.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -39,20 +40,28 @@ async function main() {
       const decodedIds = extra.length ? await tokenizer.decodeBatch(extra, false) : [];
       response[name] = { ids, decoded, decoded_ids: decodedIds };
     } else if (request.mode === 'bench') {
-      start = process.hrtime.bigint();
-      let encodings = await tokenizer.encodeBatch(request.texts, options);
-      const cold = seconds(start);
-      start = process.hrtime.bigint();
-      encodings = await tokenizer.encodeBatch(request.texts, options);
-      const warm = seconds(start);
-      start = process.hrtime.bigint();
-      for (const text of request.texts) await tokenizer.encode(text, null, options);
-      const single = seconds(start);
+      // wall and CPU seconds of `loop` (CPU time of the whole process, every thread)
+      const timed = async (loop) => {
+        const wall = process.hrtime.bigint();
+        const cpu = process.cpuUsage();
+        const result = await loop();
+        const used = process.cpuUsage(cpu);
+        return [seconds(wall), (used.user + used.system) / 1e6, result];
+      };
+      const [cold, coldCpu] = await timed(() => tokenizer.encodeBatch(request.texts, options));
+      const [warm, warmCpu, encodings] =
+          await timed(() => tokenizer.encodeBatch(request.texts, options));
+      const [single, singleCpu] = await timed(async () => {
+        for (const text of request.texts) await tokenizer.encode(text, null, options);
+      });
       response[name] = {
         load_seconds: loadSeconds,
         batch_cold_seconds: cold,
+        batch_cold_cpu_seconds: coldCpu,
         batch_warm_seconds: warm,
+        batch_warm_cpu_seconds: warmCpu,
         single_warm_seconds: single,
+        single_warm_cpu_seconds: singleCpu,
         ids: encodings.map((e) => e.getIds()),
       };
     } else {
