@@ -1,6 +1,6 @@
 // Shape of the policy transformer (Llama / Qwen2 / Qwen3 family). Maps to the [model] section of
 // a job config. With `path` set, the shape comes from the Hugging Face model directory's
-// config.json instead (hf_model_config.h) and the initial weights from its safetensors files.
+// config.json instead (hf_config.h) and the initial weights from its safetensors (hf_weights.h).
 #ifndef FLYWHEEL_MODEL_MODEL_OPTIONS_H_
 #define FLYWHEEL_MODEL_MODEL_OPTIONS_H_
 
