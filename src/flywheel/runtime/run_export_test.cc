@@ -27,6 +27,16 @@ namespace fs = std::filesystem;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
+RunExportOptions Export(fs::path run_dir, fs::path out, std::optional<int64_t> step = std::nullopt,
+                        std::optional<torch::ScalarType> dtype = std::nullopt) {
+  RunExportOptions o;
+  o.run_dir = std::move(run_dir);
+  o.out = std::move(out);
+  o.step = step;
+  o.dtype = dtype;
+  return o;
+}
+
 std::string Bytes(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   std::ostringstream out;
@@ -103,7 +113,7 @@ TEST_F(RunExportTest, SelfInitialisedRunExportsItsNewestCheckpointAsLlama) {
   resolved.vocab_size = 40;
   const Transformer model = *MakeInitialModel(resolved);
   WriteRun(model, {5, 10});
-  auto result = ExportRun({.run_dir = RunDir(), .out = Out()});
+  auto result = ExportRun(Export(RunDir(), Out()));
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->step, 10);
   EXPECT_EQ(result->architecture, "LlamaForCausalLM");
@@ -111,12 +121,10 @@ TEST_F(RunExportTest, SelfInitialisedRunExportsItsNewestCheckpointAsLlama) {
   ExpectSameWeights(model, Out());
   EXPECT_TRUE(fs::exists(Out() / "generation_config.json"));
 
-  EXPECT_THAT(
-      ExportRun({.run_dir = RunDir(), .step = 7, .out = root_ / "other"}).status().message(),
-      AllOf(HasSubstr("--step 7"), HasSubstr("5, 10")));
-  EXPECT_THAT(ExportRun({.run_dir = RunDir(), .out = Out()}).status().message(),
-              HasSubstr("not empty"));
-  EXPECT_THAT(ExportRun({.run_dir = root_, .out = root_ / "x"}).status().message(),
+  EXPECT_THAT(ExportRun(Export(RunDir(), root_ / "other", 7)).status().message(),
+              AllOf(HasSubstr("--step 7"), HasSubstr("5, 10")));
+  EXPECT_THAT(ExportRun(Export(RunDir(), Out())).status().message(), HasSubstr("not empty"));
+  EXPECT_THAT(ExportRun(Export(root_, root_ / "x")).status().message(),
               HasSubstr("not a run directory"));
 }
 
@@ -135,7 +143,7 @@ TEST_F(RunExportTest, RunFromAModelDirectoryExportsInTheSourceDtypeBitExactly) {
   ASSERT_TRUE(model.ok()) << model.status();
   WriteRun(*model, {3});
 
-  auto result = ExportRun({.run_dir = RunDir(), .step = 3, .out = Out()});
+  auto result = ExportRun(Export(RunDir(), Out(), 3));
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->architecture, "Qwen3ForCausalLM");
   EXPECT_EQ(result->dtype, torch::kBFloat16);
@@ -153,7 +161,7 @@ TEST_F(RunExportTest, RunFromAModelDirectoryExportsInTheSourceDtypeBitExactly) {
   EXPECT_EQ(Bytes(Out() / "special_tokens_map.json"), Bytes(source / "special_tokens_map.json"));
 
   // --dtype float32 keeps every bit of trained weights.
-  auto f32 = ExportRun({.run_dir = RunDir(), .out = root_ / "f32", .dtype = torch::kFloat32});
+  auto f32 = ExportRun(Export(RunDir(), root_ / "f32", std::nullopt, torch::kFloat32));
   ASSERT_TRUE(f32.ok()) << f32.status();
   EXPECT_EQ(LoadHfModelConfig(root_ / "f32")->torch_dtype, "float32");
   ExpectSameWeights(*model, root_ / "f32");
@@ -177,7 +185,7 @@ TEST_F(RunExportTest, ShardedCheckpointExportsTheModelsWeights) {
   ASSERT_TRUE(saved.ok()) << saved.status();
   ASSERT_TRUE(fs::exists(fs::path(*saved) / kShardManifestFile));
 
-  auto result = ExportRun({.run_dir = RunDir(), .out = Out()});
+  auto result = ExportRun(Export(RunDir(), Out()));
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->parameters, model->NumParameters());
   ExpectSameWeights(model, Out());
