@@ -33,6 +33,7 @@ void AddLaunchCommand(CLI::App& app, Invocation& invocation);
 void AddSimCommand(CLI::App& app, Invocation& invocation);
 void AddPlanCommand(CLI::App& app, Invocation& invocation);
 void AddReportCommand(CLI::App& app, Invocation& invocation);
+void AddExportCommand(CLI::App& app, Invocation& invocation);
 
 }  // namespace flywheel::cli
 

@@ -19,6 +19,15 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
+HfExportOptions ExportOptions(fs::path source_dir, torch::ScalarType dtype = torch::kFloat32,
+                              std::vector<int64_t> eos_token_ids = {}) {
+  HfExportOptions o;
+  o.source_dir = std::move(source_dir);
+  o.dtype = dtype;
+  o.eos_token_ids = std::move(eos_token_ids);
+  return o;
+}
+
 std::string Bytes(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   std::ostringstream out;
@@ -86,8 +95,7 @@ class HfExportTest : public ::testing::Test {
     EXPECT_EQ(*source_dtype, dtype);
     const Transformer loaded = Load(source);
     const fs::path out = root_ / (source.filename().string() + "_export");
-    ASSERT_TRUE(
-        ExportHfModelDirectory(*loaded, {.source_dir = source, .dtype = *source_dtype}, out).ok());
+    ASSERT_TRUE(ExportHfModelDirectory(*loaded, ExportOptions(source, *source_dtype), out).ok());
 
     // The exported tensors are the source's, bit for bit, in the source's dtype.
     std::map<std::string, torch::Tensor> original;
@@ -142,7 +150,7 @@ TEST_F(HfExportTest, SelfInitialisedModelExportsAsLlamaInFloat32) {
     ModelOptions o = qk_norm ? testing::TinyQwen3StyleOptions() : testing::TinyModelOptions();
     const Transformer model = *MakeTransformer(o);
     const fs::path out = root_ / StrCat("self_", qk_norm);
-    ASSERT_TRUE(ExportHfModelDirectory(*model, {.eos_token_ids = {2}}, out).ok());
+    ASSERT_TRUE(ExportHfModelDirectory(*model, ExportOptions("", torch::kFloat32, {2}), out).ok());
     auto hf = LoadHfModelConfig(out);
     ASSERT_TRUE(hf.ok()) << hf.status();
     EXPECT_EQ(hf->architecture, qk_norm ? "Qwen3ForCausalLM" : "LlamaForCausalLM");
@@ -166,7 +174,7 @@ TEST_F(HfExportTest, RefusesANonEmptyDirectoryAndAForeignConfig) {
   ModelOptions other = testing::TinyModelOptions();
   other.num_layers = 3;
   const fs::path source = WriteSource("other", *MakeTransformer(other), torch::kFloat32, 1);
-  EXPECT_THAT(ExportHfModelDirectory(*model, {.source_dir = source}, root_ / "out").message(),
+  EXPECT_THAT(ExportHfModelDirectory(*model, ExportOptions(source), root_ / "out").message(),
               HasSubstr("not the one"));
 }
 

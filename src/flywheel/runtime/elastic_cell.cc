@@ -170,7 +170,7 @@ absl::Status ElasticCell::Init() {
       "buffer", options_.buffer_address, options_.connect_timeout,
       [&] { return buffer_->Info().status(); }, options_.stop));
 
-  ASSIGN_OR_RETURN(model_, MakeTransformer(model_options_));
+  ASSIGN_OR_RETURN(model_, MakeInitialModel(model_options_));
   learner_ = std::make_unique<StreamingLearner>(
       config_.learner, config_.run.max_steps, model_->parameters(), TransformerPolicy(model_),
       nullptr, config_.sampling.temperature, 0, RealClock(),
@@ -458,9 +458,14 @@ void ElasticCell::Shutdown() {
 
 std::string ElasticModelHash(const ModelOptions& m) {
   // The architecture: a cell whose replica has another shape cannot take part.
-  return TextDigest(StrCat(m.vocab_size, "/", m.hidden_size, "/", m.num_layers, "/", m.num_heads,
-                           "/", m.num_kv_heads, "/", m.intermediate_size, "/", m.max_seq_len, "/",
-                           m.tie_embeddings, "/", m.attention_bias));
+  std::string shape = StrCat(m.vocab_size, "/", m.hidden_size, "/", m.num_layers, "/", m.num_heads,
+                             "/", m.num_kv_heads, "/", m.intermediate_size, "/", m.max_seq_len,
+                             "/", m.tie_embeddings, "/", m.attention_bias);
+  // Qwen3-style shapes (the string of other models is unchanged, so is their digest).
+  if (m.head_dim != 0 || m.qk_norm || m.rope_scaling.enabled()) {
+    shape += StrCat("/", m.HeadDim(), "/", m.qk_norm, "/", m.rope_scaling.type);
+  }
+  return TextDigest(shape);
 }
 
 absl::StatusOr<ElasticCellResult> RunElasticCell(const JobConfig& config,

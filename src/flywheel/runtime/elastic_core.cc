@@ -188,7 +188,7 @@ absl::Status ElasticCore::Init() {
   ASSIGN_OR_RETURN(log_, scheduler::SchedulerLog::Open(run_dir_->path() / "scheduler.jsonl"));
 
   torch::manual_seed(static_cast<uint64_t>(config_.run.seed));
-  ASSIGN_OR_RETURN(model_, MakeTransformer(model_options_));
+  ASSIGN_OR_RETURN(model_, MakeInitialModel(model_options_));
   learner_ = std::make_unique<StreamingLearner>(
       config_.learner, config_.run.max_steps, model_->parameters(), TransformerPolicy(model_),
       nullptr, config_.sampling.temperature, 0, RealClock(), OptimizerShard{kCoreCell, 1});
