@@ -3,6 +3,8 @@ find_package(Threads REQUIRED)
 find_package(absl CONFIG REQUIRED)
 find_package(Protobuf REQUIRED)
 find_package(gRPC CONFIG REQUIRED)
+# OpenSSL's libcrypto (libssl-dev) parses the TLS files a process is given, to fail early.
+find_package(OpenSSL REQUIRED)
 find_package(RocksDB CONFIG REQUIRED)
 find_package(tomlplusplus CONFIG REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)

@@ -126,7 +126,7 @@ absl::Status ElasticCell::Init() {
   // A cell is one unit of compute: one intra-op thread, as the cells of `flywheel train`.
   torch::set_num_threads(1);
 
-  client_ = SchedulerClient::Connect(options_.scheduler_address, options_.auth_token);
+  ASSIGN_OR_RETURN(client_, SchedulerClient::Connect(options_.scheduler_address, options_.security));
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   ASSIGN_OR_RETURN(registration_,
@@ -155,7 +155,8 @@ absl::Status ElasticCell::Init() {
     return absl::FailedPreconditionError(
         StrCat("the core at ", options_.scheduler_address, " serves no weights; cells need them"));
   }
-  weights_ = WeightsClient::Connect(registration_.weights_address(), options_.auth_token);
+  ASSIGN_OR_RETURN(weights_,
+                   WeightsClient::Connect(registration_.weights_address(), options_.security));
   std::shared_ptr<const WeightSnapshot> snapshot;
   RETURN_IF_ERROR(WaitForService(
       "weights service", registration_.weights_address(), options_.connect_timeout,
@@ -165,7 +166,7 @@ absl::Status ElasticCell::Init() {
         return absl::OkStatus();
       },
       options_.stop));
-  ASSIGN_OR_RETURN(buffer_, RemoteBuffer::Connect(options_.buffer_address, options_.auth_token));
+  ASSIGN_OR_RETURN(buffer_, RemoteBuffer::Connect(options_.buffer_address, options_.security));
   RETURN_IF_ERROR(WaitForService(
       "buffer", options_.buffer_address, options_.connect_timeout,
       [&] { return buffer_->Info().status(); }, options_.stop));
