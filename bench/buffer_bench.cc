@@ -199,7 +199,7 @@ absl::StatusOr<CaseResult> RunGrpc(const std::string& base, int64_t item_bytes, 
   std::filesystem::remove_all(options.path);
   ASSIGN_OR_RETURN(std::unique_ptr<Buffer> buffer, Buffer::Create(options));
   BufferServerOptions server_options;
-  server_options.max_message_bytes = 256 << 20;
+  server_options.limits.max_message_bytes = 256 << 20;
   ASSIGN_OR_RETURN(auto server,
                    BufferServer::Start(std::shared_ptr<Buffer>(std::move(buffer)), server_options));
   const int64_t per_producer = items / producers;

@@ -57,6 +57,15 @@ struct BufferOptions {
   int64_t remember_ids = 1 << 16;
   std::string address = "127.0.0.1:7300";  // `flywheel serve buffer` listen address
   int64_t max_message_bytes = 64 << 20;    // largest gRPC message accepted
+  // The server's other bounds (rpc/server_limits.h; docs/reliability.md, "Bounds").
+  int64_t max_concurrent_calls = 1024;
+  int64_t max_streams_per_connection = 100;
+  int64_t memory_quota_bytes = int64_t{1} << 30;
+  double idle_stream_timeout_s = 60;
+  // TLS of `flywheel serve buffer` (its --tls-cert, --tls-key, --tls-client-ca win over these).
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
 
   template <typename V>
   void VisitFields(V& v) {
@@ -84,6 +93,18 @@ struct BufferOptions {
             "twice; 0 = no idempotent inserts");
     v.Field("address", address, "serve address (127.0.0.1 by default: not exposed)");
     v.Field("max_message_bytes", max_message_bytes, "largest gRPC message accepted");
+    v.Field("max_concurrent_calls", max_concurrent_calls,
+            "calls served at once; more are refused with UNAVAILABLE (clients retry)");
+    v.Field("max_streams_per_connection", max_streams_per_connection,
+            "streams of one client connection at once; more wait on the client");
+    v.Field("memory_quota_bytes", memory_quota_bytes,
+            "gRPC's buffers, all connections (>= 4 x max_message_bytes)");
+    v.Field("idle_stream_timeout_s", idle_stream_timeout_s,
+            "cancel a stream that waits on its client (sends nothing, reads nothing) this long");
+    v.Field("tls_cert", tls_cert, "serve with TLS: PEM certificate (chain) file");
+    v.Field("tls_key", tls_key, "serve with TLS: PEM private key file of tls_cert");
+    v.Field("tls_client_ca", tls_client_ca,
+            "mutual TLS: clients must present a certificate signed by this PEM CA");
   }
 
   // The (samples_per_insert, min_diff, max_diff) Reverb's RateLimiter is built from.

@@ -9,6 +9,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "flywheel/buffer/store_test_util.h"
 #include "flywheel/core/strings.h"
 
 namespace flywheel {
@@ -21,16 +22,7 @@ std::string TempDir(const std::string& name) {
   return dir.string();
 }
 
-std::map<uint64_t, std::string> Contents(const DurableStore& store) {
-  std::map<uint64_t, std::string> out;
-  EXPECT_TRUE(store
-                  .ForEach([&](uint64_t key, std::string_view value) {
-                    out[key] = std::string(value);
-                    return absl::OkStatus();
-                  })
-                  .ok());
-  return out;
-}
+using testing::StoreContents;
 
 DurableStore::Write Puts(uint64_t first, uint64_t last) {
   DurableStore::Write w;
@@ -53,7 +45,7 @@ TEST(DurableStoreTest, DeletesRemoveExactlyTheirKeysAcrossRunsAndReopen) {
     ASSERT_TRUE((*store)->Commit(del).ok());
     // A put after the deletes, inside a deleted run's span, is not hidden by it.
     ASSERT_TRUE((*store)->Commit(Puts(21, 22)).ok());
-    const std::map<uint64_t, std::string> live = Contents(**store);
+    const std::map<uint64_t, std::string> live = StoreContents(**store);
     std::vector<uint64_t> keys;
     for (const auto& [k, v] : live) keys.push_back(k);
     EXPECT_EQ(keys, (std::vector<uint64_t>{1, 5, 6, 8, 12, 13, 14, 16, 17, 18, 19, 21, 22}));
@@ -61,7 +53,7 @@ TEST(DurableStoreTest, DeletesRemoveExactlyTheirKeysAcrossRunsAndReopen) {
   }
   auto reopened = DurableStore::Open(path);
   ASSERT_TRUE(reopened.ok()) << reopened.status();
-  EXPECT_EQ(Contents(**reopened).size(), 13u);
+  EXPECT_EQ(StoreContents(**reopened).size(), 13u);
   reopened->reset();
   std::filesystem::remove_all(path);
 }
@@ -208,7 +200,7 @@ TEST(DurableStoreTest, CommitReturnsOnlyAfterASyncThatStartedAfterItsAppend) {
   }
   EXPECT_EQ((*store)->syncs(), 2);
   EXPECT_EQ((*store)->batches(), 2);
-  EXPECT_EQ(Contents(**store).size(), 3u);
+  EXPECT_EQ(StoreContents(**store).size(), 3u);
   store->reset();
   std::filesystem::remove_all(path);
 }

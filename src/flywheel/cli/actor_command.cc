@@ -1,4 +1,5 @@
 // flywheel actor --buffer ADDR --weights ADDR CONFIG [--actor-index i] [--auth-token-file F]
+//                [--tls-ca F [--tls-client-cert F --tls-client-key F]] [--insecure]
 //                [--set k=v …] [--metrics-listen HOST:PORT] [--ack-log FILE]
 //
 // Actor threads of a job split into processes (see docs/distributed.md): generates episodes
@@ -58,9 +59,9 @@ void AddActorCommand(CLI::App& app, Invocation& invocation) {
       options.connect_timeout = args->job.connect_timeout();
       options.poll_interval = absl::Seconds(args->poll_interval_s);
       options.ack_log = args->ack_log;
-      auto token = args->job.AuthToken();
-      if (!token.ok()) return ReportError(token.status());
-      options.auth_token = *token;
+      auto security = args->job.Security();
+      if (!security.ok()) return ReportError(security.status());
+      options.security = *std::move(security);
       StopSignals signals;  // SIGINT/SIGTERM: stop cleanly, exit 0
       options.stop = &signals.stop();
       options.log = stdout;

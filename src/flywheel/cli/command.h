@@ -34,6 +34,7 @@ void AddSimCommand(CLI::App& app, Invocation& invocation);
 void AddPlanCommand(CLI::App& app, Invocation& invocation);
 void AddReportCommand(CLI::App& app, Invocation& invocation);
 void AddChaosCommand(CLI::App& app, Invocation& invocation);
+void AddExportCommand(CLI::App& app, Invocation& invocation);
 
 }  // namespace flywheel::cli
 

@@ -1,4 +1,6 @@
 // flywheel learner --buffer ADDR CONFIG [--weights-listen HOST:PORT] [--auth-token-file F]
+//                  [--tls-cert F --tls-key F [--tls-client-ca F]] [--tls-ca F
+//                  [--tls-client-cert F --tls-client-key F]] [--insecure]
 //                  [--set k=v …] [--resume]
 //                  [--world-size N --rank R --rendezvous HOST:PORT]
 //                  [--metrics-listen HOST:PORT] [--dashboard-listen HOST:PORT]
@@ -74,16 +76,17 @@ int RunCore(const LearnerArgs& args, const JobConfig& job) {
   options.scheduler_listen = args.scheduler_listen;
   options.resume = args.resume;
   options.connect_timeout = args.job.connect_timeout();
-  auto token = args.job.AuthToken();
-  if (!token.ok()) return ReportError(token.status());
-  options.auth_token = *token;
+  auto security = args.job.Security();
+  if (!security.ok()) return ReportError(security.status());
+  options.security = *std::move(security);
   StopSignals signals;  // SIGINT/SIGTERM: stop cleanly, exit 0
   options.stop = &signals.stop();
   options.progress_is_terminal = isatty(fileno(stdout)) != 0;
   options.on_serving = [&](const std::string& weights, const std::string& scheduler) {
     std::cout << "flywheel: learner serving weights on " << weights << ", scheduler on "
               << scheduler << " (buffer " << args.job.buffer
-              << ", auth=" << (options.auth_token.empty() ? "off" : "on") << ")" << std::endl;
+              << ", auth=" << (options.security.auth_token.empty() ? "off" : "on")
+              << ", tls=" << options.security.ServerTlsMode() << ")" << std::endl;
   };
   auto result = RunElasticCore(job, options);
   if (!result.ok()) return ReportError(result.status());
@@ -100,6 +103,7 @@ void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
   args->job.Add(learner, "job config (TOML)",
                 "token for the buffer, also required from actors fetching weights",
                 "learner.lr=3e-4", "seconds to keep retrying an unreachable buffer");
+  args->job.security.AddServerTls(learner, "the weights (and the elastic scheduler)");
   learner
       ->add_option("--weights-listen", args->weights_listen,
                    "serve weights on HOST:PORT (port 0 = any free port)")
@@ -152,9 +156,9 @@ void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
       options.resume = args->resume;
       options.leases = !args->no_leases;
       options.connect_timeout = args->job.connect_timeout();
-      auto token = args->job.AuthToken();
-      if (!token.ok()) return ReportError(token.status());
-      options.auth_token = *token;
+      auto security = args->job.Security();
+      if (!security.ok()) return ReportError(security.status());
+      options.security = *std::move(security);
       StopSignals signals;  // SIGINT/SIGTERM: stop cleanly, exit 0
       options.stop = &signals.stop();
       options.group = group != nullptr ? group->communicator() : nullptr;
@@ -163,8 +167,9 @@ void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
       options.progress_is_terminal = isatty(fileno(stdout)) != 0;
       options.on_serving = [&](const std::string& address) {
         std::cout << "flywheel: learner serving weights on " << address << " (buffer "
-                  << args->job.buffer << ", auth=" << (options.auth_token.empty() ? "off" : "on") << ")"
-                  << std::endl;
+                  << args->job.buffer
+                  << ", auth=" << (options.security.auth_token.empty() ? "off" : "on")
+                  << ", tls=" << options.security.ServerTlsMode() << ")" << std::endl;
       };
       auto result = RunRemoteLearner(*job, options);
       if (!result.ok()) {

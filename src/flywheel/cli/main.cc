@@ -40,6 +40,7 @@ int Main(int argc, char** argv) {
   AddPlanCommand(app, invocation);
   AddReportCommand(app, invocation);
   AddChaosCommand(app, invocation);
+  AddExportCommand(app, invocation);
 
   try {
     app.parse(argc, argv);

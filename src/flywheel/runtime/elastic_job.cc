@@ -184,7 +184,7 @@ absl::StatusOr<std::unique_ptr<Cell>> ElasticJob::MakeCell(
     int id, std::shared_ptr<const WeightSnapshot> weights) {
   auto cell = std::make_unique<Cell>();
   cell->id = id;
-  ASSIGN_OR_RETURN(cell->model, MakeTransformer(model_options_));
+  ASSIGN_OR_RETURN(cell->model, MakeInitialModel(model_options_));
   const OptimizerShard shard =
       id < cores() ? OptimizerShard{id, cores()} : OptimizerShard::Satellite(cores());
   cell->learner = std::make_unique<StreamingLearner>(

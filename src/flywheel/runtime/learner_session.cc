@@ -18,6 +18,7 @@
 #include "flywheel/learner/trainer_state.h"
 #include "flywheel/model/safetensors.h"
 #include "flywheel/model/torch_status.h"
+#include "flywheel/runtime/policy_setup.h"
 #include "flywheel/runtime/transformer_policy.h"
 
 namespace flywheel {
@@ -98,7 +99,7 @@ absl::StatusOr<std::unique_ptr<LearnerSession>> LearnerSession::Open(
     dist::Communicator* group) {
   std::unique_ptr<LearnerSession> s(new LearnerSession(config));
   torch::manual_seed(static_cast<uint64_t>(config.run.seed));
-  ASSIGN_OR_RETURN(s->model_, MakeTransformer(model_options));
+  ASSIGN_OR_RETURN(s->model_, MakeInitialModel(model_options));
   if (group == nullptr && config.learner.sharding != ShardingMode::kNone) {
     // Sharding needs a communicator even alone (e.g. a sharded run resumed on one rank).
     dist::CommunicatorOptions options;

@@ -108,7 +108,7 @@ absl::Status RemoteActorProcess::Init() {
   spdlog::info("{}: {}", name_, blas.DebugString());
 
   // The newest weights first: a restarted or late actor never generates with stale ones.
-  weights_ = WeightsClient::Connect(options_.weights_address, options_.auth_token);
+  ASSIGN_OR_RETURN(weights_, WeightsClient::Connect(options_.weights_address, options_.security));
   RETURN_IF_ERROR(WaitForService(
       "weights service", options_.weights_address, options_.connect_timeout,
       [&]() -> absl::Status {
@@ -122,7 +122,7 @@ absl::Status RemoteActorProcess::Init() {
       },
       options_.stop));
 
-  ASSIGN_OR_RETURN(buffer_, RemoteBuffer::Connect(options_.buffer_address, options_.auth_token));
+  ASSIGN_OR_RETURN(buffer_, RemoteBuffer::Connect(options_.buffer_address, options_.security));
   RETURN_IF_ERROR(WaitForService(
       "buffer", options_.buffer_address, options_.connect_timeout,
       [&] { return buffer_->Info().status(); }, options_.stop));

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "flywheel/rpc/rpc_security.h"
 #include "flywheel/runtime/job_config.h"
 
 namespace flywheel {
@@ -26,7 +27,7 @@ namespace flywheel {
 struct RemoteActorOptions {
   std::string buffer_address;
   std::string weights_address;
-  std::string auth_token;
+  RpcSecurity security;  // token and TLS for the buffer and the weights service
   // Distinguishes this process's actors (ids actor-<index>[.<thread>]) and task streams.
   int64_t actor_index = 0;
   absl::Duration connect_timeout = absl::Seconds(30);

@@ -46,17 +46,17 @@ absl::Status CheckBufferGroupSize(const std::string& description, const std::str
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RemoteBuffer>> RemoteBuffer::Connect(const std::string& address,
-                                                                    const std::string& auth_token) {
+                                                                    const RpcSecurity& security) {
   auto buffer = std::unique_ptr<RemoteBuffer>(new RemoteBuffer());
   buffer->address_ = address;
-  ASSIGN_OR_RETURN(buffer->client_, BufferClient::Connect(address, auth_token));
+  ASSIGN_OR_RETURN(buffer->client_, BufferClient::Connect(address, security));
   return buffer;
 }
 
 absl::StatusOr<std::unique_ptr<RemoteBuffer>> RemoteBuffer::ConnectAsLearner(
-    const std::string& address, const std::string& auth_token, absl::Duration timeout,
+    const std::string& address, const RpcSecurity& security, absl::Duration timeout,
     const std::atomic<bool>* stop, int64_t group_size) {
-  ASSIGN_OR_RETURN(std::unique_ptr<RemoteBuffer> buffer, Connect(address, auth_token));
+  ASSIGN_OR_RETURN(std::unique_ptr<RemoteBuffer> buffer, Connect(address, security));
   std::string description;
   RETURN_IF_ERROR(WaitForService(
       "buffer", address, timeout,

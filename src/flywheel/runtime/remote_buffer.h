@@ -19,12 +19,12 @@ namespace flywheel {
 class RemoteBuffer {
  public:
   static absl::StatusOr<std::unique_ptr<RemoteBuffer>> Connect(const std::string& address,
-                                                               const std::string& auth_token);
+                                                               const RpcSecurity& security);
 
   // Connects as a learner does: waits up to `timeout` for the buffer to answer (giving up when
   // *stop is set), and refuses one whose groups are not of `group_size` trajectories.
   static absl::StatusOr<std::unique_ptr<RemoteBuffer>> ConnectAsLearner(
-      const std::string& address, const std::string& auth_token, absl::Duration timeout,
+      const std::string& address, const RpcSecurity& security, absl::Duration timeout,
       const std::atomic<bool>* stop, int64_t group_size);
 
   const std::string& address() const { return address_; }

@@ -13,7 +13,7 @@ std::unique_ptr<BufferServer> Serve(const BufferOptions& options) {
   auto buffer = Buffer::Create(options);
   EXPECT_TRUE(buffer.ok()) << buffer.status();
   BufferServerOptions server_options;
-  server_options.auth_token = "t0ken";
+  server_options.security = RpcSecurity::Token("t0ken");
   auto server = BufferServer::Start(std::shared_ptr<Buffer>(std::move(*buffer)), server_options);
   EXPECT_TRUE(server.ok()) << server.status();
   return std::move(*server);
@@ -29,7 +29,7 @@ TEST(RemoteBufferTest, InsertsOneAtATimeAndSamplesWholeGroups) {
   BufferOptions options;
   options.group_size = 2;
   auto server = Serve(options);
-  auto buffer = RemoteBuffer::Connect(server->address(), "t0ken");
+  auto buffer = RemoteBuffer::Connect(server->address(), RpcSecurity::Token("t0ken"));
   ASSERT_TRUE(buffer.ok());
   for (const char* id : {"a/0", "a/1"}) {
     auto ack = (*buffer)->InsertOne(Wire(id, "g"), absl::Seconds(1));
@@ -52,7 +52,7 @@ TEST(RemoteBufferTest, FullBufferAcksDeadlineExceededSoTheActorAsksAgain) {
   BufferOptions options;
   options.max_size = 1;
   auto server = Serve(options);
-  auto buffer = RemoteBuffer::Connect(server->address(), "t0ken");
+  auto buffer = RemoteBuffer::Connect(server->address(), RpcSecurity::Token("t0ken"));
   ASSERT_TRUE(buffer.ok());
   ASSERT_EQ((*buffer)->InsertOne(Wire("a", ""), absl::Seconds(1))->code(), 0);
   auto ack = (*buffer)->InsertOne(Wire("b", ""), absl::Milliseconds(100));
@@ -100,7 +100,7 @@ TEST(RemoteBufferTest, LeasedSamplesAreAcknowledgedOrReleasedAndRetriedInsertsSt
 
 TEST(RemoteBufferTest, InvalidTrajectoryIsRefusedInItsAck) {
   auto server = Serve(BufferOptions{});
-  auto buffer = RemoteBuffer::Connect(server->address(), "t0ken");
+  auto buffer = RemoteBuffer::Connect(server->address(), RpcSecurity::Token("t0ken"));
   auto ack = (*buffer)->InsertOne("not a trajectory", absl::Seconds(1));
   ASSERT_TRUE(ack.ok()) << ack.status();
   EXPECT_EQ(static_cast<absl::StatusCode>(ack->code()), absl::StatusCode::kInvalidArgument);
@@ -108,12 +108,12 @@ TEST(RemoteBufferTest, InvalidTrajectoryIsRefusedInItsAck) {
 
 TEST(RemoteBufferTest, ErrorsNameTheAddress) {
   auto server = Serve(BufferOptions{});
-  auto wrong = RemoteBuffer::Connect(server->address(), "other");
+  auto wrong = RemoteBuffer::Connect(server->address(), RpcSecurity::Token("other"));
   absl::Status status = (*wrong)->Info().status();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnauthenticated);
   EXPECT_NE(status.message().find("buffer at " + server->address()), absl::string_view::npos)
       << status;
-  auto nowhere = RemoteBuffer::Connect("127.0.0.1:1", "");
+  auto nowhere = RemoteBuffer::Connect("127.0.0.1:1", RpcSecurity());
   status = (*nowhere)->SampleGroups(1, absl::Milliseconds(10)).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
   EXPECT_NE(status.message().find("127.0.0.1:1"), absl::string_view::npos) << status;

@@ -95,7 +95,7 @@ absl::Status RemoteLearner::Init() {
 
   // Reach the buffer before creating anything on disk: a wrong address leaves no run behind.
   ASSIGN_OR_RETURN(buffer_, RemoteBuffer::ConnectAsLearner(
-                                options_.buffer_address, options_.auth_token,
+                                options_.buffer_address, options_.security,
                                 options_.connect_timeout, options_.stop, config_.actor.group_size));
 
   ASSIGN_OR_RETURN(blas_, ChooseBlasThreads(BlasRole::kLearnerProcess, config_.run.blas_threads,
@@ -108,7 +108,7 @@ absl::Status RemoteLearner::Init() {
 
   WeightsServerOptions weights_options;
   weights_options.address = options_.weights_listen;
-  weights_options.auth_token = options_.auth_token;
+  weights_options.security = options_.security;
   ASSIGN_OR_RETURN(weights_, WeightsServer::Start(weights_options));
   RETURN_IF_ERROR(Publish());
   if (options_.on_serving) options_.on_serving(weights_->address());

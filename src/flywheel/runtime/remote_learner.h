@@ -38,6 +38,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "flywheel/rpc/rpc_security.h"
 #include "flywheel/runtime/job_config.h"
 
 namespace flywheel {
@@ -48,7 +49,7 @@ class Communicator;  // dist/communicator.h (torch): kept out of this torch-free
 struct RemoteLearnerOptions {
   std::string buffer_address;                     // host:port of `flywheel serve buffer`
   std::string weights_listen = "127.0.0.1:7400";  // port 0: any free port
-  std::string auth_token;                         // for the buffer and the weights service
+  RpcSecurity security;  // token and TLS: of the buffer's client and of the weights service
   bool resume = false;
   absl::Duration connect_timeout = absl::Seconds(30);  // also: how long the buffer may vanish
   absl::Duration finished_linger = absl::Seconds(3);   // serve "finished" this long at the end
