@@ -64,7 +64,7 @@ TEST(RemoteBufferTest, FullBufferAcksDeadlineExceededSoTheActorAsksAgain) {
 // acknowledges it, a retried insert is acknowledged once, and a release returns the rest.
 TEST(RemoteBufferTest, LeasedSamplesAreAcknowledgedOrReleasedAndRetriedInsertsStoredOnce) {
   auto server = Serve(BufferOptions{});
-  auto buffer = RemoteBuffer::Connect(server->address(), "t0ken");
+  auto buffer = RemoteBuffer::Connect(server->address(), RpcSecurity::Token("t0ken"));
   ASSERT_TRUE(buffer.ok());
   for (const char* id : {"a", "b", "c", "a"}) {
     auto ack = (*buffer)->InsertOne(Wire(id, ""), absl::Seconds(1));
