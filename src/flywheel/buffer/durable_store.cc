@@ -6,6 +6,7 @@
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "flywheel/buffer/crc32c.h"
 #include "flywheel/core/strings.h"
@@ -86,6 +87,27 @@ std::string ConsumedKey(uint64_t sequence) {
   return k;
 }
 
+namespace {
+
+// RocksDB syncs what it writes inside its directory, not the directory's entry in its parent: a
+// store created just before a power cut would vanish with every insert it had acknowledged.
+absl::Status SyncParentDirectory(const std::string& path, rocksdb::Env* env) {
+  std::filesystem::path dir = std::filesystem::path(path).lexically_normal();
+  if (!dir.has_filename()) dir = dir.parent_path();
+  const std::string parent = dir.has_parent_path() ? dir.parent_path().string() : ".";
+  std::unique_ptr<rocksdb::Directory> directory;
+  rocksdb::Status s = env->NewDirectory(parent, &directory);
+  if (s.ok()) s = directory->Fsync();
+  if (!s.ok()) {
+    return absl::UnavailableError(
+        StrCat("buffer store: cannot sync ", parent, ", the directory of ", path, ": ",
+               s.ToString()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<DurableStore>> DurableStore::Open(const std::string& path,
                                                                   rocksdb::Env* env,
                                                                   int64_t consumed_kept) {
@@ -108,6 +130,7 @@ absl::StatusOr<std::unique_ptr<DurableStore>> DurableStore::Open(const std::stri
   }
   std::unique_ptr<DurableStore> store(new DurableStore(path, db, consumed_kept));
   if (absl::Status s = store->ReadConsumedRange(); !s.ok()) return s;
+  if (absl::Status s = SyncParentDirectory(path, options.env); !s.ok()) return s;
   return store;
 }
 

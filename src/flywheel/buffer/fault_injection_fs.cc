@@ -185,8 +185,18 @@ int64_t FaultInjectionFileSystem::bytes_dropped() const {
 
 absl::Status FaultInjectionFileSystem::DropUnsyncedData() {
   absl::MutexLock lock(&mu_);
+  // A lost directory entry takes the whole tree under it (parents sort before their children).
+  for (const auto& [name, in_directory] : directories_) {
+    std::error_code ec;
+    if (in_directory || !fs::exists(name, ec)) continue;
+    const uintmax_t removed = fs::remove_all(name, ec);
+    if (ec) return absl::InternalError(StrCat("cannot remove ", name, ": ", ec.message()));
+    files_dropped_ += static_cast<int64_t>(removed);
+  }
+  directories_.clear();
   for (const auto& [name, state] : files_) {
     std::error_code ec;
+    if (!fs::exists(DirectoryOf(name), ec)) continue;  // went with its directory
     if (!state.in_directory) {
       if (fs::remove(name, ec)) ++files_dropped_;
       if (ec) return absl::InternalError(StrCat("cannot remove ", name, ": ", ec.message()));
@@ -246,7 +256,18 @@ rocksdb::IOStatus FaultInjectionFileSystem::SyncDirectory(const std::string& dir
   for (auto& [name, state] : files_) {
     if (DirectoryOf(name) == d) state.in_directory = true;
   }
+  for (auto& [name, in_directory] : directories_) {
+    if (DirectoryOf(name) == d) in_directory = true;
+  }
   return rocksdb::IOStatus::OK();
+}
+
+rocksdb::IOStatus FaultInjectionFileSystem::DirectoryCreated(const std::string& name,
+                                                             rocksdb::IOStatus s, bool existed) {
+  if (!s.ok() || existed) return s;
+  absl::MutexLock lock(&mu_);
+  directories_[Normal(name)] = false;
+  return s;
 }
 
 rocksdb::IOStatus FaultInjectionFileSystem::Created(const std::string& name, rocksdb::IOStatus s,
@@ -330,6 +351,28 @@ rocksdb::IOStatus FaultInjectionFileSystem::NewDirectory(
 void FaultInjectionFileSystem::NewName(const std::string& from, const std::string& to,
                                        bool keep_from) {
   std::error_code ec;
+  if (fs::is_directory(to, ec)) {
+    // A directory renamed: its entry needs its new parent synced; what it holds moves with it.
+    const std::string old_prefix = Normal(from) + "/";
+    const std::string new_dir = Normal(to);
+    auto moved = [&](const std::string& name) {
+      return new_dir + "/" + name.substr(old_prefix.size());
+    };
+    absl::MutexLock lock(&mu_);
+    std::map<std::string, FileState> files;
+    for (auto& [name, state] : files_) {
+      files[name.rfind(old_prefix, 0) == 0 ? moved(name) : name] = state;
+    }
+    files_ = std::move(files);
+    std::map<std::string, bool> directories;
+    for (auto& [name, in_directory] : directories_) {
+      if (name == Normal(from)) continue;
+      directories[name.rfind(old_prefix, 0) == 0 ? moved(name) : name] = in_directory;
+    }
+    directories[new_dir] = false;
+    directories_ = std::move(directories);
+    return;
+  }
   const uint64_t size = fs::file_size(to, ec);
   absl::MutexLock lock(&mu_);
   FileState state{size, size, false};  // a file we did not watch: on the disk as it is
@@ -350,6 +393,39 @@ rocksdb::IOStatus FaultInjectionFileSystem::RenameFile(const std::string& from,
   if (s.ok()) s = target()->RenameFile(from, to, options, dbg);
   if (s.ok()) NewName(from, to, /*keep_from=*/false);
   return s;
+}
+
+rocksdb::IOStatus FaultInjectionFileSystem::CreateDir(const std::string& name,
+                                                      const rocksdb::IOOptions& options,
+                                                      rocksdb::IODebugContext* dbg) {
+  absl::ReaderMutexLock io(&io_mu_);
+  rocksdb::IOStatus s = CheckWrite(0);
+  if (!s.ok()) return s;
+  return DirectoryCreated(name, target()->CreateDir(name, options, dbg), /*existed=*/false);
+}
+
+rocksdb::IOStatus FaultInjectionFileSystem::DeleteDir(const std::string& name,
+                                                      const rocksdb::IOOptions& options,
+                                                      rocksdb::IODebugContext* dbg) {
+  absl::ReaderMutexLock io(&io_mu_);
+  rocksdb::IOStatus s = CheckWrite(0);
+  if (s.ok()) s = target()->DeleteDir(name, options, dbg);
+  if (s.ok()) {
+    absl::MutexLock lock(&mu_);
+    directories_.erase(Normal(name));
+  }
+  return s;
+}
+
+rocksdb::IOStatus FaultInjectionFileSystem::CreateDirIfMissing(const std::string& name,
+                                                               const rocksdb::IOOptions& options,
+                                                               rocksdb::IODebugContext* dbg) {
+  absl::ReaderMutexLock io(&io_mu_);
+  rocksdb::IOStatus s = CheckWrite(0);
+  if (!s.ok()) return s;
+  std::error_code ec;
+  const bool existed = fs::exists(name, ec);
+  return DirectoryCreated(name, target()->CreateDirIfMissing(name, options, dbg), existed);
 }
 
 rocksdb::IOStatus FaultInjectionFileSystem::LinkFile(const std::string& from, const std::string& to,

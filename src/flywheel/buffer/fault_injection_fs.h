@@ -16,8 +16,11 @@
 // Faults that leave the machine running: SetDiskFull (appends fail with ENOSPC, as on a full
 // disk) and SetSyncFails (fsync fails with EIO). A rename that was not followed by an fsync of
 // its directory loses the new name; the old one is not brought back (RocksDB syncs the directory
-// after each rename it depends on, CURRENT's). Files that existed before they were first opened
-// for writing through this object count as synced. Thread-safe.
+// after each rename it depends on, CURRENT's). Directories made through it (CreateDir) are
+// entries like files: one made or renamed since its parent's last fsync is removed with all it
+// holds (the checkpoint writer, learner/checkpoint.h, renames a directory into place). Files
+// that existed before they were first opened for writing through this object count as synced.
+// Deletions are not undone. Thread-safe.
 #ifndef FLYWHEEL_BUFFER_FAULT_INJECTION_FS_H_
 #define FLYWHEEL_BUFFER_FAULT_INJECTION_FS_H_
 
@@ -87,6 +90,12 @@ class FaultInjectionFileSystem : public rocksdb::FileSystemWrapper {
                              rocksdb::IODebugContext* dbg) override;
   rocksdb::IOStatus DeleteFile(const std::string& name, const rocksdb::IOOptions& options,
                                rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus CreateDir(const std::string& name, const rocksdb::IOOptions& options,
+                              rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus DeleteDir(const std::string& name, const rocksdb::IOOptions& options,
+                              rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus CreateDirIfMissing(const std::string& name, const rocksdb::IOOptions& options,
+                                       rocksdb::IODebugContext* dbg) override;
 
   // Every file of `dir` created since the directory's last fsync is now in it for good.
   rocksdb::IOStatus SyncDirectory(const std::string& dir);
@@ -102,6 +111,7 @@ class FaultInjectionFileSystem : public rocksdb::FileSystemWrapper {
   void NewName(const std::string& from, const std::string& to, bool keep_from);
   rocksdb::IOStatus Created(const std::string& name, rocksdb::IOStatus s, uint64_t size,
                             bool existed);
+  rocksdb::IOStatus DirectoryCreated(const std::string& name, rocksdb::IOStatus s, bool existed);
 
   mutable absl::Mutex io_mu_;
   mutable absl::Mutex mu_;
@@ -109,6 +119,8 @@ class FaultInjectionFileSystem : public rocksdb::FileSystemWrapper {
   bool disk_full_ ABSL_GUARDED_BY(mu_) = false;
   bool sync_fails_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, FileState> files_ ABSL_GUARDED_BY(mu_);
+  // Directories made through this object; true once their entry survives a power cut.
+  std::map<std::string, bool> directories_ ABSL_GUARDED_BY(mu_);
   int64_t syncs_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t files_dropped_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t bytes_dropped_ ABSL_GUARDED_BY(mu_) = 0;
