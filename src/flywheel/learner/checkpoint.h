@@ -13,11 +13,17 @@
 // DONE, renames the directory into place and fsyncs the parent, then deletes all but the newest
 // `keep_last` complete checkpoints. A directory without DONE is never loaded. One writer per
 // directory (the learner's rank 0); not thread-safe.
+//
+// What makes a save durable (DONE, the fsyncs, the rename, the parent's fsync) goes through a
+// rocksdb::FileSystem, the default one unless `file_system` names another: the power-cut tests
+// give it a FaultInjectionFileSystem (buffer/fault_injection_fs.h), which drops what was never
+// synced. The parts are written by the Writer with whatever I/O it likes; Save fsyncs them all.
 #ifndef FLYWHEEL_LEARNER_CHECKPOINT_H_
 #define FLYWHEEL_LEARNER_CHECKPOINT_H_
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,11 +31,19 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
+namespace rocksdb {
+class FileSystem;
+}
+
 namespace flywheel {
 
 struct CheckpointOptions {
   std::string directory;
   int64_t keep_last = 3;
+  // Null: rocksdb::FileSystem::Default(), the operating system's.
+  std::shared_ptr<rocksdb::FileSystem> file_system = nullptr;
+  // Tests only: false skips every fsync, to prove that the power-cut test catches a missing one.
+  bool sync = true;
 };
 
 class CheckpointManager {
@@ -56,8 +70,14 @@ class CheckpointManager {
  private:
   absl::Status Prune();
   absl::Status RemoveTemporaries() const;
+  absl::Status SyncFile(const std::string& path) const;
+  absl::Status SyncDirectory(const std::string& path) const;
+  absl::Status SyncTree(const std::string& root) const;
+  absl::Status RemoveTree(const std::string& root) const;
+  absl::Status WriteDoneMarker(const std::string& dir, int64_t step) const;
 
   CheckpointOptions options_;
+  std::shared_ptr<rocksdb::FileSystem> fs_;
   int64_t save_counter_ = 0;
 };
 
