@@ -19,6 +19,7 @@
 #include "flywheel/actor/actor.h"
 #include "flywheel/actor/env_tokenizer.h"
 #include "flywheel/core/strings.h"
+#include "flywheel/core/wait_for.h"
 #include "flywheel/model/weight_snapshot.h"
 
 namespace flywheel {
@@ -27,16 +28,6 @@ namespace {
 // Long enough turns, next to short environment calls, that a switch often finds a policy turn
 // half generated.
 constexpr int64_t kMaxNewTokens = 8;
-
-// Polls `done` for up to 10 s; the actors' progress depends on the machine's load.
-template <typename Done>
-bool WaitFor(Done done) {
-  for (absl::Time end = absl::Now() + absl::Seconds(10); absl::Now() < end;) {
-    if (done()) return true;
-    absl::SleepFor(absl::Milliseconds(2));
-  }
-  return done();
-}
 
 // Two actors ("actor-a", "actor-b") with their own engines over one environment executor and
 // task source, and one sink that counts every trajectory id it is given.

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "flywheel/actor/actor_test_util.h"
+#include "flywheel/core/wait_for.h"
 #include "flywheel/model/weight_snapshot.h"
 
 namespace flywheel {
@@ -80,7 +81,9 @@ TEST(ActorTest, AdmissionStartsWholeGroupsOnlyWhenThereIsRoom) {
   // trajectories handed over but not yet taken ("trained on").
   std::atomic<int64_t> cap{0};
   std::atomic<int64_t> most_in_flight{0};
+  std::atomic<int64_t> asked{0};
   h.actor->SetAdmission([&] {
+    ++asked;
     const int64_t in_flight = h.actor->in_flight();
     most_in_flight = std::max<int64_t>(most_in_flight, in_flight);
     absl::MutexLock lock(&h.mu);
@@ -88,21 +91,28 @@ TEST(ActorTest, AdmissionStartsWholeGroupsOnlyWhenThereIsRoom) {
   });
   absl::Status run;
   std::thread actor([&] { run = h.actor->Run(12); });
-  absl::SleepFor(absl::Milliseconds(150));
+  // The actor has asked for room and been refused, and again when woken.
+  ASSERT_TRUE(WaitFor([&] {
+    h.actor->Wake();
+    return asked >= 2;
+  }));
   EXPECT_EQ(h.actor->in_flight(), 0);  // no room: nothing started
   EXPECT_TRUE(h.Take().empty());
   cap = 4;
   h.actor->Wake();
   std::map<std::string, int> per_group;
-  for (int taken = 0; taken < 12;) {
+  int taken = 0;
+  const bool all_taken = WaitFor([&] {
     for (const Trajectory& t : h.Take()) {
       ++per_group[t.group_id];
       ++taken;
     }
-    absl::SleepFor(absl::Milliseconds(5));
     h.actor->Wake();
-  }
+    return taken >= 12;
+  });
+  if (!all_taken) h.actor->Stop();
   actor.join();
+  ASSERT_TRUE(all_taken) << "took " << taken << " of 12 trajectories";
   ASSERT_TRUE(run.ok()) << run;
   EXPECT_LE(most_in_flight.load(), 4);  // never more than the room, though 6 are allowed
   ASSERT_EQ(per_group.size(), 3u);
@@ -113,7 +123,7 @@ TEST(ActorTest, StopEndsAnOpenEndedRun) {
   ActorHarness h(5.0);
   absl::Status status;
   std::thread runner([&] { status = h.actor->Run(); });
-  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_TRUE(WaitFor([&] { return h.actor->stats().episodes_finished > 0; }));
   h.actor->Stop();
   runner.join();
   EXPECT_TRUE(status.ok()) << status;

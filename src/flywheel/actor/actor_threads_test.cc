@@ -4,19 +4,10 @@
 
 #include "absl/time/clock.h"
 #include "flywheel/actor/actor_test_util.h"
+#include "flywheel/core/wait_for.h"
 
 namespace flywheel {
 namespace {
-
-// Polls `done` for up to 10 s; the actors' progress depends on the machine's load.
-template <typename Done>
-bool WaitFor(Done done) {
-  for (absl::Time end = absl::Now() + absl::Seconds(10); absl::Now() < end;) {
-    if (done()) return true;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return done();
-}
 
 TEST(ActorThreadsTest, RunsEveryActorUntilStopped) {
   ActorHarness h(2.0);

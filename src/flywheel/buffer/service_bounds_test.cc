@@ -22,6 +22,7 @@
 #include "flywheel/buffer/test_util.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/core/trajectory_proto.h"
+#include "flywheel/core/wait_for.h"
 #include "flywheel/observe/prometheus_text.h"
 
 extern char** environ;
@@ -181,15 +182,6 @@ class StreamFlood {
   std::deque<Stream> streams_;
 };
 
-bool WaitUntil(const std::function<bool()>& condition, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!condition()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return true;
-}
-
 TEST(BufferBoundsTest, OversizedInsertsAreRefusedCountedAndOnMetrics) {
   BufferServerOptions options;
   options.limits.max_message_bytes = 1 << 20;
@@ -216,7 +208,7 @@ TEST(BufferBoundsTest, OversizedInsertsAreRefusedCountedAndOnMetrics) {
   for (auto& t : flood) t.join();
   EXPECT_EQ(refused_clearly.load(), 20);
   EXPECT_TRUE(
-      WaitUntil([&] { return Refused("message_too_large") - before == 20; }, absl::Seconds(5)))
+      WaitFor([&] { return Refused("message_too_large") - before == 20; }, absl::Seconds(5)))
       << Refused("message_too_large") - before;
   auto served = InsertAndSample(server->address(), "normal");
   EXPECT_TRUE(served.ok()) << served.status();
@@ -353,7 +345,7 @@ TEST(BufferBoundsTest, ThousandStreamsWhileANormalClientInsertsAndSamples) {
   const int64_t rss_before = RssBytes();
   const absl::Time start = absl::Now();
   auto flood = std::make_unique<StreamFlood>(stubs, 1000);
-  ASSERT_TRUE(WaitUntil([&] { return server->service().limiter().active_calls() == 1000; },
+  ASSERT_TRUE(WaitFor([&] { return server->service().limiter().active_calls() == 1000; },
                         absl::Seconds(30)))
       << server->service().limiter().active_calls() << " streams in handlers";
   const absl::Duration opened = absl::Now() - start;
@@ -368,7 +360,7 @@ TEST(BufferBoundsTest, ThousandStreamsWhileANormalClientInsertsAndSamples) {
   EXPECT_LT(*served, absl::Seconds(5));
   EXPECT_LT(rss_rise, 1000 * (512 << 10));  // a thread's stack pages and two small queues
   flood.reset();
-  EXPECT_TRUE(WaitUntil([&] { return server->service().limiter().active_calls() == 0; },
+  EXPECT_TRUE(WaitFor([&] { return server->service().limiter().active_calls() == 0; },
                         absl::Seconds(30)));
 }
 
@@ -381,7 +373,7 @@ TEST(BufferBoundsTest, CallsBeyondTheLimitAreRefusedAndIdleStreamsLoseTheirSlots
   const int64_t too_many_before = Refused("too_many_calls");
   const int64_t idle_before = Refused("idle");
   auto flood = std::make_unique<StreamFlood>(stubs, 200);
-  EXPECT_TRUE(WaitUntil([&] { return Refused("too_many_calls") - too_many_before >= 200 - 64; },
+  EXPECT_TRUE(WaitFor([&] { return Refused("too_many_calls") - too_many_before >= 200 - 64; },
                         absl::Seconds(5)))
       << Refused("too_many_calls") - too_many_before;
   // The normal client is refused while the idle streams hold every slot, then served once the
@@ -471,7 +463,7 @@ TEST(BufferBoundsTest, ClientsThatNeverReadStayWithinTheStreamBoundAndAreCutOff)
   EXPECT_LE(peak.load(), static_cast<double>(streams_bound));
   EXPECT_LT(heap_rise, bound);
   EXPECT_LT(rise, 2 * bound);  // RSS keeps what malloc freed but did not return
-  EXPECT_TRUE(WaitUntil([&] { return held->value() == 0; }, absl::Seconds(5)));
+  EXPECT_TRUE(WaitFor([&] { return held->value() == 0; }, absl::Seconds(5)));
 }
 
 }  // namespace

@@ -288,6 +288,8 @@ TableInfo Table::Info() const {
   info.evicted = evicted_;
   info.insert_blocked_ns = insert_blocked_ns_;
   info.sample_blocked_ns = sample_blocked_ns_;
+  info.producers_waiting = producers_waiting_;
+  info.consumers_waiting = consumers_waiting_;
   info.rate_limiter = limiter_.DebugString();
   return info;
 }

@@ -53,6 +53,8 @@ struct TableInfo {
   int64_t evicted = 0;
   int64_t insert_blocked_ns = 0;  // total time producers waited
   int64_t sample_blocked_ns = 0;  // total time consumers waited
+  int64_t producers_waiting = 0;  // inserts blocked now
+  int64_t consumers_waiting = 0;  // samples blocked now
   std::string rate_limiter;
 };
 

@@ -7,6 +7,7 @@
 #include "absl/synchronization/notification.h"
 #include "flywheel/buffer/selectors/fifo.h"
 #include "flywheel/buffer/test_util.h"
+#include "flywheel/core/wait_for.h"
 
 namespace flywheel {
 namespace {
@@ -133,7 +134,10 @@ TEST(TableTest, CloseWakesEveryWaiterWithCancelled) {
   absl::Status insert_status, sample_status;
   std::thread producer([&] { insert_status = table->Insert(MakeTestItem("b"), In(kLong)); });
   std::thread consumer([&] { sample_status = empty->Sample(1, In(kLong)).status(); });
-  absl::SleepFor(absl::Milliseconds(50));
+  // Both block before the tables close: Close must wake them, not merely refuse what comes after.
+  EXPECT_TRUE(WaitFor([&] {
+    return table->Info().producers_waiting == 1 && empty->Info().consumers_waiting == 1;
+  }));
   table->Close();
   empty->Close();
   producer.join();

@@ -8,17 +8,30 @@
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "flywheel/env/tasks/guess.h"
+#include "flywheel/core/wait_for.h"
 #include "flywheel/env/test_util.h"
 
 namespace flywheel {
 namespace {
 
 using ::testing::HasSubstr;
+
+// Whether process `pid` has ended: gone, or a zombie its parent has not reaped yet.
+bool Ended(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const size_t paren = line.rfind(')');  // the name may hold spaces and parentheses
+  return paren != std::string::npos && paren + 2 < line.size() &&
+         (line[paren + 2] == 'Z' || line[paren + 2] == 'X');
+}
 
 ProcessOptions Options(std::vector<std::string> extra_args = {},
                        const char* script = "examples/envs/guess_env.py") {
@@ -321,7 +334,7 @@ TEST(ProcessEnvTest, AProcessThatDiedWhileIdleIsRestartedBeforeTheNextEpisode) {
     (*pool)->Release(*std::move(lease), true);
   }
   kill(pid, SIGKILL);
-  absl::SleepFor(absl::Milliseconds(200));
+  ASSERT_TRUE(WaitFor([pid] { return Ended(pid); }));
   ProcessEnv env(*pool);
   ExpectSolves(env, 2);  // not an env-error: the dead process was replaced at lease time
 }
