@@ -275,6 +275,10 @@ absl::Status Actor::HandleGenerated(const GeneratedToken& g) {
   if (g.end == TurnEnd::kMaxLength) return Finish(ep, Termination::kMaxTurns, std::nullopt);
   std::vector<int64_t> action_ids = ep.turn_tokens;
   if (!action_ids.empty() && format_->IsStop(action_ids.back())) action_ids.pop_back();
+  // Ids past the tokenizer's vocabulary are padding rows of the model's embedding table (a
+  // Hugging Face model's is rounded up): they have no text, and HF's decode skips them too. They
+  // stay in the trajectory, trainable like any sampled token.
+  std::erase_if(action_ids, [&](int64_t id) { return id >= tokenizer_->vocab_size(); });
   ASSIGN_OR_RETURN(std::string action, tokenizer_->Decode(action_ids));
   BeginCall(ep);
   const int64_t index = ep.index;
@@ -566,7 +570,7 @@ absl::Status Actor::Park(Episode& ep) {
 
 absl::Status Actor::Adopt(std::vector<SuspendedEpisode> episodes) {
   for (const SuspendedEpisode& s : episodes) {
-    const absl::Status valid = s.Validate(tokenizer_->vocab_size());
+    const absl::Status valid = s.Validate(engine_->vocab_size());
     if (!valid.ok()) {
       return absl::Status(valid.code(), StrCat(actor_id_, ": Adopt: ", valid.message()));
     }

@@ -1,5 +1,6 @@
 #include "flywheel/actor/chat_turn_format.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "flywheel/core/status_macros.h"
@@ -54,6 +55,7 @@ absl::StatusOr<std::unique_ptr<ChatTurnFormat>> ChatTurnFormat::Create(
     }
     format->stop_tokens_.push_back(ids[0]);
   }
+  format->template_stops_ = format->stop_tokens_.size();
   for (Place place : {kFirst, kAfterStop, kAfterCut}) {
     ASSIGN_OR_RETURN(const std::string text, format->Render(place, kMarker));
     const size_t at = text.find(kMarker);
@@ -69,6 +71,19 @@ absl::StatusOr<std::unique_ptr<ChatTurnFormat>> ChatTurnFormat::Create(
   return format;
 }
 
+absl::Status ChatTurnFormat::AddStopTokens(const std::vector<int64_t>& ids,
+                                           std::string_view source) {
+  for (int64_t id : ids) {
+    if (id < 0 || id >= tokenizer_->vocab_size()) {
+      return absl::InvalidArgumentError(StrCat(source, ": stop token ", id,
+                                               " is not an id of the tokenizer (0 to ",
+                                               tokenizer_->vocab_size() - 1, ")"));
+    }
+    if (!IsStop(id)) stop_tokens_.push_back(id);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> ChatTurnFormat::EnvironmentText(bool first, bool stopped,
                                                             std::string_view observation) const {
   const Place place = first ? kFirst : stopped ? kAfterStop : kAfterCut;
@@ -80,7 +95,11 @@ absl::StatusOr<std::string> ChatTurnFormat::EnvironmentText(bool first, bool sto
 absl::StatusOr<std::vector<int64_t>> ChatTurnFormat::EnvironmentTurn(
     const Trajectory& t, std::string_view observation) const {
   const bool first = t.tokens.empty();
-  const bool stopped = !first && (!t.trainable.back() || IsStop(t.tokens.back()));
+  // Ended by the template's own stop token, or the environment's last (nothing to close).
+  const bool stopped =
+      !first && (!t.trainable.back() ||
+                 std::find(stop_tokens_.begin(), stop_tokens_.begin() + template_stops_,
+                           t.tokens.back()) != stop_tokens_.begin() + template_stops_);
   ASSIGN_OR_RETURN(const std::string text, EnvironmentText(first, stopped, observation));
   return tokenizer_->Encode(text);
 }

@@ -39,6 +39,13 @@ class ChatTurnFormat : public TurnFormat {
                                                        std::string_view observation) const override;
   const std::vector<int64_t>& stop_tokens() const override { return stop_tokens_; }
 
+  // Adds stop tokens after the template's own (a model directory's generation_config.json
+  // eos_token_id: Qwen3 also stops at <|endoftext|>); ids already there are skipped, an id the
+  // tokenizer does not have is an error naming `source`. The template does not know them as the
+  // end of a turn, so a turn they end is closed by the template as a cut one (the environment's
+  // text starts with the template's stop token). For set-up, before the format is shared.
+  absl::Status AddStopTokens(const std::vector<int64_t>& ids, std::string_view source);
+
   // The text EnvironmentTurn encodes: `stopped` = the policy's last turn ended with a stop
   // token; unused for the first turn.
   absl::StatusOr<std::string> EnvironmentText(bool first, bool stopped,
@@ -63,7 +70,8 @@ class ChatTurnFormat : public TurnFormat {
   const Tokenizer* tokenizer_;
   ChatRenderOptions options_;
   Around around_[3];
-  std::vector<int64_t> stop_tokens_;
+  std::vector<int64_t> stop_tokens_;  // the template's stop strings first, then added ones
+  size_t template_stops_ = 0;         // how many of stop_tokens_ are the template's
 };
 
 }  // namespace flywheel

@@ -115,6 +115,31 @@ TEST(ChatTurnFormatTest, ACutTurnIsClosedByTheEnvironmentsTokens) {
   EXPECT_EQ(reply->front(), *m.tokenizer->TokenId("<|im_end|>"));
 }
 
+// A stop token added from generation_config.json (Qwen3's <|endoftext|>) ends the turn, but the
+// template closes the turn with its own <|im_end|>, which is the environment's.
+TEST(ChatTurnFormatTest, AnAddedStopTokenEndsTheTurnAndTheTemplateClosesIt) {
+  const Model m = Load("qwen3");
+  auto format = ChatTurnFormat::Create(&m.chat_template, m.tokenizer.get());
+  ASSERT_TRUE(format.ok()) << format.status();
+  const int64_t im_end = *m.tokenizer->TokenId("<|im_end|>");
+  const int64_t endoftext = *m.tokenizer->TokenId("<|endoftext|>");
+  ASSERT_TRUE((*format)->AddStopTokens({im_end, endoftext}, "generation_config.json").ok());
+  EXPECT_EQ((*format)->stop_tokens(), (std::vector<int64_t>{im_end, endoftext}));
+  const absl::Status bad = (*format)->AddStopTokens({151669}, "g.json: eos_token_id");
+  EXPECT_EQ(bad.message(),
+            "g.json: eos_token_id: stop token 151669 is not an id of the tokenizer (0 to 151668)");
+  Trajectory t;
+  for (int64_t id : *(*format)->EnvironmentTurn(t, "Guess.")) {
+    t.AppendPrompt(static_cast<int32_t>(id));
+  }
+  t.AppendGenerated(static_cast<int32_t>(*m.tokenizer->TokenId("8")), -1.0f, 0);
+  t.AppendGenerated(static_cast<int32_t>(endoftext), -1.0f, 0);
+  auto reply = (*format)->EnvironmentTurn(t, "lower");
+  ASSERT_TRUE(reply.ok());
+  EXPECT_EQ(*m.tokenizer->Decode(*reply),
+            "<|im_end|>\n<|im_start|>user\nlower<|im_end|>\n<|im_start|>assistant\n");
+}
+
 // Llama-3's template trims message content, so the format renders each reply instead of
 // placing it verbatim; the text is still the template's.
 TEST(ChatTurnFormatTest, Llama3TrimmedRepliesAreRenderedByTheTemplate) {

@@ -59,7 +59,9 @@ absl::StatusOr<std::unique_ptr<RolloutEngine>> RolloutEngine::Create(
 
 RolloutEngine::RolloutEngine(const RolloutEngineOptions& options,
                              std::shared_ptr<const WeightSnapshot> snapshot)
-    : options_(options), snapshot_(std::move(snapshot)) {
+    : options_(options),
+      vocab_size_(snapshot->model->options().vocab_size),
+      snapshot_(std::move(snapshot)) {
   if (options.backend == DecodeBackend::kCpu) {
     BuildBackend(DecodeBackend::kCpu);
   } else if (options.backend == DecodeBackend::kTorch ||

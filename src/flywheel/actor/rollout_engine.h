@@ -110,6 +110,10 @@ class RolloutEngine {
   void PublishSnapshot(std::shared_ptr<const WeightSnapshot> snapshot) ABSL_LOCKS_EXCLUDED(mu_);
 
   int64_t version() const { return snapshot_->version; }
+  // Rows of the model's embedding table: the ids it can take and sample (any thread; fixed, as
+  // every snapshot it swaps to has the model's shape). May exceed the tokenizer's vocabulary
+  // (Qwen3's table has 151,936 rows for 151,669 tokens).
+  int64_t vocab_size() const { return vocab_size_; }
   // kCpu or kTorch once decided; kAuto while an auto engine has not stepped yet.
   DecodeBackend backend() const;
   // The measurement behind an auto engine's choice; null unless one was made.
@@ -153,6 +157,7 @@ class RolloutEngine {
               std::vector<GeneratedToken>& out);
 
   const RolloutEngineOptions options_;
+  const int64_t vocab_size_;
   std::shared_ptr<const WeightSnapshot> snapshot_;  // weights in use (owner thread only)
   // At most one backend is set (none only before an auto engine's first Step): the CPU decoder
   // with the snapshot's weights in its layout, or the LibTorch KV cache.

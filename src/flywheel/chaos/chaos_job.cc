@@ -15,7 +15,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/time/clock.h"
-#include "flywheel/actor/env_tokenizer.h"
 #include "flywheel/buffer/durable_store.h"
 #include "flywheel/chaos/child_process.h"
 #include "flywheel/chaos/ledger.h"
@@ -30,6 +29,7 @@
 #include "flywheel/runtime/learner_leases.h"
 #include "flywheel/runtime/learner_session.h"
 #include "flywheel/runtime/policy_setup.h"
+#include "flywheel/runtime/policy_text.h"
 
 namespace flywheel::chaos {
 namespace fs = std::filesystem;
@@ -548,8 +548,9 @@ absl::Status ReadStore(const std::string& path, std::vector<std::string>* remain
 // Loads the run's newest checkpoint as `flywheel learner --resume` would.
 absl::StatusOr<int64_t> LoadFinalCheckpoint(const JobConfig& job) {
   ASSIGN_OR_RETURN(std::unique_ptr<EnvFactory> factory, EnvFactory::Create(job.env));
-  ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, MakeTokenizer(factory->vocabulary()));
-  ASSIGN_OR_RETURN(ModelOptions model, ResolveModelOptions(job, *tokenizer, factory->task_name()));
+  ASSIGN_OR_RETURN(const PolicyText text, MakePolicyText(job, *factory));
+  ASSIGN_OR_RETURN(ModelOptions model,
+                   ResolveModelOptions(job, *text.tokenizer, text.tokenizer_name));
   ASSIGN_OR_RETURN(std::unique_ptr<LearnerSession> session,
                    LearnerSession::Open(job, model, /*resume=*/true));
   return session->step();

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # flywheel export on the real binary: a short run's checkpoint as a Hugging Face directory; a run
-# that starts from one (a tiny Qwen3 in BF16, written by the model tests' script) exports its
-# architecture, dtype and tokenizer files again; a [model] shape that contradicts config.json is
-# refused naming both values.
+# that starts from one (a tiny Qwen3 in BF16 with the real Qwen3 tokenizer, written by
+# model/testdata/hf_tiny_chat_model.py) exports its architecture, dtype and tokenizer files again;
+# a [model] shape that contradicts config.json is refused naming both values.
 set -uo pipefail
 FLYWHEEL="$1"
 SOURCE="$2"
@@ -23,11 +23,12 @@ grep -q '"torch_dtype": "float32"' "$TMP/self-hf/config.json" || fail "exported 
   fail "export lacks model.safetensors or generation_config.json"
 err=$("$FLYWHEEL" export "$TMP/runs/self" --out "$TMP/self-hf" 2>&1) && fail "export overwrote a directory"
 grep -q "not empty" <<<"$err" || fail "export into a full directory unclear: $err"
-/usr/bin/python3 "$SOURCE/src/flywheel/model/testdata/hf_tiny_checkpoints.py" "$TMP/hf" >/dev/null ||
-  fail "writing the tiny checkpoints failed"
+/usr/bin/python3 "$SOURCE/src/flywheel/model/testdata/hf_tiny_chat_model.py" "$TMP/hf/qwen3_chat" \
+  "$SOURCE/third_party/tokenizers/qwen3" >/dev/null ||
+  fail "writing the tiny Qwen3 directory failed (is third_party/tokenizers/ there? scripts/setup)"
 cat >"$TMP/from-hf.toml" <<TOML
 [model]
-path = "$TMP/hf/qwen3_tied_bf16"
+path = "$TMP/hf/qwen3_chat"
 max_seq_len = 256
 [env]
 kind = "guess"
@@ -35,17 +36,18 @@ kind = "guess"
 max_new_tokens = 1
 [learner]
 buckets = [64, 128, 256]
+token_budget = 256  # logits of [tokens, 151936] per micro-batch: the default 8192 is 5 GB
 TOML
 out=$("$FLYWHEEL" --log-level warn train "$TMP/from-hf.toml" "${small[@]}" --set run.name=from-hf 2>&1) ||
   fail "a run from model.path failed: $out"
 out=$("$FLYWHEEL" export "$TMP/runs/from-hf" --step 2 --out "$TMP/from-hf-out") ||
   fail "export of the model.path run failed: $out"
 grep -q "Qwen3ForCausalLM, .* bfloat16" <<<"$out" || fail "model.path export output unclear: $out"
-cmp -s "$TMP/hf/qwen3_tied_bf16/tokenizer.json" "$TMP/from-hf-out/tokenizer.json" ||
+cmp -s "$TMP/hf/qwen3_chat/tokenizer.json" "$TMP/from-hf-out/tokenizer.json" ||
   fail "export did not copy tokenizer.json"
-err=$("$FLYWHEEL" train "$TMP/from-hf.toml" "${small[@]}" --set run.name=bad --set model.hidden_size=64 2>&1) &&
+err=$("$FLYWHEEL" train "$TMP/from-hf.toml" "${small[@]}" --set run.name=bad --set model.hidden_size=32 2>&1) &&
   fail "a [model] shape that disagrees with config.json was accepted"
-grep -q "model.hidden_size = 64 in the job config disagrees with hidden_size = 32" <<<"$err" ||
+grep -q "model.hidden_size = 32 in the job config disagrees with hidden_size = 64" <<<"$err" ||
   fail "shape disagreement unclear: $err"
 
 echo "export_test: $failures failures"

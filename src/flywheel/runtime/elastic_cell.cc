@@ -11,7 +11,6 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "flywheel/actor/actor.h"
-#include "flywheel/actor/env_tokenizer.h"
 #include "flywheel/core/emulated_device.h"
 #include "flywheel/core/host_port.h"
 #include "flywheel/core/status_macros.h"
@@ -25,6 +24,7 @@
 #include "flywheel/model/transformer.h"
 #include "flywheel/runtime/learner_group.h"
 #include "flywheel/runtime/policy_setup.h"
+#include "flywheel/runtime/policy_text.h"
 #include "flywheel/runtime/remote_buffer.h"
 #include "flywheel/runtime/remote_connect.h"
 #include "flywheel/runtime/transformer_policy.h"
@@ -78,7 +78,7 @@ class ElasticCell {
   const ElasticCellOptions options_;
   std::unique_ptr<EnvFactory> factory_;
   std::unique_ptr<EnvExecutor> executor_;
-  std::unique_ptr<Tokenizer> tokenizer_;
+  PolicyText text_;  // the tokenizer and turn format the actors borrow
   ModelOptions model_options_;
   std::unique_ptr<SchedulerClient> client_;
   v1::RegisterResponse registration_;
@@ -120,9 +120,9 @@ void ElasticCell::Log(const std::string& line) {
 absl::Status ElasticCell::Init() {
   ASSIGN_OR_RETURN(factory_, EnvFactory::Create(config_.env));
   executor_ = std::make_unique<EnvExecutor>(EnvExecutor::OptionsFor(config_.env));
-  ASSIGN_OR_RETURN(tokenizer_, MakeTokenizer(factory_->vocabulary()));
+  ASSIGN_OR_RETURN(text_, MakePolicyText(config_, *factory_));
   ASSIGN_OR_RETURN(model_options_,
-                   ResolveModelOptions(config_, *tokenizer_, factory_->task_name()));
+                   ResolveModelOptions(config_, *text_.tokenizer, text_.tokenizer_name));
   // A cell is one unit of compute: one intra-op thread, as the cells of `flywheel train`.
   torch::set_num_threads(1);
 
@@ -189,8 +189,8 @@ absl::Status ElasticCell::Init() {
   engine_version_ = snapshot->version;
   actor_ = std::make_unique<Actor>(
       StrCat("cell-", cell_, "@", fmt::format("{:x}", incarnation % 0xffffff)), config_.actor,
-      config_.sampling, std::move(engine), factory_.get(), executor_.get(), tokenizer_.get(),
-      tasks_.get(), [this](Trajectory t) { return Insert(t); }, seed + 1);
+      config_.sampling, std::move(engine), factory_.get(), executor_.get(), text_.tokenizer.get(),
+      tasks_.get(), [this](Trajectory t) { return Insert(t); }, seed + 1, text_.turn_format.get());
   actor_->SetAdmission([this] { return admit_until_.load() - tasks_->handed_out(); });
   ready_ = true;
   Log(StrCat("registered with the core at ", options_.scheduler_address, " (store ",

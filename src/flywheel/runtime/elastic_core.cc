@@ -11,7 +11,6 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "flywheel/actor/env_tokenizer.h"
 #include "flywheel/core/emulated_device.h"
 #include "flywheel/core/host_port.h"
 #include "flywheel/core/status_macros.h"
@@ -31,6 +30,7 @@
 #include "flywheel/runtime/elastic_switches.h"
 #include "flywheel/runtime/learner_group.h"
 #include "flywheel/runtime/policy_setup.h"
+#include "flywheel/runtime/policy_text.h"
 #include "flywheel/runtime/progress.h"
 #include "flywheel/runtime/remote_buffer.h"
 #include "flywheel/runtime/run_directory.h"
@@ -96,7 +96,6 @@ class ElasticCore {
   absl::Time start_;
   const RunStop* stop_ = nullptr;
   std::unique_ptr<EnvFactory> factory_;
-  std::unique_ptr<Tokenizer> tokenizer_;
   ModelOptions model_options_;
   BlasChoice blas_;
   std::unique_ptr<RemoteBuffer> buffer_;
@@ -167,9 +166,10 @@ absl::Status ElasticCore::Init() {
   }
   RETURN_IF_ERROR(admission_.Validate());
   ASSIGN_OR_RETURN(factory_, EnvFactory::Create(config_.env));
-  ASSIGN_OR_RETURN(tokenizer_, MakeTokenizer(factory_->vocabulary()));
+  // The cells' tokenizer: the model's vocabulary must cover it.
+  ASSIGN_OR_RETURN(const PolicyText text, MakePolicyText(config_, *factory_));
   ASSIGN_OR_RETURN(model_options_,
-                   ResolveModelOptions(config_, *tokenizer_, factory_->task_name()));
+                   ResolveModelOptions(config_, *text.tokenizer, text.tokenizer_name));
 
   // Reach the buffer before creating anything on disk: a wrong address leaves no run behind.
   ASSIGN_OR_RETURN(buffer_, RemoteBuffer::ConnectAsLearner(

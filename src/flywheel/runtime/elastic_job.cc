@@ -18,7 +18,6 @@
 #include "absl/time/clock.h"
 #include "flywheel/actor/actor.h"
 #include "flywheel/actor/actor_metrics.h"
-#include "flywheel/actor/env_tokenizer.h"
 #include "flywheel/buffer/buffer.h"
 #include "flywheel/core/emulated_device.h"
 #include "flywheel/core/status_macros.h"
@@ -38,6 +37,7 @@
 #include "flywheel/runtime/elastic_switches.h"
 #include "flywheel/runtime/policy_eval.h"
 #include "flywheel/runtime/policy_setup.h"
+#include "flywheel/runtime/policy_text.h"
 #include "flywheel/runtime/progress.h"
 #include "flywheel/runtime/run_directory.h"
 #include "flywheel/runtime/run_stop.h"
@@ -131,7 +131,7 @@ class ElasticJob {
   std::vector<int64_t> env_steps_at_start_;  // ActorMetrics' env-call histogram at start_
   std::unique_ptr<EnvFactory> factory_;
   std::unique_ptr<EnvExecutor> executor_;
-  std::unique_ptr<Tokenizer> tokenizer_;
+  PolicyText text_;  // the tokenizer and turn format the actors borrow
   ModelOptions model_options_;
   BlasChoice blas_;
   std::unique_ptr<RunDirectory> run_dir_;
@@ -197,8 +197,8 @@ absl::StatusOr<std::unique_ptr<Cell>> ElasticJob::MakeCell(
                    RolloutEngine::Create(config_.actor.engine, std::move(weights)));
   cell->actor = std::make_unique<Actor>(
       StrCat("cell-", id), config_.actor, config_.sampling, std::move(engine), factory_.get(),
-      executor_.get(), tokenizer_.get(), tasks_.get(),
-      [this](Trajectory t) { return Sink(std::move(t)); }, seed + 1);
+      executor_.get(), text_.tokenizer.get(), tasks_.get(),
+      [this](Trajectory t) { return Sink(std::move(t)); }, seed + 1, text_.turn_format.get());
   cell->actor->SetAdmission([this] { return AdmissionRoom(); });
   return cell;
 }
@@ -218,9 +218,9 @@ absl::Status ElasticJob::Init(const EmbeddedJobOptions& options) {
   RETURN_IF_ERROR(admission_.Validate());
   ASSIGN_OR_RETURN(factory_, EnvFactory::Create(config_.env));
   executor_ = std::make_unique<EnvExecutor>(EnvExecutor::OptionsFor(config_.env));
-  ASSIGN_OR_RETURN(tokenizer_, MakeTokenizer(factory_->vocabulary()));
+  ASSIGN_OR_RETURN(text_, MakePolicyText(config_, *factory_));
   ASSIGN_OR_RETURN(model_options_,
-                   ResolveModelOptions(config_, *tokenizer_, factory_->task_name()));
+                   ResolveModelOptions(config_, *text_.tokenizer, text_.tokenizer_name));
   ASSIGN_OR_RETURN(blas_, ChooseBlasThreads(BlasRole::kEmbedded, config_.run.blas_threads,
                                             model_options_, config_.learner.token_budget));
   spdlog::info("{}", blas_.DebugString());
@@ -786,7 +786,7 @@ absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions& op
     ASSIGN_OR_RETURN(std::shared_ptr<const WeightSnapshot> weights,
                      MakeSnapshot(core.model, core.learner->version()));
     ASSIGN_OR_RETURN(PolicyEvalResult eval,
-                     EvaluatePolicy(config_, *factory_, *tokenizer_, std::move(weights),
+                     EvaluatePolicy(config_, *factory_, text_, std::move(weights),
                                     run.eval_episodes, static_cast<uint64_t>(run.seed)));
     result.eval = eval;
     result.summary["eval"] = eval.ToJson();

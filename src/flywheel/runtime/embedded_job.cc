@@ -15,7 +15,6 @@
 #include "flywheel/actor/actor.h"
 #include "flywheel/actor/actor_metrics.h"
 #include "flywheel/actor/actor_threads.h"
-#include "flywheel/actor/env_tokenizer.h"
 #include "flywheel/buffer/buffer.h"
 #include "flywheel/core/emulated_device.h"
 #include "flywheel/core/status_macros.h"
@@ -32,6 +31,7 @@
 #include "flywheel/runtime/learner_session.h"
 #include "flywheel/runtime/policy_eval.h"
 #include "flywheel/runtime/policy_setup.h"
+#include "flywheel/runtime/policy_text.h"
 #include "flywheel/runtime/progress.h"
 #include "flywheel/runtime/run_stop.h"
 #include "flywheel/scheduler/elastic_control.h"
@@ -96,7 +96,7 @@ class Job {
   const JobConfig config_;
   std::unique_ptr<EnvFactory> factory_;
   std::unique_ptr<EnvExecutor> executor_;
-  std::unique_ptr<Tokenizer> tokenizer_;
+  PolicyText text_;  // the tokenizer and turn format every actor borrows
   // learner.world_size > 1: rank 0's communicator (outlives learner_) and ranks 1..N-1.
   std::unique_ptr<dist::Communicator> group_;
   std::vector<std::thread> followers_;
@@ -114,9 +114,9 @@ class Job {
 absl::Status Job::Init(const EmbeddedJobOptions& options) {
   ASSIGN_OR_RETURN(factory_, EnvFactory::Create(config_.env));
   executor_ = std::make_unique<EnvExecutor>(EnvExecutor::OptionsFor(config_.env));
-  ASSIGN_OR_RETURN(tokenizer_, MakeTokenizer(factory_->vocabulary()));
+  ASSIGN_OR_RETURN(text_, MakePolicyText(config_, *factory_));
   ASSIGN_OR_RETURN(ModelOptions model_options,
-                   ResolveModelOptions(config_, *tokenizer_, factory_->task_name()));
+                   ResolveModelOptions(config_, *text_.tokenizer, text_.tokenizer_name));
   ASSIGN_OR_RETURN(blas_, ChooseBlasThreads(BlasRole::kEmbedded, config_.run.blas_threads,
                                             model_options, config_.learner.token_budget));
   spdlog::info("{}", blas_.DebugString());
@@ -154,8 +154,8 @@ absl::Status Job::Init(const EmbeddedJobOptions& options) {
                      RolloutEngine::Create(config_.actor.engine, snapshot));
     actors_.push_back(std::make_unique<Actor>(
         StrCat("actor-", i), config_.actor, config_.sampling, std::move(engine), factory_.get(),
-        executor_.get(), tokenizer_.get(), tasks_.back().get(),
-        [this](Trajectory t) { return Sink(std::move(t)); }, seed + 1));
+        executor_.get(), text_.tokenizer.get(), tasks_.back().get(),
+        [this](Trajectory t) { return Sink(std::move(t)); }, seed + 1, text_.turn_format.get()));
     if (admission_.enabled()) {
       actors_.back()->SetAdmission([this] { return AdmissionRoom(); });
     }
@@ -410,7 +410,7 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
     // seed are evaluated on the same episodes.
     ASSIGN_OR_RETURN(std::shared_ptr<const WeightSnapshot> weights, learner_->Snapshot());
     ASSIGN_OR_RETURN(PolicyEvalResult eval,
-                     EvaluatePolicy(config_, *factory_, *tokenizer_, std::move(weights),
+                     EvaluatePolicy(config_, *factory_, text_, std::move(weights),
                                     run.eval_episodes, static_cast<uint64_t>(run.seed)));
     result.eval = eval;
     result.summary["eval"] = eval.ToJson();

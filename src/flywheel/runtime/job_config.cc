@@ -1,9 +1,13 @@
 #include "flywheel/runtime/job_config.h"
 
+#include <spdlog/spdlog.h>
+
 #include "flywheel/core/config.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/env/tasks/copy.h"
+#include "flywheel/model/hf_generation_config.h"
+#include "flywheel/runtime/sampling_defaults.h"
 
 namespace flywheel {
 namespace {
@@ -76,6 +80,18 @@ absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path,
   }
   JobConfig job;
   RETURN_IF_ERROR(config::Bind(table, path, job));
+  if (!job.model.path.empty()) {
+    // Here, while the table still tells which [sampling] keys the job set (sampling_defaults.h).
+    ASSIGN_OR_RETURN(const HfGenerationConfig generation,
+                     LoadHfGenerationConfig(job.model.path));
+    ASSIGN_OR_RETURN(const std::vector<std::string> applied,
+                     ApplyGenerationDefaults(table, generation,
+                                             StrCat(job.model.path, "/generation_config.json"),
+                                             &job.sampling));
+    if (!applied.empty()) {
+      spdlog::info("from {}/generation_config.json: {}", job.model.path, Join(applied, ", "));
+    }
+  }
   RETURN_IF_ERROR(Annotate(job.Validate(), path));
   return job;
 }

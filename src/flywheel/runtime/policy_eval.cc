@@ -21,7 +21,7 @@ nlohmann::json PolicyEvalResult::ToJson() const {
 }
 
 absl::StatusOr<PolicyEvalResult> EvaluatePolicy(const JobConfig& config, const EnvFactory& factory,
-                                                const Tokenizer& tokenizer,
+                                                const PolicyText& text,
                                                 std::shared_ptr<const WeightSnapshot> weights,
                                                 int64_t episodes, uint64_t seed) {
   if (episodes < 1) {
@@ -42,14 +42,14 @@ absl::StatusOr<PolicyEvalResult> EvaluatePolicy(const JobConfig& config, const E
                    RolloutEngine::Create(config.actor.engine, std::move(weights)));
   {
     Actor actor(
-        "eval", config.actor, config.sampling, std::move(engine), &factory, &executor, &tokenizer,
-        &tasks,
+        "eval", config.actor, config.sampling, std::move(engine), &factory, &executor,
+        text.tokenizer.get(), &tasks,
         [&](Trajectory t) {
           absl::MutexLock lock(&mu);
           rewards.push_back(t.final_reward);
           return absl::OkStatus();
         },
-        MixSeed(seed + 1));
+        MixSeed(seed + 1), text.turn_format.get());
     const absl::Status run = actor.Run(episodes);
     executor.Close();
     RETURN_IF_ERROR(run);

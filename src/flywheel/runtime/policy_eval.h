@@ -16,9 +16,9 @@
 
 #include "absl/status/statusor.h"
 #include "flywheel/env/env_factory.h"
-#include "flywheel/model/tokenizer.h"
 #include "flywheel/model/weight_snapshot.h"
 #include "flywheel/runtime/job_config.h"
+#include "flywheel/runtime/policy_text.h"
 
 namespace flywheel {
 
@@ -34,9 +34,10 @@ struct PolicyEvalResult {
 };
 
 // Plays `episodes` episodes of `config`'s environment (as configured, latency included) with
-// `weights` on one actor of `config.actor`'s settings, on fresh tasks of one rollout each.
+// `weights` on one actor of `config.actor`'s settings and the job's tokenizer and turn format
+// (`text`), on fresh tasks of one rollout each.
 absl::StatusOr<PolicyEvalResult> EvaluatePolicy(const JobConfig& config, const EnvFactory& factory,
-                                                const Tokenizer& tokenizer,
+                                                const PolicyText& text,
                                                 std::shared_ptr<const WeightSnapshot> weights,
                                                 int64_t episodes, uint64_t seed);
 

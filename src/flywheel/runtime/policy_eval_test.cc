@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "flywheel/actor/env_tokenizer.h"
+#include "flywheel/runtime/policy_text.h"
 #include "flywheel/runtime/embedded_job.h"
 #include "flywheel/runtime/job_test_util.h"
 #include "flywheel/runtime/learner_session.h"
@@ -18,7 +18,7 @@ namespace {
 struct Policy {
   JobConfig config;
   std::unique_ptr<EnvFactory> factory;
-  std::unique_ptr<Tokenizer> tokenizer;
+  PolicyText text;
   std::shared_ptr<const WeightSnapshot> weights;
 };
 
@@ -29,9 +29,9 @@ Policy MakePolicy(const std::string& name, int64_t seed) {
   EXPECT_TRUE(config.ok()) << config.status();
   p.config = *config;
   p.factory = *EnvFactory::Create(p.config.env);
-  p.tokenizer = *MakeTokenizer(p.factory->vocabulary());
+  p.text = *MakePolicyText(p.config, *p.factory);
   absl::StatusOr<ModelOptions> model =
-      ResolveModelOptions(p.config, *p.tokenizer, p.factory->task_name());
+      ResolveModelOptions(p.config, *p.text.tokenizer, p.text.tokenizer_name);
   EXPECT_TRUE(model.ok()) << model.status();
   absl::StatusOr<std::unique_ptr<LearnerSession>> session =
       LearnerSession::Open(p.config, *model, /*resume=*/false);
@@ -41,7 +41,7 @@ Policy MakePolicy(const std::string& name, int64_t seed) {
 }
 
 absl::StatusOr<PolicyEvalResult> Evaluate(const Policy& p, int64_t episodes, uint64_t seed) {
-  return EvaluatePolicy(p.config, *p.factory, *p.tokenizer, p.weights, episodes, seed);
+  return EvaluatePolicy(p.config, *p.factory, p.text, p.weights, episodes, seed);
 }
 
 TEST(PolicyEvalTest, SameSeedPlaysTheSameEpisodes) {

@@ -11,7 +11,7 @@ namespace flywheel {
 
 absl::StatusOr<ModelOptions> ResolveModelOptions(const JobConfig& config,
                                                  const Tokenizer& tokenizer,
-                                                 const std::string& task_name) {
+                                                 const std::string& tokenizer_name) {
   ModelOptions options = config.model;
   if (!options.path.empty()) {
     ASSIGN_OR_RETURN(const HfModelConfig hf, LoadHfModelConfig(options.path));
@@ -20,13 +20,14 @@ absl::StatusOr<ModelOptions> ResolveModelOptions(const JobConfig& config,
   if (options.vocab_size == 0) options.vocab_size = tokenizer.vocab_size();
   if (options.vocab_size < tokenizer.vocab_size() && !options.path.empty()) {
     return absl::InvalidArgumentError(
-        StrCat("model.path ", options.path, " has vocab_size ", options.vocab_size,
-               ", fewer tokens than the ", task_name, " tokenizer's ", tokenizer.vocab_size()));
+        StrCat("model.path: ", options.path, "/config.json has vocab_size ", options.vocab_size,
+               ", fewer ids than ", tokenizer_name, "'s ", tokenizer.vocab_size(),
+               ": the model cannot embed every token"));
   }
   if (options.vocab_size < tokenizer.vocab_size()) {
     return absl::InvalidArgumentError(
-        StrCat("model.vocab_size = ", options.vocab_size, " is smaller than the ", task_name,
-               " tokenizer's ", tokenizer.vocab_size(), ": set it to 0 to take the tokenizer's"));
+        StrCat("model.vocab_size = ", options.vocab_size, " is smaller than ", tokenizer_name,
+               "'s ", tokenizer.vocab_size(), ": set it to 0 to take the tokenizer's"));
   }
   if (options.seed == 0) options.seed = config.run.seed;
   return options;

@@ -1,6 +1,5 @@
-// What the learner and actor processes of one job must agree on to exchange weights: the
-// tokenizer of the environment and the model options resolved against it; and the model a job
-// starts from.
+// What the learner and actor processes of one job must agree on to exchange weights: the model
+// options resolved against the job's tokenizer (policy_text.h); and the model a job starts from.
 #ifndef FLYWHEEL_RUNTIME_POLICY_SETUP_H_
 #define FLYWHEEL_RUNTIME_POLICY_SETUP_H_
 
@@ -17,11 +16,11 @@ namespace flywheel {
 
 // With model.path, the shape comes from the directory's config.json (ApplyHfModelConfig: a shape
 // key the job config set otherwise is an error naming both values). Then model.vocab_size 0
-// takes the tokenizer's; a smaller one is an error; model.seed 0 takes run.seed (as `flywheel
-// train` does).
+// takes the tokenizer's; a smaller one is an error naming both (`tokenizer_name`: "the guess
+// tokenizer", "DIR/tokenizer.json"); model.seed 0 takes run.seed (as `flywheel train` does).
 absl::StatusOr<ModelOptions> ResolveModelOptions(const JobConfig& config,
                                                  const Tokenizer& tokenizer,
-                                                 const std::string& task_name);
+                                                 const std::string& tokenizer_name);
 
 // The model a job trains from, for resolved `options`: without model.path a new model initialised
 // from options.seed (MakeTransformer); with it, the directory's weights (LoadHfModel, float32

@@ -12,7 +12,6 @@
 #include "absl/time/clock.h"
 #include "flywheel/actor/actor.h"
 #include "flywheel/actor/actor_threads.h"
-#include "flywheel/actor/env_tokenizer.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/core/trajectory_proto.h"
@@ -21,6 +20,7 @@
 #include "flywheel/env/task_source.h"
 #include "flywheel/runtime/blas_choice.h"
 #include "flywheel/runtime/policy_setup.h"
+#include "flywheel/runtime/policy_text.h"
 #include "flywheel/runtime/remote_buffer.h"
 #include "flywheel/runtime/remote_connect.h"
 #include "flywheel/weights/client.h"
@@ -53,7 +53,7 @@ class RemoteActorProcess {
   std::string name_;
   std::unique_ptr<EnvFactory> factory_;
   std::unique_ptr<EnvExecutor> executor_;
-  std::unique_ptr<Tokenizer> tokenizer_;
+  PolicyText text_;  // the tokenizer and turn format every actor borrows
   ModelOptions model_options_;
   std::unique_ptr<WeightsClient> weights_;
   std::unique_ptr<RemoteBuffer> buffer_;
@@ -99,9 +99,9 @@ absl::Status RemoteActorProcess::Init() {
   }
   ASSIGN_OR_RETURN(factory_, EnvFactory::Create(config_.env));
   executor_ = std::make_unique<EnvExecutor>(EnvExecutor::OptionsFor(config_.env));
-  ASSIGN_OR_RETURN(tokenizer_, MakeTokenizer(factory_->vocabulary()));
+  ASSIGN_OR_RETURN(text_, MakePolicyText(config_, *factory_));
   ASSIGN_OR_RETURN(model_options_,
-                   ResolveModelOptions(config_, *tokenizer_, factory_->task_name()));
+                   ResolveModelOptions(config_, *text_.tokenizer, text_.tokenizer_name));
   ASSIGN_OR_RETURN(const BlasChoice blas,
                    ChooseBlasThreads(BlasRole::kActorProcess, config_.run.blas_threads,
                                      model_options_, config_.learner.token_budget));
@@ -143,8 +143,8 @@ absl::Status RemoteActorProcess::Init() {
     id = StrCat(id, "@", fmt::format("{:x}", incarnation % 0xffffff));
     actors_.push_back(std::make_unique<Actor>(
         std::move(id), config_.actor, config_.sampling, std::move(engine), factory_.get(),
-        executor_.get(), tokenizer_.get(), tasks_.back().get(),
-        [this](Trajectory t) { return Insert(t); }, seed + 1));
+        executor_.get(), text_.tokenizer.get(), tasks_.back().get(),
+        [this](Trajectory t) { return Insert(t); }, seed + 1, text_.turn_format.get()));
   }
   return absl::OkStatus();
 }

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "flywheel/actor/env_tokenizer.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/env/env_factory.h"
@@ -19,6 +18,7 @@
 #include "flywheel/runtime/learner_leases.h"
 #include "flywheel/runtime/learner_session.h"
 #include "flywheel/runtime/policy_setup.h"
+#include "flywheel/runtime/policy_text.h"
 #include "flywheel/runtime/progress.h"
 #include "flywheel/runtime/remote_buffer.h"
 #include "flywheel/runtime/remote_connect.h"
@@ -67,7 +67,6 @@ class RemoteLearner {
   const JobConfig config_;
   const RemoteLearnerOptions options_;
   std::unique_ptr<EnvFactory> factory_;
-  std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<LearnerSession> learner_;
   BlasChoice blas_;
   std::unique_ptr<RemoteBuffer> buffer_;
@@ -89,9 +88,10 @@ absl::Status RemoteLearner::Init() {
         "--scheduler-listen HOST:PORT and start `flywheel cell` processes (not actors)");
   }
   ASSIGN_OR_RETURN(factory_, EnvFactory::Create(config_.env));
-  ASSIGN_OR_RETURN(tokenizer_, MakeTokenizer(factory_->vocabulary()));
+  // The actors' tokenizer: the model's vocabulary must cover it.
+  ASSIGN_OR_RETURN(const PolicyText text, MakePolicyText(config_, *factory_));
   ASSIGN_OR_RETURN(ModelOptions model_options,
-                   ResolveModelOptions(config_, *tokenizer_, factory_->task_name()));
+                   ResolveModelOptions(config_, *text.tokenizer, text.tokenizer_name));
 
   // Reach the buffer before creating anything on disk: a wrong address leaves no run behind.
   ASSIGN_OR_RETURN(buffer_, RemoteBuffer::ConnectAsLearner(
@@ -373,9 +373,9 @@ absl::StatusOr<RemoteLearnerResult> RemoteLearner::Train() {
 absl::StatusOr<RemoteLearnerResult> FollowRankZero(const JobConfig& config,
                                                    const RemoteLearnerOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<EnvFactory> factory, EnvFactory::Create(config.env));
-  ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, MakeTokenizer(factory->vocabulary()));
+  ASSIGN_OR_RETURN(const PolicyText text, MakePolicyText(config, *factory));
   ASSIGN_OR_RETURN(ModelOptions model_options,
-                   ResolveModelOptions(config, *tokenizer, factory->task_name()));
+                   ResolveModelOptions(config, *text.tokenizer, text.tokenizer_name));
   ASSIGN_OR_RETURN(BlasChoice blas,
                    ChooseBlasThreads(BlasRole::kLearnerProcess, config.run.blas_threads,
                                      model_options, config.learner.token_budget));

@@ -53,7 +53,7 @@ absl::StatusOr<TreeJobResult> RunTreeJob(const JobConfig& config, const TreeJobR
   ASSIGN_OR_RETURN(const std::unique_ptr<WordTokenizer> tokenizer,
                    MakeRepairHarnessTokenizer(harness.repair));
   ASSIGN_OR_RETURN(const ModelOptions model_options,
-                   ResolveModelOptions(config, *tokenizer, "repair harness"));
+                   ResolveModelOptions(config, *tokenizer, "the repair harness tokenizer"));
   ASSIGN_OR_RETURN(const BlasChoice blas,
                    ChooseBlasThreads(BlasRole::kEmbedded, config.run.blas_threads, model_options,
                                      config.learner.token_budget));

@@ -15,7 +15,6 @@
 
 #include "absl/synchronization/mutex.h"
 #include "flywheel/actor/actor.h"
-#include "flywheel/actor/env_tokenizer.h"
 #include "flywheel/actor/rollout_engine.h"
 #include "flywheel/core/emulated_device.h"
 #include "flywheel/core/status_macros.h"
@@ -29,6 +28,7 @@
 #include "flywheel/runtime/blas_choice.h"
 #include "flywheel/runtime/learner_session.h"
 #include "flywheel/runtime/policy_setup.h"
+#include "flywheel/runtime/policy_text.h"
 
 namespace flywheel::sim {
 namespace {
@@ -97,7 +97,7 @@ int64_t PromptLength(const Trajectory& t) {
 // same models): an episode's shape does not depend on it, and an environment of minutes per
 // step would otherwise make the calibration take hours.
 absl::StatusOr<std::vector<Trajectory>> RecordEpisodes(
-    const JobConfig& job, const Tokenizer& tokenizer, std::shared_ptr<const WeightSnapshot> weights,
+    const JobConfig& job, const PolicyText& text, std::shared_ptr<const WeightSnapshot> weights,
     int64_t count) {
   EnvOptions env = job.env;
   env.latency = LatencyOptions{};
@@ -115,13 +115,13 @@ absl::StatusOr<std::vector<Trajectory>> RecordEpisodes(
   {
     Actor actor(
         "calibration", job.actor, job.sampling, std::move(engine), factory.get(), &executor,
-        &tokenizer, &tasks,
+        text.tokenizer.get(), &tasks,
         [&](Trajectory t) {
           absl::MutexLock lock(&mu);
           episodes.push_back(std::move(t));
           return absl::OkStatus();
         },
-        MixSeed(seed + 1));
+        MixSeed(seed + 1), text.turn_format.get());
     run = actor.Run(count);
     executor.Close();
   }
@@ -325,9 +325,9 @@ absl::StatusOr<Calibration> CalibrateJob(const JobConfig& job, const Calibration
   const Clock::time_point started = Clock::now();
   SetEmulatedSlowdown(job.run.emulated_slowdown);
   ASSIGN_OR_RETURN(std::unique_ptr<EnvFactory> factory, EnvFactory::Create(job.env));
-  ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, MakeTokenizer(factory->vocabulary()));
+  ASSIGN_OR_RETURN(const PolicyText text, MakePolicyText(job, *factory));
   ASSIGN_OR_RETURN(ModelOptions model_options,
-                   ResolveModelOptions(job, *tokenizer, factory->task_name()));
+                   ResolveModelOptions(job, *text.tokenizer, text.tokenizer_name));
   // The thread settings of the job's cells: one BLAS thread in the embedded job; one intra-op
   // thread per rank when ranks (or elastic cells) share the process.
   ASSIGN_OR_RETURN(const BlasChoice blas,
@@ -342,7 +342,7 @@ absl::StatusOr<Calibration> CalibrateJob(const JobConfig& job, const Calibration
   const int64_t group = job.actor.group_size;
   const int64_t wanted = std::max(options.episodes, job.run.batch_groups * group);
   ASSIGN_OR_RETURN(const std::vector<Trajectory> episodes,
-                   RecordEpisodes(job, *tokenizer, initial, (wanted + group - 1) / group * group));
+                   RecordEpisodes(job, text, initial, (wanted + group - 1) / group * group));
 
   // The engine on a thread of its own, as an actor's (its intra-op setting is per thread).
   absl::StatusOr<DecodeMeasurement> decode = absl::UnknownError("not run");
