@@ -14,7 +14,7 @@ find_package(hwy CONFIG REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 
-if(NOT FLYWHEEL_THREAD_SAFETY)
+if(NOT FLYWHEEL_TORCH_FREE)
   # Debian's libtorch-dev (CPU) by default; a CUDA LibTorch with -DTorch_DIR=<libtorch>/share/cmake/Torch.
   find_package(Torch REQUIRED)
   # Debian's Caffe2 config re-creates a `gflags` target without a library location; give it one.
