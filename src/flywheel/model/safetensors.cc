@@ -2,7 +2,6 @@
 
 
 #include <algorithm>
-#include <bit>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -13,16 +12,11 @@
 #include "flywheel/core/file_util.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
+#include "flywheel/model/safetensors_header.h"
 #include "flywheel/model/torch_status.h"
 
 namespace flywheel {
 namespace {
-
-static_assert(std::endian::native == std::endian::little,
-              "safetensors data is little-endian; add byte swapping for this host");
-
-// Bounds a hostile header before anything is allocated from it (HF uses 100 MB as well).
-constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
 absl::StatusOr<std::string> DtypeName(torch::ScalarType t) {
   switch (t) {
@@ -88,74 +82,16 @@ absl::StatusOr<SafetensorsFile> ReadSafetensors(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return absl::NotFoundError(StrCat("safetensors: cannot open ", path));
   std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  auto corrupt = [&](const std::string& what) {
-    return absl::DataLossError(
-        StrCat("safetensors ", path, ": ", what, " (corrupt or truncated file)"));
-  };
-  if (bytes.size() < 8) return corrupt(StrCat("only ", bytes.size(), " bytes, no header size"));
-  uint64_t header_size = 0;
-  std::memcpy(&header_size, bytes.data(), 8);
-  if (header_size > kMaxHeaderBytes || header_size > bytes.size() - 8) {
-    return corrupt(
-        StrCat("header size ", header_size, " exceeds the file (", bytes.size(), " bytes)"));
-  }
-  nlohmann::json header =
-      nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + header_size, nullptr,
-                            /*allow_exceptions=*/false);
-  if (header.is_discarded() || !header.is_object()) return corrupt("header is not a JSON object");
-  const uint64_t data_begin = 8 + header_size;
-  const uint64_t data_size = bytes.size() - data_begin;
-
+  ASSIGN_OR_RETURN(const SafetensorsHeader header, ParseSafetensorsHeader(bytes, path));
   SafetensorsFile out;
-  std::vector<std::pair<uint64_t, std::pair<std::string, torch::Tensor>>> ordered;
-  for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") {
-      if (!entry.is_object()) return corrupt("__metadata__ is not an object");
-      for (const auto& [k, v] : entry.items()) {
-        if (!v.is_string()) return corrupt(StrCat("__metadata__.", k, " is not a string"));
-        out.metadata[k] = v.get<std::string>();
-      }
-      continue;
-    }
-    if (!entry.is_object() || !entry.contains("dtype") || !entry["dtype"].is_string() ||
-        !entry.contains("shape") || !entry["shape"].is_array() || !entry.contains("data_offsets") ||
-        !entry["data_offsets"].is_array() || entry["data_offsets"].size() != 2) {
-      return corrupt(StrCat("tensor ", name, ": entry needs dtype, shape and data_offsets[2]"));
-    }
-    auto dtype = DtypeFromName(entry["dtype"].get<std::string>());
-    if (!dtype.ok())
-      return Annotate(dtype.status(), StrCat("safetensors ", path, ": tensor ", name));
-    std::vector<int64_t> shape;
-    uint64_t numel = 1;
-    for (const auto& d : entry["shape"]) {
-      if (!d.is_number_unsigned()) return corrupt(StrCat("tensor ", name, ": bad shape"));
-      shape.push_back(d.get<int64_t>());
-      numel *= d.get<uint64_t>();
-      if (numel > data_size)
-        return corrupt(StrCat("tensor ", name, ": shape larger than the file"));
-    }
-    const auto& offsets = entry["data_offsets"];
-    if (!offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned()) {
-      return corrupt(StrCat("tensor ", name, ": bad data_offsets"));
-    }
-    const uint64_t begin = offsets[0].get<uint64_t>();
-    const uint64_t end = offsets[1].get<uint64_t>();
-    const uint64_t expected = numel * c10::elementSize(*dtype);
-    if (end < begin || end - begin != expected) {
-      return corrupt(StrCat("tensor ", name, ": data_offsets [", begin, ", ", end, ") hold ",
-                            end - begin, " bytes, shape and dtype need ", expected));
-    }
-    if (end > data_size) {
-      return corrupt(StrCat("tensor ", name, ": data ends at byte ", end,
-                            " but the data section has ", data_size, " bytes"));
-    }
-    torch::Tensor t = torch::empty(shape, torch::TensorOptions().dtype(*dtype));
-    std::memcpy(t.data_ptr(), bytes.data() + data_begin + begin, expected);
-    ordered.push_back({begin, {name, t}});
+  out.metadata = header.metadata;
+  for (const SafetensorsEntry& entry : header.entries) {
+    ASSIGN_OR_RETURN(const torch::ScalarType dtype, DtypeFromName(entry.dtype));
+    torch::Tensor t = torch::empty(entry.shape, torch::TensorOptions().dtype(dtype));
+    std::memcpy(t.data_ptr(), bytes.data() + header.data_begin + entry.begin,
+                entry.end - entry.begin);
+    out.tensors.emplace_back(entry.name, std::move(t));
   }
-  std::stable_sort(ordered.begin(), ordered.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (auto& [offset, item] : ordered) out.tensors.push_back(std::move(item));
   return out;
 }
 
