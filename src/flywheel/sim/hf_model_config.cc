@@ -99,7 +99,7 @@ absl::StatusOr<HfModelShape> ParseHfModelConfig(std::string_view json_text,
   json config;
   try {
     config = json::parse(json_text.begin(), json_text.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number too large for a double
     return absl::InvalidArgumentError(StrCat(source, ": not valid JSON: ", e.what()));
   }
   if (!config.is_object()) {

@@ -112,6 +112,11 @@ TEST(HfModelConfigTest, ErrorsNameTheFileAndTheField) {
   EXPECT_NE(malformed.message().find("m/config.json: not valid JSON"), std::string_view::npos)
       << malformed;
 
+  // A number beyond a double's range ends the parse with out_of_range rather than parse_error.
+  absl::Status huge = ParseHfModelConfig(R"({"hidden_size": 4091e308})", "m/config.json").status();
+  EXPECT_EQ(huge.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(huge.message().find("m/config.json: not valid JSON"), std::string_view::npos) << huge;
+
   absl::Status dtype = ParseHfModelConfig(
                            R"({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
           "intermediate_size": 128, "vocab_size": 100, "torch_dtype": "int4"})",
