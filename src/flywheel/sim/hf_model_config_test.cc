@@ -107,6 +107,14 @@ TEST(HfModelConfigTest, ErrorsNameTheFileAndTheField) {
   EXPECT_NE(wrong_type.message().find("\"hidden_size\" must be an integer"), std::string_view::npos)
       << wrong_type;
 
+  // A million nested arrays as a field: the message used to dump() the value, which recursed
+  // once per level and overflowed the stack.
+  const std::string nested = std::string(1'000'000, '[') + std::string(1'000'000, ']');
+  absl::Status deep =
+      ParseHfModelConfig(StrCat(R"({"hidden_size": )", nested, "}"), "m/config.json").status();
+  EXPECT_NE(deep.message().find("must be an integer >= 1 (got an array)"), std::string_view::npos)
+      << deep.message().substr(0, 200);
+
   absl::Status malformed = ParseHfModelConfig(R"({"hidden_size": 64,)", "m/config.json").status();
   EXPECT_EQ(malformed.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(malformed.message().find("m/config.json: not valid JSON"), std::string_view::npos)

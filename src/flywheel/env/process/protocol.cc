@@ -42,6 +42,13 @@ absl::StatusOr<json> ParseReply(std::string_view line, std::string_view expected
 
 bool IsFiniteNumber(const json& j) { return j.is_number() && std::isfinite(j.get<double>()); }
 
+// A value for an error message. An array or object is named by its kind only: dumping it would
+// recurse once per level of nesting, and a reply line (up to env.process.max_line_bytes) can nest
+// millions of levels deep, which overflowed the stack.
+std::string Describe(const json& v) {
+  return v.is_structured() ? StrCat("an ", v.type_name()) : v.dump();
+}
+
 }  // namespace
 
 std::string Quote(std::string_view line) {
@@ -98,13 +105,13 @@ absl::StatusOr<Hello> ParseHello(std::string_view line) {
   for (const json& w : *words) {
     if (!w.is_string() || w.get<std::string>().empty() ||
         w.get<std::string>().find_first_of(" \t\n") != std::string::npos) {
-      return Invalid(StrCat("hello vocabulary word ", w.dump(),
+      return Invalid(StrCat("hello vocabulary word ", Describe(w),
                             " is not a non-empty string "
                             "without whitespace"),
                      line);
     }
     if (!seen.insert(w.get<std::string>()).second) {
-      return Invalid(StrCat("hello vocabulary word ", w.dump(), " appears twice"), line);
+      return Invalid(StrCat("hello vocabulary word ", Describe(w), " appears twice"), line);
     }
     hello.vocabulary.words.push_back(w.get<std::string>());
   }

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "flywheel/core/strings.h"
+
 namespace flywheel::protocol {
 namespace {
 
@@ -85,6 +87,17 @@ TEST(ProtocolTest, HelloChecksVersionNameAndVocabulary) {
           .status()
           .message(),
       HasSubstr("appears twice"));
+}
+
+TEST(ProtocolTest, ADeeplyNestedValueIsRefusedWithoutRecursingThroughIt) {
+  // A million nested arrays as a vocabulary word: the error message used to dump() the word,
+  // which recursed once per level and overflowed the stack.
+  const std::string nested = std::string(1'000'000, '[') + std::string(1'000'000, ']');
+  auto hello = ParseHello(StrCat(
+      R"({"type":"hello","protocol_version":1,"name":"g","vocabulary":{"kind":"words","words":[)",
+      nested, "]}}"));
+  EXPECT_EQ(hello.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(hello.status().message(), HasSubstr("vocabulary word an array is not"));
 }
 
 TEST(ProtocolTest, ScoreMustBeInUnitInterval) {
