@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -40,6 +41,9 @@ bool IsUtf8(std::string_view s) {
 void OneLine(std::string_view line, VocabularySpec& vocabulary) {
   if (absl::StatusOr<protocol::Hello> hello = protocol::ParseHello(line); hello.ok()) {
     Check(hello->version == protocol::kVersion && !hello->name.empty());
+    // What was accepted is what the line says, not a narrowed copy of it.
+    const nlohmann::json j = nlohmann::json::parse(line);
+    Check(j.at("protocol_version") == protocol::kVersion && j.at("name") == hello->name);
     vocabulary = hello->vocabulary;
   }
   if (absl::StatusOr<StepResult> r = protocol::ParseObservation(line); r.ok()) {

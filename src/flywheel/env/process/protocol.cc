@@ -78,11 +78,13 @@ absl::StatusOr<Hello> ParseHello(std::string_view line) {
   if (version == j->end() || !version->is_number_integer()) {
     return Invalid("hello has no integer \"protocol_version\"", line);
   }
-  hello.version = version->get<int>();
-  if (hello.version != kVersion) {
-    return Invalid(
-        StrCat("hello has protocol_version ", hello.version, ", flywheel speaks ", kVersion), line);
+  // Compared as JSON numbers: get<int>() would narrow 4294967297 to 1 and accept it.
+  if (*version != kVersion) {
+    return Invalid(StrCat("hello has protocol_version ", version->dump(), ", flywheel speaks ",
+                          kVersion),
+                   line);
   }
+  hello.version = kVersion;
   auto name = j->find("name");
   if (name == j->end() || !name->is_string() || name->get<std::string>().empty()) {
     return Invalid("hello has no non-empty string \"name\"", line);

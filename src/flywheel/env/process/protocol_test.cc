@@ -73,6 +73,12 @@ TEST(ProtocolTest, HelloChecksVersionNameAndVocabulary) {
             VocabularySpec::kBytes);
   EXPECT_THAT(ParseHello(R"({"type":"hello","protocol_version":2,"name":"g"})").status().message(),
               HasSubstr("protocol_version 2, flywheel speaks 1"));
+  // 2^32 + 1 used to be narrowed to int, to 1, and accepted.
+  EXPECT_THAT(
+      ParseHello(R"({"type":"hello","protocol_version":4294967297,"name":"g"})").status().message(),
+      HasSubstr("protocol_version 4294967297, flywheel speaks 1"));
+  EXPECT_FALSE(ParseHello(R"({"type":"hello","protocol_version":18446744073709551617,"name":"g"})")
+                   .ok());
   EXPECT_THAT(ParseHello(R"({"type":"hello","protocol_version":1})").status().message(),
               HasSubstr("\"name\""));
   EXPECT_THAT(
