@@ -88,8 +88,11 @@ absl::StatusOr<SafetensorsFile> ReadSafetensors(const std::string& path) {
   for (const SafetensorsEntry& entry : header.entries) {
     ASSIGN_OR_RETURN(const torch::ScalarType dtype, DtypeFromName(entry.dtype));
     torch::Tensor t = torch::empty(entry.shape, torch::TensorOptions().dtype(dtype));
-    std::memcpy(t.data_ptr(), bytes.data() + header.data_begin + entry.begin,
-                entry.end - entry.begin);
+    // An empty tensor has no storage: memcpy's destination would be null.
+    if (entry.end > entry.begin) {
+      std::memcpy(t.data_ptr(), bytes.data() + header.data_begin + entry.begin,
+                  entry.end - entry.begin);
+    }
     out.tensors.emplace_back(entry.name, std::move(t));
   }
   return out;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "flywheel/core/strings.h"
@@ -68,11 +69,21 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(std::string_view file,
                                                ": dtype \"", e.dtype,
                                                "\" not supported (F32, BF16, F16)"));
     }
+    // numel counts elements; extent multiplies the dimensions with a 0 taken as 1, so that it
+    // bounds every stride torch will compute: a zero in the shape must not let another dimension
+    // be anything (2^63 was read as a negative int64, and torch::empty threw).
     uint64_t numel = 1;
+    uint64_t extent = 1;
     for (const auto& d : entry["shape"]) {
       if (!d.is_number_unsigned()) return corrupt(StrCat("tensor ", name, ": bad shape"));
-      e.shape.push_back(d.get<int64_t>());
-      numel *= d.get<uint64_t>();
+      const uint64_t n = d.get<uint64_t>();
+      if (__builtin_mul_overflow(extent, std::max<uint64_t>(n, 1), &extent) ||
+          extent > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        return corrupt(StrCat("tensor ", name, ": shape ", entry["shape"].dump(),
+                              " has more elements than an int64 counts"));
+      }
+      e.shape.push_back(static_cast<int64_t>(n));
+      numel *= n;
       if (numel > data_size)
         return corrupt(StrCat("tensor ", name, ": shape larger than the file"));
     }

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "flywheel/core/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -53,6 +54,20 @@ TEST(SafetensorsHeaderTest, ACorruptHeaderIsDataLossNamingTheFileAndTensor) {
   EXPECT_THAT(
       error(File(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8)).message(),
       HasSubstr("data ends at byte 16"));
+  // A zero dimension once let the others be anything: 2^63 became a negative int64 for
+  // torch::empty, and 2^62 x 2^62 overflowed the strides.
+  for (const char* shape :
+       {"[0,9223372036854775808]", "[0,4611686018427387904,4611686018427387904]"}) {
+    const absl::Status huge = error(
+        File(StrCat(R"({"e":{"dtype":"F32","shape":)", shape, R"(,"data_offsets":[0,0]}})"), 0));
+    EXPECT_EQ(huge.code(), absl::StatusCode::kDataLoss) << shape;
+    EXPECT_THAT(huge.message(), HasSubstr("more elements than an int64 counts")) << shape;
+  }
+  absl::StatusOr<SafetensorsHeader> empty = ParseSafetensorsHeader(
+      File(R"({"e":{"dtype":"F32","shape":[0,5],"data_offsets":[0,0]}})", 0), "m.safetensors");
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_THAT(empty->entries[0].shape, ElementsAre(0, 5));
+
   const absl::Status dtype =
       error(File(R"({"w":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", 8));
   EXPECT_EQ(dtype.code(), absl::StatusCode::kInvalidArgument);

@@ -65,6 +65,18 @@ TEST(SafetensorsTest, HalfPrecisionDtypesRoundTripWithinTheirPrecision) {
   }
 }
 
+// An empty tensor has no storage (data_ptr() is null): reading one copied 0 bytes to null, which
+// UBSan reports as memcpy's nonnull argument violated.
+TEST(SafetensorsTest, AnEmptyTensorRoundTrips) {
+  const std::string path = TempPath("empty.safetensors");
+  ASSERT_TRUE(WriteSafetensors(path, {{"e", torch::zeros({0, 5})}, {"x", torch::ones({2})}}).ok());
+  auto file = ReadSafetensors(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_EQ(file->tensors.size(), 2u);
+  EXPECT_EQ(file->tensors[0].second.sizes(), (std::vector<int64_t>{0, 5}));
+  EXPECT_TRUE(file->tensors[1].second.equal(torch::ones({2})));
+}
+
 TEST(SafetensorsTest, TruncatedFileIsAClearError) {
   auto a = *MakeTransformer(Tiny(1));
   const std::string path = TempPath("truncated.safetensors");
