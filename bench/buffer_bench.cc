@@ -129,6 +129,7 @@ CaseResult RunInProcess(const Trajectory& payload, int64_t item_bytes, int64_t i
                         int64_t max_size) {
   BufferOptions options;
   options.max_size = max_size;
+  options.remember_ids = 0;  // in process no insert is retried (and the payloads share one id)
   auto buffer = Buffer::Create(options).value();
   // One payload per producer, shared by all its items: items cost their bookkeeping, not a
   // copy, and producers do not contend on one reference count (real trajectories are distinct).
@@ -198,7 +199,7 @@ absl::StatusOr<CaseResult> RunGrpc(const std::string& base, int64_t item_bytes, 
   std::filesystem::remove_all(options.path);
   ASSIGN_OR_RETURN(std::unique_ptr<Buffer> buffer, Buffer::Create(options));
   BufferServerOptions server_options;
-  server_options.max_message_bytes = 256 << 20;
+  server_options.limits.max_message_bytes = 256 << 20;
   ASSIGN_OR_RETURN(auto server,
                    BufferServer::Start(std::shared_ptr<Buffer>(std::move(buffer)), server_options));
   const int64_t per_producer = items / producers;

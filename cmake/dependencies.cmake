@@ -3,6 +3,8 @@ find_package(Threads REQUIRED)
 find_package(absl CONFIG REQUIRED)
 find_package(Protobuf REQUIRED)
 find_package(gRPC CONFIG REQUIRED)
+# OpenSSL's libcrypto (libssl-dev) parses the TLS files a process is given, to fail early.
+find_package(OpenSSL REQUIRED)
 find_package(RocksDB CONFIG REQUIRED)
 find_package(tomlplusplus CONFIG REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
@@ -13,6 +15,10 @@ find_package(nlohmann_json CONFIG REQUIRED)
 find_package(hwy CONFIG REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+# tokenizer.json: RE2 (libre2-dev) runs the pre-tokenizer regex in linear time; ICU (libicu-dev)
+# gives NFC and the Unicode properties of added-token matching.
+pkg_check_modules(RE2 REQUIRED IMPORTED_TARGET re2)
+find_package(ICU REQUIRED COMPONENTS uc)
 
 if(NOT FLYWHEEL_TORCH_FREE)
   # Debian's libtorch-dev (CPU) by default; a CUDA LibTorch with -DTorch_DIR=<libtorch>/share/cmake/Torch.

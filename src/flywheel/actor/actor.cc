@@ -32,29 +32,11 @@ struct Actor::Episode {
   int trace_slot = -1;        // its episode-slot track in the trace, from its first env wait
 };
 
-namespace {
-
-// Tokens of the environment's turn that follows `t`: BOS first in a new trajectory, and an
-// end-of-turn closing a policy turn that max_new_tokens cut before a stop token.
-std::vector<int64_t> ObservationTurn(const Trajectory& t, const std::vector<int64_t>& observation,
-                                     const SpecialTokens& special) {
-  std::vector<int64_t> tokens;
-  if (t.tokens.empty()) tokens.push_back(special.bos);
-  if (!t.tokens.empty() && t.trainable.back() && t.tokens.back() != special.end_of_turn &&
-      t.tokens.back() != special.eos) {
-    tokens.push_back(special.end_of_turn);
-  }
-  tokens.insert(tokens.end(), observation.begin(), observation.end());
-  tokens.push_back(special.end_of_turn);
-  return tokens;
-}
-
-}  // namespace
 
 Actor::Actor(std::string actor_id, const ActorOptions& options, const SamplingParams& sampling,
              std::unique_ptr<RolloutEngine> engine, const EnvFactory* env_factory,
              EnvExecutor* executor, const Tokenizer* tokenizer, TaskSource* tasks,
-             TrajectorySink sink, uint64_t seed)
+             TrajectorySink sink, uint64_t seed, const TurnFormat* format)
     : actor_id_(std::move(actor_id)),
       options_(options),
       sampling_(sampling),
@@ -62,6 +44,8 @@ Actor::Actor(std::string actor_id, const ActorOptions& options, const SamplingPa
       env_factory_(env_factory),
       executor_(executor),
       tokenizer_(tokenizer),
+      plain_format_(format == nullptr ? std::make_unique<PlainTurnFormat>(tokenizer) : nullptr),
+      format_(format == nullptr ? plain_format_.get() : format),
       tasks_(tasks),
       sink_(std::move(sink)),
       seed_(seed) {}
@@ -183,15 +167,15 @@ void Actor::AtBoundary(Episode& ep, const std::string& observation) {
 
 absl::Status Actor::StartPolicyTurn(Episode& ep, const std::string& observation) {
   AtBoundary(ep, observation);
-  // The environment's turn: its text closed by end-of-turn (BOS first), never trainable.
-  auto encoded = tokenizer_->Encode(observation);
-  if (!encoded.ok()) {
-    spdlog::warn("{} episode {}: observation not in the vocabulary: {}", actor_id_, ep.index,
-                 encoded.status().message());
+  // The environment's turn, as the format wraps it: never trainable.
+  absl::StatusOr<std::vector<int64_t>> env_turn =
+      format_->EnvironmentTurn(ep.trajectory, observation);
+  if (!env_turn.ok()) {
+    spdlog::warn("{} episode {}: observation cannot be encoded: {}", actor_id_, ep.index,
+                 env_turn.status().message());
     return Finish(ep, Termination::kEnvError, std::nullopt);
   }
-  const SpecialTokens& special = tokenizer_->special();
-  const std::vector<int64_t> tokens = ObservationTurn(ep.trajectory, *encoded, special);
+  const std::vector<int64_t>& tokens = *env_turn;
   for (int64_t token : tokens) ep.trajectory.AppendPrompt(static_cast<int32_t>(token));
 
   if (ep.sequence < 0) {
@@ -208,7 +192,7 @@ absl::Status Actor::StartPolicyTurn(Episode& ep, const std::string& observation)
   }
   TurnOptions turn;
   turn.max_new_tokens = options_.max_new_tokens;
-  turn.stop_tokens = {special.end_of_turn, special.eos};
+  turn.stop_tokens = format_->stop_tokens();
   return engine_->StartTurn(ep.sequence, turn);
 }
 
@@ -290,11 +274,7 @@ absl::Status Actor::HandleGenerated(const GeneratedToken& g) {
   ++ep.turns;
   if (g.end == TurnEnd::kMaxLength) return Finish(ep, Termination::kMaxTurns, std::nullopt);
   std::vector<int64_t> action_ids = ep.turn_tokens;
-  const SpecialTokens& special = tokenizer_->special();
-  if (!action_ids.empty() &&
-      (action_ids.back() == special.end_of_turn || action_ids.back() == special.eos)) {
-    action_ids.pop_back();
-  }
+  if (!action_ids.empty() && format_->IsStop(action_ids.back())) action_ids.pop_back();
   ASSIGN_OR_RETURN(std::string action, tokenizer_->Decode(action_ids));
   BeginCall(ep);
   const int64_t index = ep.index;

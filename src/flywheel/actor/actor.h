@@ -46,6 +46,7 @@
 #include "flywheel/actor/actor_options.h"
 #include "flywheel/actor/rollout_engine.h"
 #include "flywheel/actor/suspended_episode.h"
+#include "flywheel/actor/turn_format.h"
 #include "flywheel/core/trajectory.h"
 #include "flywheel/env/env_executor.h"
 #include "flywheel/env/env_factory.h"
@@ -82,7 +83,8 @@ class Actor {
   // for the environment calls still in flight: close the executor first to cut that short.
   Actor(std::string actor_id, const ActorOptions& options, const SamplingParams& sampling,
         std::unique_ptr<RolloutEngine> engine, const EnvFactory* env_factory, EnvExecutor* executor,
-        const Tokenizer* tokenizer, TaskSource* tasks, TrajectorySink sink, uint64_t seed);
+        const Tokenizer* tokenizer, TaskSource* tasks, TrajectorySink sink, uint64_t seed,
+        const TurnFormat* format = nullptr);  // null: PlainTurnFormat over `tokenizer`
   ~Actor();
 
   // Runs until `episodes` more episodes have been handed to the sink (negative: until Stop()),
@@ -202,6 +204,8 @@ class Actor {
   const EnvFactory* env_factory_;
   EnvExecutor* executor_;
   const Tokenizer* tokenizer_;
+  std::unique_ptr<PlainTurnFormat> plain_format_;  // when no format was given
+  const TurnFormat* format_;
   TaskSource* tasks_;
   TrajectorySink sink_;
   const uint64_t seed_;

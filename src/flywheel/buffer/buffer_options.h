@@ -50,8 +50,22 @@ struct BufferOptions {
   double straggler_timeout_s = 60;  // after the first member arrived
   bool durable = false;            // acknowledge inserts only once they are in RocksDB's synced WAL
   std::string path = "buffer.db";  // RocksDB directory for durable mode
+  // Trajectory ids remembered after they left the buffer (trained, dropped, handed out), so
+  // that a retried insert of one is acknowledged without a second copy; ids held are always
+  // known. 0 = inserts are not idempotent (the in-process buffer of `flywheel train`, which no
+  // one retries, keeps no ids). See id_ledger.h.
+  int64_t remember_ids = 1 << 16;
   std::string address = "127.0.0.1:7300";  // `flywheel serve buffer` listen address
   int64_t max_message_bytes = 64 << 20;    // largest gRPC message accepted
+  // The server's other bounds (rpc/server_limits.h; docs/reliability.md, "Bounds").
+  int64_t max_concurrent_calls = 1024;
+  int64_t max_streams_per_connection = 100;
+  int64_t memory_quota_bytes = int64_t{1} << 30;
+  double idle_stream_timeout_s = 60;
+  // TLS of `flywheel serve buffer` (its --tls-cert, --tls-key, --tls-client-ca win over these).
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
 
   template <typename V>
   void VisitFields(V& v) {
@@ -74,8 +88,23 @@ struct BufferOptions {
     v.Field("straggler_timeout_s", straggler_timeout_s, "seconds after a group's first member");
     v.Field("durable", durable, "ack inserts only after RocksDB's synced WAL has them");
     v.Field("path", path, "RocksDB directory for durable mode");
+    v.Field("remember_ids", remember_ids,
+            "ids of consumed trajectories remembered so that a retried insert is not stored "
+            "twice; 0 = no idempotent inserts");
     v.Field("address", address, "serve address (127.0.0.1 by default: not exposed)");
     v.Field("max_message_bytes", max_message_bytes, "largest gRPC message accepted");
+    v.Field("max_concurrent_calls", max_concurrent_calls,
+            "calls served at once; more are refused with UNAVAILABLE (clients retry)");
+    v.Field("max_streams_per_connection", max_streams_per_connection,
+            "streams of one client connection at once; more wait on the client");
+    v.Field("memory_quota_bytes", memory_quota_bytes,
+            "gRPC's buffers, all connections (>= 4 x max_message_bytes)");
+    v.Field("idle_stream_timeout_s", idle_stream_timeout_s,
+            "cancel a stream that waits on its client (sends nothing, reads nothing) this long");
+    v.Field("tls_cert", tls_cert, "serve with TLS: PEM certificate (chain) file");
+    v.Field("tls_key", tls_key, "serve with TLS: PEM private key file of tls_cert");
+    v.Field("tls_client_ca", tls_client_ca,
+            "mutual TLS: clients must present a certificate signed by this PEM CA");
   }
 
   // The (samples_per_insert, min_diff, max_diff) Reverb's RateLimiter is built from.
@@ -127,6 +156,7 @@ struct BufferOptions {
     }
     if (!(straggler_timeout_s > 0)) return error("buffer.straggler_timeout_s must be > 0");
     if (durable && path.empty()) return error("buffer.path must be set when buffer.durable");
+    if (remember_ids < 0) return error("buffer.remember_ids must be >= 0 (got ", remember_ids, ")");
     if (address.empty()) return error("buffer.address must not be empty");
     if (max_message_bytes < 1024) return error("buffer.max_message_bytes must be >= 1024");
     return absl::OkStatus();

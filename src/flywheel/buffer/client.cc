@@ -1,28 +1,40 @@
 #include "flywheel/buffer/client.h"
 
-#include "flywheel/buffer/auth.h"
+#include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/core/trajectory_proto.h"
+#include "flywheel/rpc/auth.h"
 
 namespace flywheel {
 
 absl::Status FromGrpc(const grpc::Status& status, std::string_view what) {
   if (status.ok()) return absl::OkStatus();
+  const bool too_large = status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+                         status.error_message().find("larger than max") != std::string::npos;
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      StrCat(what, ": ", status.error_message()));
+                      StrCat(what, ": ", status.error_message(),
+                             too_large ? " (the server's max_message_bytes: send less per "
+                                         "message, or raise it there)"
+                                       : ""));
 }
 
 absl::StatusOr<std::unique_ptr<BufferClient>> BufferClient::Connect(const std::string& address,
-                                                                    const std::string& auth_token) {
+                                                                    const RpcSecurity& security) {
   auto client = std::make_unique<BufferClient>();
   grpc::ChannelArguments args;
+  // A lost buffer is tried again at least every second: gRPC's default backoff grows to two
+  // minutes, so a client that met a few restarts in a row stayed away long after the buffer
+  // was back (docs/reliability.md, chaos).
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetMaxReceiveMessageSize(256 << 20);
   args.SetMaxSendMessageSize(256 << 20);
   // Its own connection per client, as separate actor processes would have.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  client->channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  ASSIGN_OR_RETURN(client->channel_, MakeChannel(security, address, "buffer", args));
   client->stub_ = v1::BufferService::NewStub(client->channel_);
-  client->auth_token_ = auth_token;
+  client->auth_token_ = security.auth_token;
   return client;
 }
 

@@ -13,14 +13,17 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "flywheel/core/trajectory.h"
+#include "flywheel/rpc/rpc_security.h"
 #include "flywheel/v1/buffer_service.grpc.pb.h"
 
 namespace flywheel {
 
 class BufferClient {
  public:
+  // `security`: the token to send and the TLS to use (rpc_security.h); a token that would go
+  // in the clear beyond loopback is kFailedPrecondition here.
   static absl::StatusOr<std::unique_ptr<BufferClient>> Connect(const std::string& address,
-                                                               const std::string& auth_token = "");
+                                                               const RpcSecurity& security = {});
 
   std::unique_ptr<grpc::ClientContext> NewContext() const;
   v1::BufferService::Stub& stub() { return *stub_; }
@@ -46,6 +49,8 @@ class BufferClient {
   std::string auth_token_;
 };
 
+// A gRPC status as an absl::Status, its message prefixed with `what`. A message that gRPC
+// refused for its size gets a hint at the server's max_message_bytes.
 absl::Status FromGrpc(const grpc::Status& status, std::string_view what);
 
 }  // namespace flywheel

@@ -37,6 +37,10 @@ class ResumeOnNextWrite : public rocksdb::EventListener {
   }
 };
 
+// The consumed records' keys ("c" + 8 bytes) sort below the items' ("t" + 8 bytes) and the
+// meta key ("m"): every range stays within its prefix.
+constexpr char kConsumedPrefix = 'c';
+
 uint64_t DecodeKey(std::string_view k) {
   uint64_t v = 0;
   for (size_t i = 1; i < k.size() && i <= 8; ++i) v = (v << 8) | static_cast<uint8_t>(k[i]);
@@ -76,8 +80,15 @@ std::string StorageKey(uint64_t key) {
   return k;
 }
 
+std::string ConsumedKey(uint64_t sequence) {
+  std::string k = StorageKey(sequence);
+  k[0] = kConsumedPrefix;
+  return k;
+}
+
 absl::StatusOr<std::unique_ptr<DurableStore>> DurableStore::Open(const std::string& path,
-                                                                  rocksdb::Env* env) {
+                                                                  rocksdb::Env* env,
+                                                                  int64_t consumed_kept) {
   rocksdb::Options options;
   if (env != nullptr) options.env = env;
   options.listeners.push_back(std::make_shared<ResumeOnNextWrite>());
@@ -95,7 +106,49 @@ absl::StatusOr<std::unique_ptr<DurableStore>> DurableStore::Open(const std::stri
     return absl::UnavailableError(
         StrCat("buffer store: cannot open RocksDB at ", path, " (buffer.path): ", s.ToString()));
   }
-  return std::unique_ptr<DurableStore>(new DurableStore(path, db));
+  std::unique_ptr<DurableStore> store(new DurableStore(path, db, consumed_kept));
+  if (absl::Status s = store->ReadConsumedRange(); !s.ok()) return s;
+  return store;
+}
+
+absl::Status DurableStore::ReadConsumedRange() {
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  const std::string prefix(1, kConsumedPrefix);
+  uint64_t first = 0;
+  uint64_t next = 0;
+  it->Seek(prefix);
+  if (it->Valid() && it->key().starts_with(prefix)) {
+    first = DecodeKey(std::string_view(it->key().data(), it->key().size()));
+    it->SeekForPrev(ConsumedKey(UINT64_MAX));
+    if (it->Valid() && it->key().starts_with(prefix)) {
+      next = DecodeKey(std::string_view(it->key().data(), it->key().size())) + 1;
+    }
+  }
+  if (absl::Status s = FromRocks(it->status(), "reading the consumed records"); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  consumed_first_ = first;
+  next_consumed_ = std::max(next, first);
+  return absl::OkStatus();
+}
+
+void DurableStore::AddConsumedLocked(const std::vector<const Write*>& writes,
+                                     rocksdb::WriteBatch* batch) {
+  bool any = false;
+  for (const Write* w : writes) {
+    for (const Consumed& c : w->consumed) {
+      batch->Put(ConsumedKey(next_consumed_++), StrCat(c.reason, "\t", c.id));
+      any = true;
+    }
+  }
+  if (!any || consumed_kept_ <= 0) return;
+  // Trim in steps of an eighth of what is kept, so that a stream of small batches does not add
+  // a range tombstone each: between consumed_kept and 1.125 x consumed_kept records remain.
+  const uint64_t kept = static_cast<uint64_t>(consumed_kept_);
+  if (next_consumed_ - consumed_first_ > kept + std::max<uint64_t>(1, kept / 8)) {
+    const uint64_t new_first = next_consumed_ - kept;
+    batch->DeleteRange(ConsumedKey(consumed_first_), ConsumedKey(new_first));
+    consumed_first_ = new_first;
+  }
 }
 
 DurableStore::~DurableStore() {
@@ -139,20 +192,25 @@ void DurableStore::AppendGroupLocked() {
   for (Writer* w : writers_) {
     for (const auto& put : w->write->puts) bytes += put.second->size() + 24;
     bytes += 24 * w->write->deletes.size();
+    for (const Consumed& c : w->write->consumed) bytes += c.id.size() + c.reason.size() + 24;
   }
   rocksdb::WriteBatch batch(bytes);
   Writer* last = writers_.front();
   int64_t records = 0;
   std::vector<uint64_t> deletes;
+  std::vector<const Write*> writes;
+  writes.reserve(writers_.size());
   for (Writer* w : writers_) {
     for (const auto& [key, value] : w->write->puts) {
       batch.Put(StorageKey(key), rocksdb::Slice(value->data(), value->size()));
       ++records;
     }
     deletes.insert(deletes.end(), w->write->deletes.begin(), w->write->deletes.end());
+    writes.push_back(w->write);
     last = w;
   }
   AddDeletes(deletes, &batch);
+  AddConsumedLocked(writes, &batch);
   std::function<Meta()> meta_source = meta_source_;
   const bool fail = fail_next_;
   fail_next_ = false;
@@ -254,6 +312,23 @@ absl::Status DurableStore::ForEach(
     }
   }
   return FromRocks(it->status(), "recovery scan");
+}
+
+absl::Status DurableStore::ForEachConsumed(
+    const std::function<absl::Status(std::string_view id, std::string_view reason)>& fn) const {
+  const std::string prefix(1, kConsumedPrefix);
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    const std::string_view value(it->value().data(), it->value().size());
+    const size_t tab = value.find('\t');
+    if (tab == std::string_view::npos) {
+      return absl::DataLossError(StrCat("buffer store ", path_, ": consumed record ",
+                                        DecodeKey(std::string_view(it->key().data(), 9)),
+                                        " is not \"reason<TAB>id\""));
+    }
+    if (absl::Status s = fn(value.substr(tab + 1), value.substr(0, tab)); !s.ok()) return s;
+  }
+  return FromRocks(it->status(), "reading the consumed records");
 }
 
 absl::StatusOr<DurableStore::Meta> DurableStore::ReadMeta() const {

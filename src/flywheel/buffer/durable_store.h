@@ -12,7 +12,11 @@
 // the next group is already being appended, so the fsync overlaps the checksumming and copying
 // of the next batch instead of adding to it. An insert still returns only once its batch is in
 // the synced WAL: a sync acknowledges only batches whose append returned before it started.
-// Keys: "t" + big-endian storage key -> serialized flywheel.v1.Trajectory; "m" -> Meta.
+// Keys: "t" + big-endian storage key -> serialized flywheel.v1.Trajectory; "m" -> Meta;
+// "c" + big-endian sequence -> "reason\tid" of a trajectory that left the buffer (consumed
+// records: what keeps inserts idempotent across a restart, id_ledger.h). A consumed record is
+// written in the same WriteBatch as the delete of its item, and only the newest
+// `consumed_kept` of them are kept (older ones are range-deleted as new ones arrive).
 // Deleted runs of consecutive keys are written as range tombstones (see AddDeletes).
 // A failed append or sync is latched: it fails every writer not yet synced, and every later
 // Commit fails with the same error (LevelDB bg_error_), except a full disk: its latch
@@ -50,15 +54,24 @@ class DurableStore {
     int64_t learner_version = 0;
   };
 
+  // A trajectory that left the buffer, and why ("trained", "stale", "sampled", …).
+  struct Consumed {
+    std::string id;
+    std::string reason;
+  };
+
   struct Write {
     std::vector<std::pair<uint64_t, std::shared_ptr<const std::string>>> puts;
     std::vector<uint64_t> deletes;
+    std::vector<Consumed> consumed;  // recorded in the same batch as the deletes
   };
 
   // `env` (not owned; it must outlive the store) replaces RocksDB's default environment, e.g.
-  // a fault-injecting file system (fault_injection_fs.h); null = the default.
+  // a fault-injecting file system (fault_injection_fs.h); null = the default. The newest
+  // `consumed_kept` consumed records are kept (0: whatever is written is kept).
   static absl::StatusOr<std::unique_ptr<DurableStore>> Open(const std::string& path,
-                                                            rocksdb::Env* env = nullptr);
+                                                            rocksdb::Env* env = nullptr,
+                                                            int64_t consumed_kept = 0);
   ~DurableStore();
 
   // Returns once the write is in the synced WAL (or failed; then the store is latched).
@@ -67,6 +80,9 @@ class DurableStore {
 
   // Calls fn(key, serialized trajectory) for every stored trajectory in key order.
   absl::Status ForEach(const std::function<absl::Status(uint64_t, std::string_view)>& fn) const;
+  // Calls fn(id, reason) for every consumed record still kept, oldest first.
+  absl::Status ForEachConsumed(
+      const std::function<absl::Status(std::string_view id, std::string_view reason)>& fn) const;
   absl::StatusOr<Meta> ReadMeta() const;
   // Read at every group commit and written with it, so the counts survive a restart.
   void SetMetaSource(std::function<Meta()> source);
@@ -104,11 +120,20 @@ class DurableStore {
   // After a full disk: asks RocksDB to resume writing; clears the latch when it does.
   void ResumeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  DurableStore(std::string path, rocksdb::DB* db) : path_(std::move(path)), db_(db) {}
+  DurableStore(std::string path, rocksdb::DB* db, int64_t consumed_kept)
+      : path_(std::move(path)), db_(db), consumed_kept_(consumed_kept) {}
+  // Reads the first and next consumed sequence numbers (Open).
+  absl::Status ReadConsumedRange();
+  // Adds the queued writers' consumed records to `batch`, and the trim of the oldest.
+  void AddConsumedLocked(const std::vector<const Write*>& writes, rocksdb::WriteBatch* batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string path_;
   std::unique_ptr<rocksdb::DB> db_;
+  const int64_t consumed_kept_;
   mutable absl::Mutex mu_;
+  uint64_t next_consumed_ ABSL_GUARDED_BY(mu_) = 0;    // sequence of the next consumed record
+  uint64_t consumed_first_ ABSL_GUARDED_BY(mu_) = 0;   // no record below this one is kept
   absl::CondVar writer_done_;  // a group was appended: the next leader may go
   absl::CondVar synced_;       // a sync finished (or failed)
   std::deque<Writer*> writers_ ABSL_GUARDED_BY(mu_);
@@ -126,6 +151,7 @@ class DurableStore {
 };
 
 std::string StorageKey(uint64_t key);
+std::string ConsumedKey(uint64_t sequence);
 
 // Adds tombstones for `keys` (sorted and deduplicated in place): one range deletion per run of
 // consecutive keys, a point deletion for a key alone.

@@ -9,6 +9,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "flywheel/buffer/store_test_util.h"
 #include "flywheel/core/strings.h"
 
 namespace flywheel {
@@ -21,16 +22,7 @@ std::string TempDir(const std::string& name) {
   return dir.string();
 }
 
-std::map<uint64_t, std::string> Contents(const DurableStore& store) {
-  std::map<uint64_t, std::string> out;
-  EXPECT_TRUE(store
-                  .ForEach([&](uint64_t key, std::string_view value) {
-                    out[key] = std::string(value);
-                    return absl::OkStatus();
-                  })
-                  .ok());
-  return out;
-}
+using testing::StoreContents;
 
 DurableStore::Write Puts(uint64_t first, uint64_t last) {
   DurableStore::Write w;
@@ -53,7 +45,7 @@ TEST(DurableStoreTest, DeletesRemoveExactlyTheirKeysAcrossRunsAndReopen) {
     ASSERT_TRUE((*store)->Commit(del).ok());
     // A put after the deletes, inside a deleted run's span, is not hidden by it.
     ASSERT_TRUE((*store)->Commit(Puts(21, 22)).ok());
-    const std::map<uint64_t, std::string> live = Contents(**store);
+    const std::map<uint64_t, std::string> live = StoreContents(**store);
     std::vector<uint64_t> keys;
     for (const auto& [k, v] : live) keys.push_back(k);
     EXPECT_EQ(keys, (std::vector<uint64_t>{1, 5, 6, 8, 12, 13, 14, 16, 17, 18, 19, 21, 22}));
@@ -61,8 +53,57 @@ TEST(DurableStoreTest, DeletesRemoveExactlyTheirKeysAcrossRunsAndReopen) {
   }
   auto reopened = DurableStore::Open(path);
   ASSERT_TRUE(reopened.ok()) << reopened.status();
-  EXPECT_EQ(Contents(**reopened).size(), 13u);
+  EXPECT_EQ(StoreContents(**reopened).size(), 13u);
   reopened->reset();
+  std::filesystem::remove_all(path);
+}
+
+std::vector<std::string> ConsumedRecords(const DurableStore& store) {
+  std::vector<std::string> out;
+  EXPECT_TRUE(store
+                  .ForEachConsumed([&](std::string_view id, std::string_view reason) {
+                    out.push_back(StrCat(reason, ":", id));
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  return out;
+}
+
+// What keeps inserts idempotent across a restart: the ids consumed with a delete are recorded
+// in the same batch, survive a reopen, and only the newest consumed_kept (plus at most an
+// eighth) are kept.
+TEST(DurableStoreTest, ConsumedRecordsGoWithTheirDeletesAndAreBounded) {
+  const std::string path = TempDir("consumed");
+  {
+    auto store = DurableStore::Open(path, nullptr, /*consumed_kept=*/8);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->Commit(Puts(1, 3)).ok());
+    DurableStore::Write w;
+    w.deletes = {1, 2};
+    w.consumed = {{"a", "trained"}, {"b", "stale"}};
+    ASSERT_TRUE((*store)->Commit(w).ok());
+    EXPECT_EQ(ConsumedRecords(**store), (std::vector<std::string>{"trained:a", "stale:b"}));
+    EXPECT_EQ(Contents(**store).size(), 1u);
+  }
+  {
+    auto store = DurableStore::Open(path, nullptr, 8);
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_EQ(ConsumedRecords(**store), (std::vector<std::string>{"trained:a", "stale:b"}));
+    // Sequence numbers go on after the reopen: 30 more, of which the newest 8 (or 9) remain.
+    for (int i = 0; i < 30; ++i) {
+      DurableStore::Write w;
+      w.consumed = {{StrCat("x", i), "sampled"}};
+      ASSERT_TRUE((*store)->Commit(w).ok());
+    }
+    const std::vector<std::string> kept = ConsumedRecords(**store);
+    EXPECT_GE(kept.size(), 8u);
+    EXPECT_LE(kept.size(), 9u);
+    EXPECT_EQ(kept.back(), "sampled:x29");
+  }
+  auto store = DurableStore::Open(path, nullptr, 8);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(ConsumedRecords(**store).back(), "sampled:x29");
+  store->reset();
   std::filesystem::remove_all(path);
 }
 
@@ -159,7 +200,7 @@ TEST(DurableStoreTest, CommitReturnsOnlyAfterASyncThatStartedAfterItsAppend) {
   }
   EXPECT_EQ((*store)->syncs(), 2);
   EXPECT_EQ((*store)->batches(), 2);
-  EXPECT_EQ(Contents(**store).size(), 3u);
+  EXPECT_EQ(StoreContents(**store).size(), 3u);
   store->reset();
   std::filesystem::remove_all(path);
 }

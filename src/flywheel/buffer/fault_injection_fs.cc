@@ -327,6 +327,20 @@ rocksdb::IOStatus FaultInjectionFileSystem::NewDirectory(
   return s;
 }
 
+void FaultInjectionFileSystem::NewName(const std::string& from, const std::string& to,
+                                       bool keep_from) {
+  std::error_code ec;
+  const uint64_t size = fs::file_size(to, ec);
+  absl::MutexLock lock(&mu_);
+  FileState state{size, size, false};  // a file we did not watch: on the disk as it is
+  if (auto it = files_.find(Normal(from)); it != files_.end()) {
+    state = it->second;
+    if (!keep_from) files_.erase(it);
+  }
+  state.in_directory = false;  // the new name needs its directory synced
+  files_[Normal(to)] = state;
+}
+
 rocksdb::IOStatus FaultInjectionFileSystem::RenameFile(const std::string& from,
                                                        const std::string& to,
                                                        const rocksdb::IOOptions& options,
@@ -334,17 +348,7 @@ rocksdb::IOStatus FaultInjectionFileSystem::RenameFile(const std::string& from,
   absl::ReaderMutexLock io(&io_mu_);
   rocksdb::IOStatus s = CheckWrite(0);
   if (s.ok()) s = target()->RenameFile(from, to, options, dbg);
-  if (!s.ok()) return s;
-  std::error_code ec;
-  const uint64_t size = fs::file_size(to, ec);
-  absl::MutexLock lock(&mu_);
-  FileState moved{size, size, false};
-  if (auto it = files_.find(Normal(from)); it != files_.end()) {
-    moved = it->second;
-    moved.in_directory = false;
-    files_.erase(it);
-  }
-  files_[Normal(to)] = moved;
+  if (s.ok()) NewName(from, to, /*keep_from=*/false);
   return s;
 }
 
@@ -354,16 +358,7 @@ rocksdb::IOStatus FaultInjectionFileSystem::LinkFile(const std::string& from, co
   absl::ReaderMutexLock io(&io_mu_);
   rocksdb::IOStatus s = CheckWrite(0);
   if (s.ok()) s = target()->LinkFile(from, to, options, dbg);
-  if (!s.ok()) return s;
-  std::error_code ec;
-  const uint64_t size = fs::file_size(to, ec);
-  absl::MutexLock lock(&mu_);
-  FileState linked{size, size, false};
-  if (auto it = files_.find(Normal(from)); it != files_.end()) {
-    linked = it->second;
-    linked.in_directory = false;
-  }
-  files_[Normal(to)] = linked;
+  if (s.ok()) NewName(from, to, /*keep_from=*/true);
   return s;
 }
 

@@ -98,6 +98,8 @@ class FaultInjectionFileSystem : public rocksdb::FileSystemWrapper {
     bool in_directory = false;  // its directory entry survives a power cut
   };
 
+  // `to` names the file `from` names (a rename, or a link when `keep_from`).
+  void NewName(const std::string& from, const std::string& to, bool keep_from);
   rocksdb::IOStatus Created(const std::string& name, rocksdb::IOStatus s, uint64_t size,
                             bool existed);
 

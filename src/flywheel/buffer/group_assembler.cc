@@ -35,6 +35,29 @@ void GroupAssembler::Add(ItemMember member, absl::Time now, Output* out) {
   }
 }
 
+std::vector<ItemMember> GroupAssembler::TakePending(const absl::flat_hash_set<std::string>& ids) {
+  std::vector<ItemMember> taken;
+  if (ids.empty()) return taken;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    std::vector<ItemMember>& members = it->second.members;
+    for (size_t i = 0; i < members.size();) {
+      if (ids.contains(members[i].trajectory->id)) {
+        taken.push_back(std::move(members[i]));
+        members.erase(members.begin() + static_cast<std::ptrdiff_t>(i));
+        --pending_members_;
+      } else {
+        ++i;
+      }
+    }
+    if (members.empty()) {
+      pending_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  return taken;
+}
+
 void GroupAssembler::Expire(absl::Time now, Output* out) {
   std::vector<std::string> expired;
   for (const auto& [id, pending] : pending_) {

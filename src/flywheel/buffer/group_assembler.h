@@ -46,6 +46,9 @@ class GroupAssembler {
   void Add(ItemMember member, absl::Time now, Output* out);
   // Releases or discards every group whose straggler deadline is <= now.
   void Expire(absl::Time now, Output* out);
+  // Removes and returns the pending members whose trajectory id is in `ids` (a scan: for the
+  // rare acknowledgement of a member that is pending again after a restart).
+  std::vector<ItemMember> TakePending(const absl::flat_hash_set<std::string>& ids);
 
   int64_t pending_groups() const { return static_cast<int64_t>(pending_.size()); }
   int64_t pending_members() const { return pending_members_; }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "flywheel/buffer/durable_store.h"
+#include "flywheel/buffer/store_test_util.h"
 #include "flywheel/buffer/fault_injection_fs.h"
 #include "flywheel/core/strings.h"
 
@@ -36,16 +37,7 @@ DurableStore::Write Puts(uint64_t first, uint64_t count) {
   return w;
 }
 
-std::map<uint64_t, std::string> Contents(const DurableStore& store) {
-  std::map<uint64_t, std::string> out;
-  EXPECT_TRUE(store
-                  .ForEach([&](uint64_t key, std::string_view value) {
-                    out[key] = std::string(value);
-                    return absl::OkStatus();
-                  })
-                  .ok());
-  return out;
-}
+using testing::StoreContents;
 
 struct Trial {
   int64_t acknowledged = 0;
@@ -82,7 +74,7 @@ Trial RunTrial(const std::string& path, uint64_t seed, bool skip_sync) {
   auto reopened = DurableStore::Open(path);
   EXPECT_TRUE(reopened.ok()) << reopened.status();
   if (!reopened.ok()) return trial;
-  const std::map<uint64_t, std::string> there = Contents(**reopened);
+  const std::map<uint64_t, std::string> there = StoreContents(**reopened);
   trial.acknowledged = static_cast<int64_t>(acknowledged.size());
   for (uint64_t k : acknowledged) {
     auto it = there.find(k);
@@ -154,7 +146,7 @@ TEST(PowerCutTest, AFullDiskFailsInsertsClearlyAndTheStoreResumesWhenSpaceReturn
   ASSERT_TRUE(fs->DropUnsyncedData().ok());  // and then the power goes
   auto reopened = DurableStore::Open(path, env.get());
   ASSERT_TRUE(reopened.ok()) << reopened.status();
-  const std::map<uint64_t, std::string> there = Contents(**reopened);
+  const std::map<uint64_t, std::string> there = StoreContents(**reopened);
   for (uint64_t k : {1, 10, 21, 25}) EXPECT_TRUE(there.count(k)) << "acknowledged key " << k;
   std::filesystem::remove_all(path);
 }
@@ -182,7 +174,7 @@ TEST(PowerCutTest, AFailedFsyncLatchesTheStoreAndKeepsWhatWasAcknowledged) {
   fs->RestorePower();
   auto reopened = DurableStore::Open(path, env.get());
   ASSERT_TRUE(reopened.ok()) << reopened.status();
-  const std::map<uint64_t, std::string> there = Contents(**reopened);
+  const std::map<uint64_t, std::string> there = StoreContents(**reopened);
   for (uint64_t k = 1; k <= 10; ++k) EXPECT_TRUE(there.count(k)) << "acknowledged key " << k;
   EXPECT_TRUE((*reopened)->Commit(Puts(30, 2)).ok());
   std::filesystem::remove_all(path);

@@ -18,7 +18,7 @@ Served Serve(const BufferOptions& options, const std::string& token = "") {
   auto buffer = Buffer::Create(options);
   EXPECT_TRUE(buffer.ok()) << buffer.status();
   BufferServerOptions server_options;
-  server_options.auth_token = token;
+  server_options.security = RpcSecurity::Token(token);
   auto server = BufferServer::Start(std::shared_ptr<Buffer>(std::move(*buffer)), server_options);
   EXPECT_TRUE(server.ok()) << server.status();
   Served s;
@@ -144,10 +144,10 @@ TEST(BufferServiceTest, AuthTokenRequiredWhenConfigured) {
   EXPECT_EQ((*anonymous)->Sample(1, absl::Milliseconds(10)).status().code(),
             absl::StatusCode::kUnauthenticated);
 
-  auto wrong = BufferClient::Connect(served.address, "guess");
+  auto wrong = BufferClient::Connect(served.address, RpcSecurity::Token("guess"));
   EXPECT_EQ((*wrong)->Info().status().code(), absl::StatusCode::kUnauthenticated);
 
-  auto right = BufferClient::Connect(served.address, "s3cret");
+  auto right = BufferClient::Connect(served.address, RpcSecurity::Token("s3cret"));
   acks = (*right)->Insert({*testing::MakeTrajectory("x")});
   ASSERT_TRUE(acks.ok()) << acks.status();
   EXPECT_EQ((*acks)[0].code(), 0);
@@ -185,10 +185,6 @@ TEST(BufferServiceTest, FullBufferDelaysAcksUntilTheLearnerSamples) {
   EXPECT_EQ(response.acks(0).code(), 0);
   stream->WritesDone();
   EXPECT_TRUE(stream->Finish().ok());
-}
-
-TEST(BufferServiceTest, ReadAuthTokenFileRejectsEmpty) {
-  EXPECT_EQ(ReadAuthTokenFile("/nonexistent/token").status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace

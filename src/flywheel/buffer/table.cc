@@ -203,7 +203,7 @@ absl::StatusOr<Table::SampleResult> Table::Sample(int64_t max_batch, absl::Time 
         ++dropped_stale_;
         if (options_.removals_count_as_samples) limiter_.Sample();
         result.stale_lags.push_back(lag);
-        result.removed.push_back(std::move(item));
+        result.stale.push_back(std::move(item));
         continue;
       }
       ++item->times_sampled;
@@ -218,7 +218,7 @@ absl::StatusOr<Table::SampleResult> Table::Sample(int64_t max_batch, absl::Time 
   }
   if (waited) sample_blocked_ns_ += absl::ToInt64Nanoseconds(absl::Now() - start);
   WakeProducers();
-  if (result.items.empty() && result.removed.empty()) {
+  if (result.items.empty() && result.stale.empty()) {
     return absl::DeadlineExceededError(
         StrCat("buffer sample timed out: ",
                items_.empty() ? std::string("table is empty")
@@ -226,6 +226,29 @@ absl::StatusOr<Table::SampleResult> Table::Sample(int64_t max_batch, absl::Time 
                " (", items_.size(), " items held)"));
   }
   return result;
+}
+
+std::vector<std::shared_ptr<const Item>> Table::Take(
+    const absl::flat_hash_set<std::string>& trajectory_ids) {
+  std::vector<std::shared_ptr<const Item>> taken;
+  if (trajectory_ids.empty()) return taken;
+  absl::MutexLock lock(&mu_);
+  std::vector<uint64_t> keys;
+  for (const auto& [key, item] : items_) {
+    for (const ItemMember& m : item->members) {
+      if (trajectory_ids.contains(m.trajectory->id)) {
+        keys.push_back(key);
+        break;
+      }
+    }
+  }
+  for (uint64_t key : keys) {
+    taken.push_back(items_.at(key));
+    RemoveLocked(key);
+    if (options_.removals_count_as_samples) limiter_.Sample();
+  }
+  if (!keys.empty()) WakeProducers();
+  return taken;
 }
 
 void Table::SetLearnerVersion(int64_t version) {

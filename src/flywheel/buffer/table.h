@@ -21,6 +21,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -87,14 +88,22 @@ class Table {
 
   struct SampleResult {
     std::vector<SampledItem> items;
-    // Items that left the table in this call (sampled max_times_sampled times, or stale);
-    // the durable store deletes them before the batch is handed out.
+    // Items of `items` that left the table in this call (sampled max_times_sampled times); the
+    // durable store deletes them before the batch is handed out, or keeps them leased.
     std::vector<std::shared_ptr<const Item>> removed;
-    std::vector<int64_t> stale_lags;  // lag of each item dropped as stale
+    // Items dropped as stale in this call, and the lag of each.
+    std::vector<std::shared_ptr<const Item>> stale;
+    std::vector<int64_t> stale_lags;
   };
   // Waits until at least one sample is allowed, then takes up to `max_batch` items that the
   // limiter allows without waiting again. Stale items met on the way are dropped and counted.
   absl::StatusOr<SampleResult> Sample(int64_t max_batch, absl::Time deadline);
+
+  // Removes the items holding any of `trajectory_ids` (a scan: for the rare acknowledgement of
+  // an item that is back in the table after a restart) and returns them. Each counts as a
+  // sample for the limiter when removals count as samples (queue).
+  std::vector<std::shared_ptr<const Item>> Take(
+      const absl::flat_hash_set<std::string>& trajectory_ids);
 
   void SetLearnerVersion(int64_t version);
   // After a restart: the limiter's counts and the learner version as last stored.

@@ -187,7 +187,29 @@ TEST(TableTest, AllStaleMeansTheSampleKeepsWaiting) {
   auto batch = table.Sample(1, In(absl::Milliseconds(30)));
   ASSERT_TRUE(batch.ok());  // returns the removal so a durable store can delete it
   EXPECT_TRUE(batch->items.empty());
-  EXPECT_EQ(batch->removed.size(), 1u);
+  EXPECT_TRUE(batch->removed.empty());
+  EXPECT_EQ(batch->stale.size(), 1u);  // dropped, not handed out
+}
+
+// An acknowledgement of an item that is back in the table (after a restart) takes it out; in a
+// queue that counts as its sample, so the limiter's inserts - samples stays the table's size.
+TEST(TableTest, TakeRemovesTheItemsHoldingTheIdsAndCountsThemAsSamples) {
+  TableOptions options;
+  options.max_size = 2;
+  options.removals_count_as_samples = true;
+  Table table(options, std::make_unique<FifoSelector>(), RateLimiterOptions::Queue(2));
+  for (const char* id : {"a", "b"}) ASSERT_TRUE(table.Insert(MakeTestItem(id), In(kLong)).ok());
+  EXPECT_EQ(table.Insert(MakeTestItem("c"), In(absl::Milliseconds(10))).code(),
+            absl::StatusCode::kDeadlineExceeded);  // full
+  const auto taken = table.Take({"a", "unknown"});
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0]->members[0].trajectory->id, "a");
+  EXPECT_EQ(table.Info().size, 1);
+  ASSERT_TRUE(table.Insert(MakeTestItem("c"), In(absl::Milliseconds(10))).ok());  // room again
+  auto batch = table.Sample(10, In(kLong));
+  ASSERT_TRUE(batch.ok());
+  ASSERT_EQ(batch->items.size(), 2u);
+  EXPECT_EQ(testing::IdOf(batch->items[0]), "b");
 }
 
 TEST(TableTest, FifoRemoverEvictsOldestWhenFull) {

@@ -1,5 +1,6 @@
 // flywheel actor --buffer ADDR --weights ADDR CONFIG [--actor-index i] [--auth-token-file F]
-//                [--set k=v …] [--metrics-listen HOST:PORT]
+//                [--tls-ca F [--tls-client-cert F --tls-client-key F]] [--insecure]
+//                [--set k=v …] [--metrics-listen HOST:PORT] [--ack-log FILE]
 //
 // Actor threads of a job split into processes (see docs/distributed.md): generates episodes
 // with the learner's newest weights and inserts them into the remote buffer until the learner
@@ -22,6 +23,7 @@ void AddActorCommand(CLI::App& app, Invocation& invocation) {
     std::string weights;
     int64_t actor_index = 0;
     double poll_interval_s = 0.5;
+    std::string ack_log;
   };
   auto args = std::make_shared<Args>();
   CLI::App* actor = app.add_subcommand(
@@ -39,6 +41,8 @@ void AddActorCommand(CLI::App& app, Invocation& invocation) {
       ->add_option("--poll-interval", args->poll_interval_s,
                    "seconds between two checks for newer weights")
       ->capture_default_str();
+  actor->add_option("--ack-log", args->ack_log,
+                    "append \"<unix_ms> <id>\" per trajectory the buffer acknowledged to FILE");
   actor->callback([args, &invocation] {
     invocation.run = [args] {
       auto job = args->job.LoadJob();
@@ -54,9 +58,10 @@ void AddActorCommand(CLI::App& app, Invocation& invocation) {
       options.actor_index = args->actor_index;
       options.connect_timeout = args->job.connect_timeout();
       options.poll_interval = absl::Seconds(args->poll_interval_s);
-      auto token = args->job.AuthToken();
-      if (!token.ok()) return ReportError(token.status());
-      options.auth_token = *token;
+      options.ack_log = args->ack_log;
+      auto security = args->job.Security();
+      if (!security.ok()) return ReportError(security.status());
+      options.security = *std::move(security);
       StopSignals signals;  // SIGINT/SIGTERM: stop cleanly, exit 0
       options.stop = &signals.stop();
       options.log = stdout;

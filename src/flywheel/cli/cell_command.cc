@@ -1,4 +1,5 @@
 // flywheel cell --scheduler ADDR --buffer ADDR CONFIG [--auth-token-file F] [--set k=v …]
+//               [--tls-ca F [--tls-client-cert F --tls-client-key F]] [--insecure]
 //               [--metrics-listen HOST:PORT]
 //
 // A satellite cell of an elastic job as its own process (docs/elastic.md): registers with the
@@ -41,9 +42,9 @@ void AddCellCommand(CLI::App& app, Invocation& invocation) {
       options.scheduler_address = args->scheduler;
       options.buffer_address = args->job.buffer;
       options.connect_timeout = args->job.connect_timeout();
-      auto token = args->job.AuthToken();
-      if (!token.ok()) return ReportError(token.status());
-      options.auth_token = *token;
+      auto security = args->job.Security();
+      if (!security.ok()) return ReportError(security.status());
+      options.security = *std::move(security);
       StopSignals signals;  // SIGINT/SIGTERM: leave cleanly, exit 0
       options.stop = &signals.stop();
       options.log = stdout;

@@ -33,6 +33,8 @@ void AddLaunchCommand(CLI::App& app, Invocation& invocation);
 void AddSimCommand(CLI::App& app, Invocation& invocation);
 void AddPlanCommand(CLI::App& app, Invocation& invocation);
 void AddReportCommand(CLI::App& app, Invocation& invocation);
+void AddChaosCommand(CLI::App& app, Invocation& invocation);
+void AddExportCommand(CLI::App& app, Invocation& invocation);
 
 }  // namespace flywheel::cli
 

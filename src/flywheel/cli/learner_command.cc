@@ -1,4 +1,6 @@
 // flywheel learner --buffer ADDR CONFIG [--weights-listen HOST:PORT] [--auth-token-file F]
+//                  [--tls-cert F --tls-key F [--tls-client-ca F]] [--tls-ca F
+//                  [--tls-client-cert F --tls-client-key F]] [--insecure]
 //                  [--set k=v …] [--resume]
 //                  [--world-size N --rank R --rendezvous HOST:PORT]
 //                  [--metrics-listen HOST:PORT] [--dashboard-listen HOST:PORT]
@@ -43,6 +45,7 @@ struct LearnerArgs {
   std::string scheduler_listen;
   std::string dashboard_listen;
   bool resume = false;
+  bool no_leases = false;
   LearnerGroupOptions group;
 };
 
@@ -73,16 +76,17 @@ int RunCore(const LearnerArgs& args, const JobConfig& job) {
   options.scheduler_listen = args.scheduler_listen;
   options.resume = args.resume;
   options.connect_timeout = args.job.connect_timeout();
-  auto token = args.job.AuthToken();
-  if (!token.ok()) return ReportError(token.status());
-  options.auth_token = *token;
+  auto security = args.job.Security();
+  if (!security.ok()) return ReportError(security.status());
+  options.security = *std::move(security);
   StopSignals signals;  // SIGINT/SIGTERM: stop cleanly, exit 0
   options.stop = &signals.stop();
   options.progress_is_terminal = isatty(fileno(stdout)) != 0;
   options.on_serving = [&](const std::string& weights, const std::string& scheduler) {
     std::cout << "flywheel: learner serving weights on " << weights << ", scheduler on "
               << scheduler << " (buffer " << args.job.buffer
-              << ", auth=" << (options.auth_token.empty() ? "off" : "on") << ")" << std::endl;
+              << ", auth=" << (options.security.auth_token.empty() ? "off" : "on")
+              << ", tls=" << options.security.ServerTlsMode() << ")" << std::endl;
   };
   auto result = RunElasticCore(job, options);
   if (!result.ok()) return ReportError(result.status());
@@ -99,6 +103,7 @@ void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
   args->job.Add(learner, "job config (TOML)",
                 "token for the buffer, also required from actors fetching weights",
                 "learner.lr=3e-4", "seconds to keep retrying an unreachable buffer");
+  args->job.security.AddServerTls(learner, "the weights (and the elastic scheduler)");
   learner
       ->add_option("--weights-listen", args->weights_listen,
                    "serve weights on HOST:PORT (port 0 = any free port)")
@@ -108,6 +113,11 @@ void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
                       "on HOST:PORT (port 0 = any free port)");
   learner->add_flag("--resume", args->resume,
                     "continue runs/<name> from its latest complete checkpoint");
+  // Tests only (flywheel chaos --break leases): shows what the lease protocol prevents.
+  learner->add_flag("--no-leases", args->no_leases,
+                    "sample without leases: a learner killed before its next checkpoint loses "
+                    "what it sampled since the last one (tests)")
+      ->group("");
   learner->add_option("--dashboard-listen", args->dashboard_listen, kDashboardListenHelp);
   learner->add_option("--world-size", args->group.world_size,
                       "learner ranks in the group (sets learner.world_size)");
@@ -144,10 +154,11 @@ void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
       options.buffer_address = args->job.buffer;
       options.weights_listen = args->weights_listen;
       options.resume = args->resume;
+      options.leases = !args->no_leases;
       options.connect_timeout = args->job.connect_timeout();
-      auto token = args->job.AuthToken();
-      if (!token.ok()) return ReportError(token.status());
-      options.auth_token = *token;
+      auto security = args->job.Security();
+      if (!security.ok()) return ReportError(security.status());
+      options.security = *std::move(security);
       StopSignals signals;  // SIGINT/SIGTERM: stop cleanly, exit 0
       options.stop = &signals.stop();
       options.group = group != nullptr ? group->communicator() : nullptr;
@@ -156,8 +167,9 @@ void AddLearnerCommand(CLI::App& app, Invocation& invocation) {
       options.progress_is_terminal = isatty(fileno(stdout)) != 0;
       options.on_serving = [&](const std::string& address) {
         std::cout << "flywheel: learner serving weights on " << address << " (buffer "
-                  << args->job.buffer << ", auth=" << (options.auth_token.empty() ? "off" : "on") << ")"
-                  << std::endl;
+                  << args->job.buffer
+                  << ", auth=" << (options.security.auth_token.empty() ? "off" : "on")
+                  << ", tls=" << options.security.ServerTlsMode() << ")" << std::endl;
       };
       auto result = RunRemoteLearner(*job, options);
       if (!result.ok()) {

@@ -39,6 +39,8 @@ int Main(int argc, char** argv) {
   AddSimCommand(app, invocation);
   AddPlanCommand(app, invocation);
   AddReportCommand(app, invocation);
+  AddChaosCommand(app, invocation);
+  AddExportCommand(app, invocation);
 
   try {
     app.parse(argc, argv);

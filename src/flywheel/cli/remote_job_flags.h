@@ -1,6 +1,6 @@
 // The flags `flywheel learner`, `flywheel actor` and `flywheel cell` share: the job config, the
-// buffer to reach, the auth token, config overrides, how long to retry a service that does not
-// answer yet, and --metrics-listen.
+// buffer to reach, the auth token and TLS of the calls (security_flags.h), config overrides, how
+// long to retry a service that does not answer yet, and --metrics-listen.
 #ifndef FLYWHEEL_CLI_REMOTE_JOB_FLAGS_H_
 #define FLYWHEEL_CLI_REMOTE_JOB_FLAGS_H_
 
@@ -11,8 +11,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "flywheel/buffer/service.h"
 #include "flywheel/cli/metrics_listen.h"
+#include "flywheel/cli/security_flags.h"
 #include "flywheel/runtime/job_config.h"
 
 namespace flywheel::cli {
@@ -20,7 +20,7 @@ namespace flywheel::cli {
 struct RemoteJobFlags {
   std::string file;
   std::string buffer;
-  std::string auth_token_file;
+  SecurityFlags security;
   std::vector<std::string> overrides;
   double connect_timeout_s = 30;
   MetricsListenFlag metrics;
@@ -31,7 +31,8 @@ struct RemoteJobFlags {
            const std::string& set_example, const std::string& timeout_help) {
     command->add_option("file", file, file_help)->required();
     command->add_option("--buffer", buffer, "buffer address (flywheel serve buffer)")->required();
-    command->add_option("--auth-token-file", auth_token_file, token_help);
+    security.AddToken(command, token_help);
+    security.AddClientTls(command);
     command->add_option("--set", overrides, "override a key, e.g. --set " + set_example)
         ->take_all();
     command->add_option("--connect-timeout", connect_timeout_s, timeout_help)
@@ -40,11 +41,8 @@ struct RemoteJobFlags {
   }
 
   absl::StatusOr<JobConfig> LoadJob() const { return LoadJobConfig(file, overrides); }
-  // The token, or empty without --auth-token-file.
-  absl::StatusOr<std::string> AuthToken() const {
-    if (auth_token_file.empty()) return std::string();
-    return ReadAuthTokenFile(auth_token_file);
-  }
+  // The token (empty without --auth-token-file) and the TLS files, read and checked.
+  absl::StatusOr<RpcSecurity> Security() const { return security.Load(); }
   absl::Duration connect_timeout() const { return absl::Seconds(connect_timeout_s); }
 };
 

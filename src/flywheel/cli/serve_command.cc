@@ -1,21 +1,26 @@
 // flywheel serve buffer [--config FILE] [--set k=v …] [--address HOST:PORT] [--auth-token-file F]
+//                      [--tls-cert F --tls-key F [--tls-client-ca F]] [--insecure]
 //                      [--metrics-listen HOST:PORT]
 //
 // Runs the trajectory buffer as a gRPC server until SIGINT or SIGTERM. The first line on
 // stdout says where it listens ("flywheel: buffer serving on 127.0.0.1:7300 …"), so scripts
-// and tests can start it on port 0 and read the port back.
+// and tests can start it on port 0 and read the port back. TLS files may also come from the
+// config (buffer.tls_cert, buffer.tls_key, buffer.tls_client_ca), as its address does; a flag
+// wins over its key.
 #include <spdlog/spdlog.h>
 
 #include <csignal>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "flywheel/buffer/buffer.h"
 #include "flywheel/buffer/service.h"
 #include "flywheel/cli/command.h"
 #include "flywheel/cli/metrics_listen.h"
+#include "flywheel/cli/security_flags.h"
 #include "flywheel/runtime/job_config.h"
 
 namespace flywheel::cli {
@@ -25,7 +30,7 @@ struct ServeArgs {
   std::string config;
   std::vector<std::string> overrides;
   std::string address;
-  std::string auth_token_file;
+  SecurityFlags security;
   MetricsListenFlag metrics;
 };
 
@@ -40,14 +45,18 @@ int ServeBuffer(const ServeArgs& args) {
   }
   BufferOptions options = job.buffer;
   if (!args.address.empty()) options.address = args.address;
-  BufferServerOptions server_options;
-  server_options.address = options.address;
-  server_options.max_message_bytes = options.max_message_bytes;
-  if (!args.auth_token_file.empty()) {
-    auto token = ReadAuthTokenFile(args.auth_token_file);
-    if (!token.ok()) return ReportError(token.status());
-    server_options.auth_token = *token;
+  BufferServerOptions server_options = BufferServerOptions::FromConfig(options);
+  RpcSecurityFiles files = args.security.files;
+  // A key of the config names its file where the flag was not given.
+  for (auto [file, key, value] : {std::tuple{&files.tls_cert, "buffer.tls_cert", options.tls_cert},
+                                  {&files.tls_key, "buffer.tls_key", options.tls_key},
+                                  {&files.tls_client_ca, "buffer.tls_client_ca",
+                                   options.tls_client_ca}}) {
+    if (!file->given() && !value.empty()) *file = SettingFile{value, key};
   }
+  auto security = LoadRpcSecurity(files);
+  if (!security.ok()) return ReportError(security.status());
+  server_options.security = *std::move(security);
   // Block the stop signals before any thread starts, then wait for one synchronously.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -65,7 +74,8 @@ int ServeBuffer(const ServeArgs& args) {
   std::cout << "flywheel: buffer serving on " << (*server)->address()
             << " (durable=" << (options.durable ? "true" : "false")
             << ", recovered=" << info.recovered << ", size=" << info.table.size
-            << ", auth=" << (server_options.auth_token.empty() ? "off" : "on") << ")" << std::endl;
+            << ", auth=" << (server_options.security.auth_token.empty() ? "off" : "on")
+            << ", tls=" << server_options.security.ServerTlsMode() << ")" << std::endl;
   spdlog::info("{}", (*server)->buffer().DebugString());
   int signal = 0;
   sigwait(&stop_signals, &signal);
@@ -87,8 +97,8 @@ void AddServeCommand(CLI::App& app, Invocation& invocation) {
       ->take_all();
   buffer->add_option("--address", args->address,
                      "listen address (default buffer.address, 127.0.0.1:7300; port 0 = any)");
-  buffer->add_option("--auth-token-file", args->auth_token_file,
-                     "require this token (first line of the file) from every client");
+  args->security.AddToken(buffer, "require this token (first line of the file) from every client");
+  args->security.AddServerTls(buffer, "the buffer");
   args->metrics.Add(buffer);
   buffer->callback([args, &invocation] { invocation.run = [args] { return ServeBuffer(*args); }; });
 }

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/learner/advantages.h"
@@ -213,9 +214,21 @@ absl::StatusOr<LearnerStepResult> LearnerStep::Step(std::vector<Trajectory> batc
   }
   LearnerStepResult result;
   PackedStep packed;
+  disposition_ = BatchDisposition();
   {
     auto timer = tracker_.Time(Phase::kOther, "pack");
+    std::vector<std::string> given;
+    given.reserve(batch.size());
+    for (const Trajectory& t : batch) given.push_back(t.id);
     result.staleness = staleness_.Apply(optimizer_->version(), batch);
+    // Apply keeps the order: what is missing from the kept ones was dropped as stale.
+    for (size_t g = 0, k = 0; g < given.size(); ++g) {
+      if (k < batch.size() && batch[k].id == given[g]) {
+        ++k;
+      } else {
+        disposition_.stale.push_back(std::move(given[g]));
+      }
+    }
     ASSIGN_OR_RETURN(std::vector<std::vector<float>> advantages,
                      ComputeAdvantages(batch, AdvantageOptions::FromLearnerOptions(options_)));
     // Held trajectories go first; they too must still be within the staleness bound.
@@ -226,6 +239,7 @@ absl::StatusOr<LearnerStepResult> LearnerStep::Step(std::vector<Trajectory> batc
       if (options_.max_staleness >= 0 && lag > options_.max_staleness) {
         ++result.staleness.dropped;
         MetricsRegistry::Global().GetCounter("learner.dropped{reason=stale}")->Increment();
+        disposition_.stale.push_back(held_[i].id);
         continue;
       }
       input.push_back(std::move(held_[i]));
@@ -239,6 +253,19 @@ absl::StatusOr<LearnerStepResult> LearnerStep::Step(std::vector<Trajectory> batc
       input_advantages.push_back(std::move(advantages[i]));
     }
     ASSIGN_OR_RETURN(packed, packer_.Pack(input, input_advantages, carried));
+    disposition_.too_long = packed.dropped_too_long;
+    {
+      std::vector<bool> out(input.size(), false);
+      for (int64_t i : packed.held_back) {
+        out[static_cast<size_t>(i)] = true;
+        disposition_.held_back.push_back(input[static_cast<size_t>(i)].id);
+      }
+      const absl::flat_hash_set<std::string> too_long(packed.dropped_too_long.begin(),
+                                                      packed.dropped_too_long.end());
+      for (size_t i = 0; i < input.size(); ++i) {
+        if (!out[i] && !too_long.contains(input[i].id)) disposition_.trained.push_back(input[i].id);
+      }
+    }
     for (int64_t i : packed.held_back) {
       held_.push_back(std::move(input[i]));
       held_advantages_.push_back(std::move(input_advantages[i]));

@@ -44,6 +44,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -93,6 +94,16 @@ struct LearnerStepResult {
   int64_t optimizer_bytes = 0;
 
   nlohmann::json ToJson() const;
+};
+
+// What one Step did with each trajectory it was given, by id (also when it returned an error:
+// kUnavailable leaves `trained` holding what was packed but had no trainable token). The remote
+// learner's lease protocol acknowledges these and records them (consumed.jsonl).
+struct BatchDisposition {
+  std::vector<std::string> trained;    // in this step's micro-batches (carried ones included)
+  std::vector<std::string> stale;      // dropped: lag above learner.max_staleness
+  std::vector<std::string> too_long;   // dropped: longer than the largest bucket
+  std::vector<std::string> held_back;  // carried to the next step (learner.carry_over)
 };
 
 // How a LearnerStep takes part in a process group.
@@ -149,6 +160,9 @@ class LearnerStep {
   // rank calls it (e.g. to publish a weight snapshot).
   absl::StatusOr<std::vector<torch::Tensor>> FullParameters();
 
+  // What the last Step did with each trajectory.
+  const BatchDisposition& last_disposition() const { return disposition_; }
+
   // The optimiser: over the parameters, or over this rank's flat shards when sharded.
   Optimizer& optimizer() { return *optimizer_; }
   UtilisationTracker& tracker() { return tracker_; }
@@ -188,6 +202,7 @@ class LearnerStep {
   // Carried over from the previous step (carry_over), with their advantages.
   std::vector<Trajectory> held_;
   std::vector<std::vector<float>> held_advantages_;
+  BatchDisposition disposition_;  // of the last Step
 };
 
 }  // namespace flywheel

@@ -117,6 +117,14 @@ TEST(LearnerStepTest, StaleTrajectoriesAreDroppedAndCounted) {
   EXPECT_EQ(result->staleness.lag_counts.at(1), 8);
   EXPECT_EQ(result->optimizer.version, 11);
   EXPECT_EQ(result->ToJson()["dropped_stale"], 3);
+  // By id, for the lease protocol: the last three (lag 5) dropped, the rest trained.
+  const BatchDisposition& d = learner.last_disposition();
+  EXPECT_EQ(d.stale, (std::vector<std::string>{"g0-0", "g0-1", "g0-2"}));
+  EXPECT_EQ(d.trained.size(), 8u);
+  EXPECT_EQ(d.trained.front(), "g0-0");
+  EXPECT_EQ(d.trained.back(), "g1-3");
+  EXPECT_TRUE(d.too_long.empty());
+  EXPECT_TRUE(d.held_back.empty());
 
   // Only stale data: no step, a clear error, the version does not move.
   auto empty = learner.Step(policy.Groups(1, 2, 1.0, /*version=*/0));
@@ -124,6 +132,8 @@ TEST(LearnerStepTest, StaleTrajectoriesAreDroppedAndCounted) {
   EXPECT_EQ(empty.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(empty.status().message(), HasSubstr("2 stale"));
   EXPECT_EQ(learner.version(), 11);
+  EXPECT_EQ(learner.last_disposition().stale.size(), 2u);
+  EXPECT_TRUE(learner.last_disposition().trained.empty());
 }
 
 TEST(LearnerStepTest, TrainingRaisesTheRewardedTokensProbability) {

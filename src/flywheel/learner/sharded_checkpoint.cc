@@ -120,7 +120,8 @@ absl::StatusOr<TrainerShard> ReadShardFile(const std::string& path) {
 }
 
 absl::StatusOr<std::string> SaveShardedCheckpoint(CheckpointManager& manager, LearnerStep& learner,
-                                                  dist::Communicator* comm) {
+                                                  dist::Communicator* comm,
+                                                  const CheckpointManager::Writer& extra) {
   const int rank = comm ? comm->rank() : 0;
   const int world = comm ? comm->size() : 1;
   if (learner.world_size() != world || learner.rank() != rank) {
@@ -163,6 +164,7 @@ absl::StatusOr<std::string> SaveShardedCheckpoint(CheckpointManager& manager, Le
                   StrCat("sharded checkpoint: moving ", name, " of rank ", r, ": ", ec.message()));
             }
           }
+          if (extra) RETURN_IF_ERROR(extra(dir));
           return WriteFileSynced((fs::path(dir) / kShardManifestFile).string(),
                                  Manifest(shard).dump(2));
         });

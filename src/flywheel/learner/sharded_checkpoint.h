@@ -38,8 +38,10 @@ inline constexpr const char* kShardManifestFile = "manifest.json";
 // Every rank of `comm` calls it (null comm = one process) with its learner, after the same
 // step; `manager` is over the same directory on every rank, only rank 0's writes. Returns the
 // checkpoint's path (step = the learner's optimiser step).
+// `extra` (optional) writes more files into the checkpoint on rank 0 before it becomes visible.
 absl::StatusOr<std::string> SaveShardedCheckpoint(CheckpointManager& manager, LearnerStep& learner,
-                                                  dist::Communicator* comm);
+                                                  dist::Communicator* comm,
+                                                  const CheckpointManager::Writer& extra = nullptr);
 
 // Restores a complete sharded checkpoint (`checkpoint_dir` with DONE) into `learner`, at
 // whatever group size and sharding mode the learner has. Every rank calls it; no collectives.

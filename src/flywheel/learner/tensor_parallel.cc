@@ -209,9 +209,12 @@ TensorParallelModel::~TensorParallelModel() { model_->SetLayerRunner(nullptr); }
 torch::Tensor TensorParallelModel::RunLayer(
     const DecoderLayer& layer, const torch::Tensor& x, const Rotary& rotary,
     const std::vector<std::vector<int64_t>>& doc_lengths) const {
-  // DecoderLayerImpl::ForwardDocuments with f before and g after each parallel block.
+  // DecoderLayerImpl::ForwardDocuments with f before and g after each parallel block. The
+  // per-head q/k norm weights (qk_norm) are replicated but see only this rank's heads: f on the
+  // weight sums their gradient over the TP group, so it is the full model's on every rank.
   const torch::Tensor attn = layer->self_attn->ForwardDocuments(
-      TensorParallelCopy(layer->input_layernorm->forward(x), tp_), rotary, doc_lengths);
+      TensorParallelCopy(layer->input_layernorm->forward(x), tp_), rotary, doc_lengths,
+      [this](const torch::Tensor& weight) { return TensorParallelCopy(weight, tp_); });
   const torch::Tensor h = x + TensorParallelReduce(attn, tp_);
   const torch::Tensor mlp = layer->mlp->ForwardTraining(
       TensorParallelCopy(layer->post_attention_layernorm->forward(h), tp_));

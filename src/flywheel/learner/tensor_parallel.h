@@ -9,7 +9,8 @@
 //                                gate/up intermediate [t I/T, (t+1) I/T)
 //   row slices (columns of W):   o_proj  the same query heads' inputs
 //                                down    the same intermediate inputs
-//   replicated (whole, every rank): embedding, the norms, the final norm, the LM head
+//   replicated (whole, every rank): embedding, the norms, the final norm, the LM head, the
+//                                   per-head q/k norms (qk_norm; gradient summed over TP)
 //
 // Whole heads go to a rank and query head h sits with kv head h / (H/KV) (the HF repeat_kv
 // order), so attention needs no communication. A layer then runs as

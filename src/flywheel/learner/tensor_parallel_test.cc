@@ -94,38 +94,48 @@ PackedMicroBatch SomeMicroBatch() {
   return mb;
 }
 
-TEST(TensorParallelModelTest, SlicesComputeTheFullModelTheirGradientsAndGatherBack) {
-  // Biases on q/k/v and an untied LM head, so that every kind of parameter is there.
-  ModelOptions options = testing::ParallelModelOptions();
-  options.attention_bias = true;
-  options.tie_embeddings = false;
+// Slices of `options`' model on 2 TP ranks: their packed forward is the full model's, the
+// gradient of each slice is the slice of the full gradient (replicated parameters: the whole
+// gradient), the global norm is the full one, and gathering gives the full model back.
+void CheckSlices(const ModelOptions& options) {
   torch::manual_seed(5);
   const PackedMicroBatch mb = SomeMicroBatch();
   const torch::Tensor probe = torch::randn({2, 16, testing::kParallelVocab});
   RunRanks(2, [&](int rank, dist::Communicator& comm) {
     auto full = MakeTransformer(options);
     ASSERT_TRUE(full.ok()) << full.status();
-    // q/k/v biases start at zero: give them values, the same on every rank (no global RNG), so
-    // that their slicing is checked.
+    // q/k/v biases start at zero and the per-head norms at one: give them values, the same on
+    // every rank (no global RNG), so that their slicing and gradients are checked.
     {
       torch::NoGradGuard no_grad;
       for (auto& item : (*full)->named_parameters()) {
         torch::Tensor& b = item.value();
         if (item.key().ends_with(".bias")) b.copy_(0.02 * torch::sin(torch::arange(b.numel())));
+        if (item.key().ends_with("q_norm.weight") || item.key().ends_with("k_norm.weight")) {
+          b.copy_(1 + 0.3 * torch::sin(torch::arange(b.numel()) + 1));
+        }
       }
     }
     auto tp = TensorParallelModel::Create(**full, &comm);
     ASSERT_TRUE(tp.ok()) << tp.status();
     const auto sliced = (*tp)->model()->named_parameters();
-    const int64_t head_dim = options.head_dim();
+    const int64_t head_dim = options.HeadDim();
     EXPECT_EQ(sliced["model.layers.0.self_attn.q_proj.weight"].sizes(),
-              (std::vector<int64_t>{2 * head_dim, options.hidden_size}));
+              (std::vector<int64_t>{options.num_heads / 2 * head_dim, options.hidden_size}));
     EXPECT_EQ(sliced["model.layers.0.self_attn.k_proj.weight"].sizes(),
-              (std::vector<int64_t>{1 * head_dim, options.hidden_size}));
+              (std::vector<int64_t>{options.num_kv_heads / 2 * head_dim, options.hidden_size}));
+    EXPECT_EQ(sliced["model.layers.0.self_attn.o_proj.weight"].sizes(),
+              (std::vector<int64_t>{options.hidden_size, options.num_heads / 2 * head_dim}));
     EXPECT_EQ(sliced["model.layers.1.mlp.down_proj.weight"].sizes(),
               (std::vector<int64_t>{options.hidden_size, options.intermediate_size / 2}));
-    EXPECT_EQ(sliced["lm_head.weight"].sizes(),
-              (*full)->named_parameters()["lm_head.weight"].sizes());
+    if (!options.tie_embeddings) {
+      EXPECT_EQ(sliced["lm_head.weight"].sizes(),
+                (*full)->named_parameters()["lm_head.weight"].sizes());
+    }
+    if (options.qk_norm) {  // replicated: whole on every rank
+      EXPECT_EQ(sliced["model.layers.1.self_attn.q_norm.weight"].sizes(),
+                (std::vector<int64_t>{head_dim}));
+    }
 
     auto layout = MakePackedLayout(mb.doc_lengths, mb.length);
     ASSERT_TRUE(layout.ok());
@@ -171,6 +181,25 @@ TEST(TensorParallelModelTest, SlicesComputeTheFullModelTheirGradientsAndGatherBa
     for (const auto& p : full_params) original.push_back(p.detach());
     EXPECT_TRUE(BitEqual(*gathered, original)) << "the gathered model is not the full one";
   });
+}
+
+TEST(TensorParallelModelTest, SlicesComputeTheFullModelTheirGradientsAndGatherBack) {
+  // Biases on q/k/v and an untied LM head, so that every kind of parameter is there.
+  ModelOptions options = testing::ParallelModelOptions();
+  options.attention_bias = true;
+  options.tie_embeddings = false;
+  CheckSlices(options);
+}
+
+TEST(TensorParallelModelTest, Qwen3ShapeSlicesTooWithPerHeadNormsReplicated) {
+  // Qwen3: per-head q/k RMSNorm (replicated, acting on each rank's heads only), head_dim apart
+  // from hidden_size / num_heads, and Llama 3 rope scaling.
+  ModelOptions options = testing::ParallelModelOptions();
+  options.qk_norm = true;
+  options.head_dim = 12;
+  options.rope_scaling.type = "llama3";
+  options.rope_scaling.original_max_position_embeddings = 8;
+  CheckSlices(options);
 }
 
 TEST(TensorParallelValidationTest, HeadsThatDoNotDivideAreRefusedNamingTheKeys) {

@@ -70,6 +70,10 @@ CpuDecoderWeights CpuDecoderWeights::From(const Transformer& model) {
                       get(p + "self_attn.v_proj.bias")},
                      0);
     }
+    if (o.qk_norm) {
+      layer.q_norm = get(p + "self_attn.q_norm.weight");
+      layer.k_norm = get(p + "self_attn.k_norm.weight");
+    }
     layer.o_proj = PackedLinear::Pack(get(p + "self_attn.o_proj.weight"));
     layer.post_norm = get(p + "post_attention_layernorm.weight");
     layer.gate_up = PackedLinear::Pack(
@@ -85,7 +89,7 @@ CpuDecoderWeights CpuDecoderWeights::From(const Transformer& model) {
 
 CpuDecoder::CpuDecoder(const ModelOptions& options, int64_t initial_slots, int64_t initial_capacity)
     : options_(options),
-      head_dim_(options.head_dim()),
+      head_dim_(options.HeadDim()),
       slots_(std::max<int64_t>(initial_slots, 1)),
       capacity_(RoundUp16(initial_capacity)) {
   const size_t per_layer =
@@ -94,8 +98,8 @@ CpuDecoder::CpuDecoder(const ModelOptions& options, int64_t initial_slots, int64
   values_.assign(per_layer * options_.num_layers, 0.0f);
   // The very cos/sin of the LibTorch path, so that positions rotate identically.
   c10::InferenceMode guard;
-  const auto rotary = MakeRotary(torch::arange(options_.max_seq_len, torch::kInt64).unsqueeze(0),
-                                 head_dim_, options_.rope_theta);
+  const auto rotary =
+      MakeRotary(torch::arange(options_.max_seq_len, torch::kInt64).unsqueeze(0), options_);
   const auto cos = rotary.cos.contiguous(), sin = rotary.sin.contiguous();  // [1, 1, L, D]
   rope_cos_.assign(cos.data_ptr<float>(), cos.data_ptr<float>() + cos.numel());
   rope_sin_.assign(sin.data_ptr<float>(), sin.data_ptr<float>() + sin.numel());
@@ -201,6 +205,7 @@ void CpuDecoder::Forward(const CpuDecoderWeights& w, std::span<const DecodeRow> 
   grow(gate_up_, n * 2 * inter);
   grow(act_, n * inter);
   grow(scores_, groups * capacity_);
+  if (options_.qk_norm) grow(head_norm_, options_.num_heads * d);
 
   const float* embed = w.embed.data_ptr<float>();
   for (int64_t r = 0; r < n; ++r) {
@@ -216,12 +221,22 @@ void CpuDecoder::Forward(const CpuDecoderWeights& w, std::span<const DecodeRow> 
         for (int64_t i = 0; i < qkv_width; ++i) qkv_[r * qkv_width + i] += bias[i];
       }
     }
-    // RoPE on q and k, then every row's k/v into its slot before any row attends.
+    // (Per-head q/k norms,) RoPE on q and k, then every row's k/v into its slot before any row
+    // attends.
     for (int64_t r = 0; r < n; ++r) {
       const DecodeRow& row = rows[r];
       float* q = qkv_.data() + r * qkv_width;
       float* k = q + q_width;
       const float* v = k + kv_width;
+      if (layer.q_norm.defined()) {
+        // Each head is a row of head_dim; the kernel writes out of place (restrict pointers).
+        simd::RmsNormRows(q, options_.num_heads, d, layer.q_norm.data_ptr<float>(), eps,
+                          head_norm_.data());
+        std::memcpy(q, head_norm_.data(), q_width * sizeof(float));
+        simd::RmsNormRows(k, options_.num_kv_heads, d, layer.k_norm.data_ptr<float>(), eps,
+                          head_norm_.data());
+        std::memcpy(k, head_norm_.data(), kv_width * sizeof(float));
+      }
       const float* cos = rope_cos_.data() + row.position * d;
       const float* sin = rope_sin_.data() + row.position * d;
       simd::Rope(q, options_.num_heads, d, cos, sin);

@@ -5,7 +5,8 @@
 // arithmetic in one pass over preallocated buffers:
 //
 //   rows (slot, position, token) ── embed ─▶ x [n, hidden]
-//   per layer: RMSNorm ─▶ one fused q|k|v GEMM ─▶ RoPE (table) ─▶ k, v written in place into the
+//   per layer: RMSNorm ─▶ one fused q|k|v GEMM (─▶ per-head q/k RMSNorm with qk_norm) ─▶
+//              RoPE (table, with the model's frequency scaling) ─▶ k, v written in place into the
 //              slot at the row's position ─▶ ragged attention, each row over positions [0, pos]
 //              of its own slot (no mask, no padding) ─▶ o_proj GEMM added onto x ─▶ RMSNorm ─▶
 //              one fused gate|up GEMM ─▶ silu·up ─▶ down GEMM added onto x
@@ -69,6 +70,7 @@ struct PackedLinear {
 struct CpuDecoderWeights {
   struct Layer {
     torch::Tensor input_norm, qkv_bias, post_norm;
+    torch::Tensor q_norm, k_norm;  // [head_dim]; undefined without qk_norm
     PackedLinear qkv, o_proj, gate_up, down;  // q|k|v and gate|up fused
   };
   std::vector<Layer> layers;
@@ -114,7 +116,7 @@ class CpuDecoder {
   std::vector<float> values_;               // [layers][slots][kv_heads][capacity][head_dim]
   std::vector<float> rope_cos_, rope_sin_;  // [max_seq_len, head_dim], from MakeRotary
   // Scratch reused by every Forward (no allocation per step once grown).
-  std::vector<float> x_, h_, qkv_, att_, gate_up_, act_, scores_, final_;
+  std::vector<float> x_, h_, qkv_, att_, gate_up_, act_, scores_, final_, head_norm_;
 };
 
 }  // namespace flywheel

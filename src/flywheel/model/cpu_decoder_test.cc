@@ -31,15 +31,19 @@ std::vector<ModelOptions> Variants() {
   odd.num_heads = 2;
   odd.num_kv_heads = 1;
   out.push_back(odd);
+  out.push_back(testing::TinyQwen3StyleOptions());  // q/k norms, head_dim 12, llama3 rope
   return out;
 }
 
-// Bias values are zero at initialisation; make them matter.
+// Bias values are zero and the per-head norms one at initialisation; make them matter.
 Transformer Model(const ModelOptions& o) {
   auto model = *MakeTransformer(o);
   torch::NoGradGuard no_grad;
   for (auto& item : model->named_parameters()) {
     if (item.key().ends_with(".bias")) item.value().normal_(0, 0.5);
+    if (item.key().ends_with("q_norm.weight") || item.key().ends_with("k_norm.weight")) {
+      item.value().uniform_(0.5, 1.5);
+    }
   }
   return model;
 }
@@ -54,7 +58,8 @@ torch::Tensor FullLogits(const Transformer& model, const std::vector<int64_t>& t
 // the way). Every step's logits must equal a full recomputation of that sequence.
 void CheckRaggedDecode(const ModelOptions& o) {
   SCOPED_TRACE(::testing::Message() << "hidden " << o.hidden_size << " heads " << o.num_heads
-                                    << "/" << o.num_kv_heads << " bias " << o.attention_bias);
+                                    << "/" << o.num_kv_heads << " bias " << o.attention_bias
+                                    << " head_dim " << o.HeadDim() << " qk_norm " << o.qk_norm);
   auto model = Model(o);
   ASSERT_TRUE(CpuDecoderWeights::Supports(model));
   const auto weights = CpuDecoderWeights::From(model);

@@ -86,12 +86,23 @@ TEST(DocumentAttentionTest, BadDocumentsAreErrors) {
 // The transformer's packed training forward (document attention, fused projections) against its
 // general path over the dense mask of the same layout: logits and every parameter's gradient.
 TEST(DocumentAttentionTest, TransformerPackedForwardEqualsTheDenseMaskPath) {
-  for (bool attention_bias : {false, true}) {
-    ModelOptions o = testing::TinyModelOptions(/*seed=*/11);
-    o.attention_bias = attention_bias;
+  ModelOptions biased = testing::TinyModelOptions(/*seed=*/11);
+  biased.attention_bias = true;
+  for (const ModelOptions& o : {testing::TinyModelOptions(/*seed=*/11), biased,
+                                testing::TinyQwen3StyleOptions(/*seed=*/11)}) {
     auto packed = MakeTransformer(o);
     auto dense = MakeTransformer(o);
     ASSERT_TRUE(packed.ok() && dense.ok());
+    if (o.qk_norm) {  // per-head norms start at one: make them matter (the same in both)
+      torch::NoGradGuard no_grad;
+      const auto dense_params = (*dense)->named_parameters();
+      for (auto& p : (*packed)->named_parameters()) {
+        if (p.key().ends_with("q_norm.weight") || p.key().ends_with("k_norm.weight")) {
+          p.value().uniform_(0.5, 1.5);
+          dense_params[p.key()].copy_(p.value());
+        }
+      }
+    }
     const auto layout = PackedLayout({{7, 5, 2}, {9}}, 16);
     AttentionLayout dense_layout = layout;
     dense_layout.doc_lengths.clear();  // the general path: scores over the [L, L] mask

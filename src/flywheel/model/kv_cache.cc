@@ -9,9 +9,9 @@ KvCache::KvCache(const ModelOptions& options, torch::TensorOptions tensor_option
     : slots_(std::max<int64_t>(initial_slots, 1)),
       capacity_(std::max<int64_t>(initial_capacity, 1)) {
   for (int64_t l = 0; l < options.num_layers; ++l) {
-    values_.push_back(torch::zeros({slots_, options.num_kv_heads, capacity_, options.head_dim()},
+    values_.push_back(torch::zeros({slots_, options.num_kv_heads, capacity_, options.HeadDim()},
                                    tensor_options));
-    keys_.push_back(torch::zeros({slots_, options.num_kv_heads, options.head_dim(), capacity_},
+    keys_.push_back(torch::zeros({slots_, options.num_kv_heads, options.HeadDim(), capacity_},
                                  tensor_options));
   }
 }

@@ -16,9 +16,14 @@ ModelOptions Tiny() {
 
 // Prefills each sequence alone, then decodes all of them together, one token per step, each
 // at its own length; every step's logits must equal a full recomputation of that sequence.
-TEST(KvCacheTest, CachedDecodeEqualsFullRecomputationAtDifferentLengths) {
+void CheckCachedDecode(const ModelOptions& options) {
   c10::InferenceMode guard;
-  auto model = *MakeTransformer(Tiny());
+  auto model = *MakeTransformer(options);
+  for (auto& item : model->named_parameters()) {  // per-head norms start at one
+    if (item.key().ends_with("q_norm.weight") || item.key().ends_with("k_norm.weight")) {
+      item.value().uniform_(0.5, 1.5);
+    }
+  }
   const std::vector<int64_t> prompt_lengths = {3, 9, 1, 6};
   // Slots deliberately not in row order (exercises the gathered read), small initial capacity
   // (exercises growth).
@@ -63,6 +68,17 @@ TEST(KvCacheTest, CachedDecodeEqualsFullRecomputationAtDifferentLengths) {
     }
   }
   EXPECT_GE(cache.capacity(), 21);
+}
+
+TEST(KvCacheTest, CachedDecodeEqualsFullRecomputationAtDifferentLengths) {
+  CheckCachedDecode(Tiny());
+}
+
+// q/k norms, head_dim apart from hidden / heads, llama3 rope scaling.
+TEST(KvCacheTest, Qwen3ShapeCachedDecodeEqualsFullRecomputation) {
+  ModelOptions o = testing::TinyQwen3StyleOptions();
+  o.max_seq_len = 1024;
+  CheckCachedDecode(o);
 }
 
 TEST(KvCacheTest, MoveSlotCarriesTheKeys) {

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -12,7 +11,7 @@
 #include "flywheel/core/file_util.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
-#include "flywheel/model/safetensors_header.h"
+#include "flywheel/model/mapped_safetensors.h"
 #include "flywheel/model/torch_status.h"
 
 namespace flywheel {
@@ -30,13 +29,6 @@ absl::StatusOr<std::string> DtypeName(torch::ScalarType t) {
       return absl::InvalidArgumentError(
           StrCat("safetensors: dtype ", c10::toString(t), " not supported (F32, BF16, F16)"));
   }
-}
-
-absl::StatusOr<torch::ScalarType> DtypeFromName(const std::string& name) {
-  if (name == "F32") return torch::kFloat32;
-  if (name == "BF16") return torch::kBFloat16;
-  if (name == "F16") return torch::kFloat16;
-  return absl::InvalidArgumentError(StrCat("dtype \"", name, "\" not supported (F32, BF16, F16)"));
 }
 
 }  // namespace
@@ -79,22 +71,14 @@ absl::Status WriteSafetensors(const std::string& path, const NamedTensors& tenso
 }
 
 absl::StatusOr<SafetensorsFile> ReadSafetensors(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return absl::NotFoundError(StrCat("safetensors: cannot open ", path));
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  ASSIGN_OR_RETURN(const SafetensorsHeader header, ParseSafetensorsHeader(bytes, path));
+  ASSIGN_OR_RETURN(const std::unique_ptr<MappedSafetensors> mapped, MappedSafetensors::Open(path));
   SafetensorsFile out;
-  out.metadata = header.metadata;
-  for (const SafetensorsEntry& entry : header.entries) {
-    ASSIGN_OR_RETURN(const torch::ScalarType dtype, DtypeFromName(entry.dtype));
-    torch::Tensor t = torch::empty(entry.shape, torch::TensorOptions().dtype(dtype));
-    // An empty tensor has no storage: memcpy's destination would be null.
-    if (entry.end > entry.begin) {
-      std::memcpy(t.data_ptr(), bytes.data() + header.data_begin + entry.begin,
-                  entry.end - entry.begin);
+  out.metadata = mapped->metadata();
+  RETURN_IF_ERROR(TorchCall(StrCat("safetensors ", path, ": reading"), [&] {
+    for (const auto& entry : mapped->entries()) {
+      out.tensors.emplace_back(entry.name, mapped->View(entry).clone());
     }
-    out.tensors.emplace_back(entry.name, std::move(t));
-  }
+  }));
   return out;
 }
 
@@ -107,35 +91,35 @@ absl::Status SaveStateDict(const std::string& path, const torch::nn::Module& mod
 }
 
 absl::Status LoadStateDict(const std::string& path, torch::nn::Module& module, bool strict) {
-  ASSIGN_OR_RETURN(SafetensorsFile file, ReadSafetensors(path));
-  std::map<std::string, torch::Tensor> by_name(file.tensors.begin(), file.tensors.end());
+  // Mapped, so each tensor is copied once, from the page cache into the module.
+  ASSIGN_OR_RETURN(const std::unique_ptr<MappedSafetensors> file, MappedSafetensors::Open(path));
   std::vector<std::pair<std::string, torch::Tensor>> targets;
   for (const auto& item : module.named_parameters()) targets.emplace_back(item.key(), item.value());
   for (const auto& item : module.named_buffers()) targets.emplace_back(item.key(), item.value());
   for (const auto& [name, target] : targets) {
-    auto it = by_name.find(name);
-    if (it == by_name.end()) {
+    const MappedSafetensors::Entry* entry = file->Find(name);
+    if (entry == nullptr) {
       return absl::NotFoundError(StrCat("safetensors ", path, ": missing tensor ", name));
     }
-    if (it->second.sizes() != target.sizes()) {
+    if (target.sizes() != torch::IntArrayRef(entry->shape)) {
       return absl::InvalidArgumentError(StrCat("safetensors ", path, ": tensor ", name,
-                                               " has shape ", it->second.sizes(),
+                                               " has shape ", torch::IntArrayRef(entry->shape),
                                                ", the model expects ", target.sizes()));
     }
   }
-  if (strict && by_name.size() != targets.size()) {
+  if (strict && file->entries().size() != targets.size()) {
     std::set<std::string> known;
     for (const auto& [name, t] : targets) known.insert(name);
     std::vector<std::string> extra;
-    for (const auto& [name, t] : by_name) {
-      if (!known.contains(name)) extra.push_back(name);
+    for (const auto& entry : file->entries()) {
+      if (!known.contains(entry.name)) extra.push_back(entry.name);
     }
     return absl::InvalidArgumentError(
         StrCat("safetensors ", path, ": tensors the model does not have: ", Join(extra, ", ")));
   }
   return TorchCall(StrCat("safetensors ", path, ": copying into the model"), [&] {
     torch::NoGradGuard no_grad;
-    for (auto& [name, target] : targets) target.copy_(by_name.at(name));
+    for (auto& [name, target] : targets) target.copy_(file->View(*file->Find(name)));
   });
 }
 

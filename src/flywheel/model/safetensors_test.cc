@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "flywheel/model/mapped_safetensors.h"
 #include "flywheel/model/transformer.h"
 
 namespace flywheel {
@@ -65,8 +66,8 @@ TEST(SafetensorsTest, HalfPrecisionDtypesRoundTripWithinTheirPrecision) {
   }
 }
 
-// An empty tensor has no storage (data_ptr() is null): reading one copied 0 bytes to null, which
-// UBSan reports as memcpy's nonnull argument violated.
+// An empty tensor has no storage and no bytes in the file (the copying reader once memcpy'd 0
+// bytes to a null data_ptr(), which UBSan reports); its shape still comes back.
 TEST(SafetensorsTest, AnEmptyTensorRoundTrips) {
   const std::string path = TempPath("empty.safetensors");
   ASSERT_TRUE(WriteSafetensors(path, {{"e", torch::zeros({0, 5})}, {"x", torch::ones({2})}}).ok());
@@ -75,6 +76,31 @@ TEST(SafetensorsTest, AnEmptyTensorRoundTrips) {
   ASSERT_EQ(file->tensors.size(), 2u);
   EXPECT_EQ(file->tensors[0].second.sizes(), (std::vector<int64_t>{0, 5}));
   EXPECT_TRUE(file->tensors[1].second.equal(torch::ones({2})));
+}
+
+// The mapped reader: views of the file's bytes in its dtype, and a load that converts BF16 to the
+// model's float32 straight from them.
+TEST(SafetensorsTest, MappedViewsReadTheFileAndLoadConvertsTheirDtype) {
+  auto a = *MakeTransformer(Tiny(1));
+  auto b = *MakeTransformer(Tiny(2));
+  const std::string path = TempPath("bf16.safetensors");
+  ASSERT_TRUE(SaveStateDict(path, *a, torch::kBFloat16).ok());
+  auto mapped = MappedSafetensors::Open(path);
+  ASSERT_TRUE(mapped.ok()) << mapped.status();
+  const auto params = a->named_parameters();
+  ASSERT_EQ((*mapped)->entries().size(), params.size());
+  for (const auto& entry : (*mapped)->entries()) {
+    const torch::Tensor view = (*mapped)->View(entry);
+    EXPECT_EQ(view.scalar_type(), torch::kBFloat16);
+    EXPECT_TRUE(view.equal(params[entry.name].to(torch::kBFloat16))) << entry.name;
+  }
+  EXPECT_EQ((*mapped)->Find("no.such.tensor"), nullptr);
+  ASSERT_TRUE(LoadStateDict(path, *b).ok());
+  for (const auto& item : b->named_parameters()) {
+    EXPECT_EQ(item.value().scalar_type(), torch::kFloat32);
+    EXPECT_TRUE(item.value().equal(params[item.key()].to(torch::kBFloat16).to(torch::kFloat32)))
+        << item.key();
+  }
 }
 
 TEST(SafetensorsTest, TruncatedFileIsAClearError) {
@@ -90,6 +116,8 @@ TEST(SafetensorsTest, TruncatedFileIsAClearError) {
   EXPECT_THAT(file.status().message(), HasSubstr(path));
   std::filesystem::resize_file(path, 5);
   EXPECT_THAT(ReadSafetensors(path).status().message(), HasSubstr("no header size"));
+  std::filesystem::resize_file(path, 0);  // nothing to map
+  EXPECT_THAT(ReadSafetensors(path).status().message(), HasSubstr("only 0 bytes"));
 }
 
 TEST(SafetensorsTest, CorruptHeaderIsAClearError) {

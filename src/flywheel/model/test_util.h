@@ -24,6 +24,21 @@ inline ModelOptions TinyModelOptions(int64_t seed = 3) {
   return o;
 }
 
+// TinyModelOptions in the Qwen3 shape: per-head q/k RMSNorm, head_dim 12 (q/k/v project to 48,
+// not hidden 32), and Llama 3 rope scaling whose three frequency bands (kept, interpolated,
+// divided) all occur among the 6 frequencies.
+inline ModelOptions TinyQwen3StyleOptions(int64_t seed = 3) {
+  ModelOptions o = TinyModelOptions(seed);
+  o.qk_norm = true;
+  o.head_dim = 12;
+  o.rope_scaling.type = "llama3";
+  o.rope_scaling.factor = 8;
+  o.rope_scaling.low_freq_factor = 1;
+  o.rope_scaling.high_freq_factor = 4;
+  o.rope_scaling.original_max_position_embeddings = 32;
+  return o;
+}
+
 }  // namespace flywheel::testing
 
 #endif  // FLYWHEEL_MODEL_TEST_UTIL_H_

@@ -7,6 +7,7 @@
 
 #include "flywheel/core/strings.h"
 #include "flywheel/model/document_attention.h"
+#include "flywheel/model/rope_scaling.h"
 #include "flywheel/model/torch_status.h"
 
 namespace flywheel {
@@ -24,12 +25,14 @@ RMSNormImpl::RMSNormImpl(int64_t dim, double eps_in) : eps(eps_in) {
   weight = register_parameter("weight", torch::ones({dim}));
 }
 
-torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) const {
+torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
   // Computed in float32 whatever the activation dtype, as HF Llama does.
   const auto x32 = x.to(torch::kFloat32);
   const auto normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps);
   return weight * normed.to(x.scalar_type());
 }
+
+torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) const { return RmsNorm(x, weight, eps); }
 
 EmbeddingTableImpl::EmbeddingTableImpl(int64_t vocab_size, int64_t dim) {
   weight = register_parameter("weight", torch::empty({vocab_size, dim}));
@@ -39,14 +42,23 @@ torch::Tensor EmbeddingTableImpl::forward(const torch::Tensor& tokens) const {
   return torch::embedding(weight, tokens);
 }
 
-Rotary MakeRotary(const torch::Tensor& positions, int64_t head_dim, double theta) {
-  const auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(positions.device());
-  // inv_freq[i] = theta^(-2i / head_dim), i < head_dim / 2.
-  const auto inv_freq =
-      torch::pow(theta, -torch::arange(0, head_dim, 2, opts) / static_cast<double>(head_dim));
+Rotary MakeRotary(const torch::Tensor& positions, const torch::Tensor& inv_freq) {
   const auto angles = positions.to(torch::kFloat32).unsqueeze(-1) * inv_freq;  // [B, L, D/2]
   const auto emb = torch::cat({angles, angles}, -1).unsqueeze(1);              // [B, 1, L, D]
   return {emb.cos(), emb.sin()};
+}
+
+Rotary MakeRotary(const torch::Tensor& positions, int64_t head_dim, double theta) {
+  ModelOptions o;
+  o.hidden_size = head_dim;
+  o.num_heads = 1;
+  o.head_dim = head_dim;
+  o.rope_theta = theta;
+  return MakeRotary(positions, o);
+}
+
+Rotary MakeRotary(const torch::Tensor& positions, const ModelOptions& options) {
+  return MakeRotary(positions, RopeInverseFrequencies(options, positions.device()));
 }
 
 torch::Tensor Rotary::Apply(const torch::Tensor& x) const {
@@ -68,7 +80,7 @@ AttentionImpl::AttentionImpl(const ModelOptions& o, int64_t layer_index, int64_t
     : layer_index_(layer_index),
       num_heads_(o.num_heads / tensor_parallel),
       num_kv_heads_(o.num_kv_heads / tensor_parallel),
-      head_dim_(o.head_dim()) {
+      head_dim_(o.HeadDim()) {
   TORCH_CHECK_VALUE(tensor_parallel >= 1 && o.num_heads % tensor_parallel == 0 &&
                         o.num_kv_heads % tensor_parallel == 0,
                     "attention: tensor_parallel ", tensor_parallel, " must divide num_heads ",
@@ -80,6 +92,10 @@ AttentionImpl::AttentionImpl(const ModelOptions& o, int64_t layer_index, int64_t
   v_proj = register_module(
       "v_proj", LinearWeights(o.hidden_size, num_kv_heads_ * head_dim_, o.attention_bias));
   o_proj = register_module("o_proj", LinearWeights(num_heads_ * head_dim_, o.hidden_size, false));
+  if (o.qk_norm) {
+    q_norm = register_module("q_norm", RMSNorm(head_dim_, o.rms_norm_eps));
+    k_norm = register_module("k_norm", RMSNorm(head_dim_, o.rms_norm_eps));
+  }
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Rotary& rotary,
@@ -100,8 +116,14 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Rotary& rotar
     k = k_proj->forward(x);
     v = v_proj->forward(x);
   }
-  q = rotary.Apply(q.view({b, lq, num_heads_, head_dim_}).transpose(1, 2));
-  k = rotary.Apply(k.view({b, lq, num_kv_heads_, head_dim_}).transpose(1, 2));
+  q = q.view({b, lq, num_heads_, head_dim_});
+  k = k.view({b, lq, num_kv_heads_, head_dim_});
+  if (!q_norm.is_empty()) {  // Qwen3: each head normalised on its own, before the rotation
+    q = q_norm->forward(q);
+    k = k_norm->forward(k);
+  }
+  q = rotary.Apply(q.transpose(1, 2));
+  k = rotary.Apply(k.transpose(1, 2));
   v = v.view({b, lq, num_kv_heads_, head_dim_}).transpose(1, 2);
   torch::Tensor kt;  // keys transposed, [B, kv_heads, D, Lk]
   if (store != nullptr) {
@@ -123,9 +145,9 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Rotary& rotar
   return o_proj->forward(out);
 }
 
-torch::Tensor AttentionImpl::ForwardDocuments(
-    const torch::Tensor& x, const Rotary& rotary,
-    const std::vector<std::vector<int64_t>>& doc_lengths) const {
+torch::Tensor AttentionImpl::ForwardDocuments(const torch::Tensor& x, const Rotary& rotary,
+                                              const std::vector<std::vector<int64_t>>& doc_lengths,
+                                              const HeadWeightMap& head_weight_map) const {
   const int64_t b = x.size(0);
   const int64_t l = x.size(1);
   const int64_t q_width = num_heads_ * head_dim_;
@@ -134,9 +156,17 @@ torch::Tensor AttentionImpl::ForwardDocuments(
   torch::Tensor bias;
   if (q_proj->bias.defined()) bias = torch::cat({q_proj->bias, k_proj->bias, v_proj->bias}, 0);
   const auto qkv = torch::linear(x, weight, bias);
-  const auto q = rotary.Apply(qkv.narrow(-1, 0, q_width).view({b, l, num_heads_, head_dim_}));
-  const auto k =
-      rotary.Apply(qkv.narrow(-1, q_width, kv_width).view({b, l, num_kv_heads_, head_dim_}));
+  auto q = qkv.narrow(-1, 0, q_width).view({b, l, num_heads_, head_dim_});
+  auto k = qkv.narrow(-1, q_width, kv_width).view({b, l, num_kv_heads_, head_dim_});
+  if (!q_norm.is_empty()) {
+    auto weight = [&](const RMSNorm& norm) {
+      return head_weight_map ? head_weight_map(norm->weight) : norm->weight;
+    };
+    q = RmsNorm(q, weight(q_norm), q_norm->eps);
+    k = RmsNorm(k, weight(k_norm), k_norm->eps);
+  }
+  q = rotary.Apply(q);
+  k = rotary.Apply(k);
   const auto v =
       qkv.narrow(-1, q_width + kv_width, kv_width).view({b, l, num_kv_heads_, head_dim_});
   return o_proj->forward(
@@ -233,7 +263,7 @@ torch::Tensor TransformerImpl::Hidden(const torch::Tensor& tokens, const torch::
       "transformer: allowed mask ", allowed.sizes(), " must be [B, Lq, Lk] for ", "tokens ",
       tokens.sizes());
   auto x = model_->embed_tokens->forward(tokens);
-  const Rotary rotary = MakeRotary(positions, options_.head_dim(), options_.rope_theta);
+  const Rotary rotary = MakeRotary(positions, options_);
   const auto bias = AttentionBias(allowed, x.scalar_type());
   for (const auto& layer : model_->decoder) x = layer->forward(x, rotary, bias, store);
   return model_->norm->forward(x);
@@ -255,8 +285,7 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens,
                       layout.positions.sizes(), " and ", layout.doc_lengths.size(),
                       " rows of documents must agree on [B, L]");
     auto x = model_->embed_tokens->forward(tokens.to(device));
-    const Rotary rotary =
-        MakeRotary(layout.positions.to(device), options_.head_dim(), options_.rope_theta);
+    const Rotary rotary = MakeRotary(layout.positions.to(device), options_);
     // [B, 1, L, D] → [B, L, 1, D]: the packed path keeps activations token-major.
     const Rotary token_major{rotary.cos.transpose(1, 2), rotary.sin.transpose(1, 2)};
     for (size_t i = 0; i < model_->decoder.size(); ++i) {

@@ -1,11 +1,15 @@
 // The policy: a decoder-only transformer of the Llama family (RMSNorm, rotary position
-// embedding, multi-head attention with optional grouped-query attention, SwiGLU MLP, tied or
-// untied LM head). Parameter names follow Hugging Face Llama/Qwen2 so that real checkpoints load
-// by name:
+// embedding with optional Llama 3 frequency scaling, multi-head attention with optional
+// grouped-query attention, SwiGLU MLP, tied or untied LM head), covering Llama, Qwen2 (q/k/v
+// bias) and Qwen3 (per-head q/k RMSNorm, head_dim independent of hidden_size). Parameter names
+// follow Hugging Face Llama/Qwen2/Qwen3 so that real checkpoints load by name (hf_weights.h):
 //
 //   model.embed_tokens.weight                      [V, hidden]
 //   model.layers.N.input_layernorm.weight          [hidden]
-//   model.layers.N.self_attn.{q,k,v,o}_proj.weight (+ q/k/v .bias with attention_bias)
+//   model.layers.N.self_attn.{q,k,v}_proj.weight   [heads·head_dim or kv_heads·head_dim, hidden]
+//                                                  (+ .bias with attention_bias)
+//   model.layers.N.self_attn.o_proj.weight         [hidden, heads·head_dim]
+//   model.layers.N.self_attn.{q,k}_norm.weight     [head_dim] (with qk_norm)
 //   model.layers.N.post_attention_layernorm.weight [hidden]
 //   model.layers.N.mlp.{gate,up,down}_proj.weight
 //   model.norm.weight                              [hidden]
@@ -19,9 +23,10 @@
 // Tensor-parallel slice (`tensor_parallel` = T > 1 in the constructors below): the model one TP
 // rank holds (learner/tensor_parallel.h). Each layer has num_heads/T query heads and
 // num_kv_heads/T kv heads of the full head_dim (q/k/v rows), the matching o_proj columns, and
-// intermediate_size/T gate/up rows and down_proj columns; embeddings, norms and the LM head are
-// whole. On its own such a model computes only its partial sums of o_proj and down_proj: it is
-// meant to run the packed training path under the TP layer runner, which adds the all-reduces.
+// intermediate_size/T gate/up rows and down_proj columns; embeddings, norms (the per-head q/k
+// norms too) and the LM head are whole. On its own such a model computes only its partial sums
+// of o_proj and down_proj: it is meant to run the packed training path under the TP layer
+// runner, which adds the all-reduces.
 #ifndef FLYWHEEL_MODEL_TRANSFORMER_H_
 #define FLYWHEEL_MODEL_TRANSFORMER_H_
 
@@ -47,7 +52,10 @@ class LinearWeightsImpl : public torch::nn::Module {
 };
 TORCH_MODULE(LinearWeights);
 
-// Root-mean-square norm (Zhang & Sennrich 2019): x / sqrt(mean(x^2) + eps) * weight.
+// Root-mean-square norm (Zhang & Sennrich 2019) over the last dimension:
+// x / sqrt(mean(x^2) + eps) * weight, computed in float32 whatever x's dtype (as HF Llama).
+torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+
 class RMSNormImpl : public torch::nn::Module {
  public:
   RMSNormImpl(int64_t dim, double eps);
@@ -64,7 +72,12 @@ struct Rotary {
   torch::Tensor sin;
   torch::Tensor Apply(const torch::Tensor& x) const;  // x [B, heads, L, head_dim]
 };
+// inv_freq [head_dim / 2]: e.g. RopeInverseFrequencies(options) (rope_scaling.h).
+Rotary MakeRotary(const torch::Tensor& positions, const torch::Tensor& inv_freq);
+// Unscaled frequencies theta^(-2i / head_dim).
 Rotary MakeRotary(const torch::Tensor& positions, int64_t head_dim, double theta);
+// The model's frequencies (head_dim, rope_theta, rope_scaling), on positions' device.
+Rotary MakeRotary(const torch::Tensor& positions, const ModelOptions& options);
 
 class AttentionImpl : public torch::nn::Module {
  public:
@@ -78,13 +91,20 @@ class AttentionImpl : public torch::nn::Module {
   // TransformerImpl::FuseProjectionsForInference).
   void FuseProjections();
 
+  // Maps a replicated weight that acts on this module's heads only (the q/k norms) before use.
+  // A tensor-parallel rank sees 1/T of the heads, so the gradient of such a weight is a partial
+  // sum: the TP layer runner passes Megatron's f (TensorParallelCopy) to sum it over the ranks.
+  using HeadWeightMap = std::function<torch::Tensor(const torch::Tensor&)>;
+
   // Training forward of packed rows: x [B, L, hidden], `rotary` token-major ([B, L, 1, D]),
   // attention within each document of doc_lengths (DocumentCausalAttention). q/k/v come from one
   // GEMM against the parameters concatenated on the fly (gradients reach each parameter).
   torch::Tensor ForwardDocuments(const torch::Tensor& x, const Rotary& rotary,
-                                 const std::vector<std::vector<int64_t>>& doc_lengths) const;
+                                 const std::vector<std::vector<int64_t>>& doc_lengths,
+                                 const HeadWeightMap& head_weight_map = nullptr) const;
 
   LinearWeights q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  RMSNorm q_norm{nullptr}, k_norm{nullptr};  // [head_dim] per-head norms; null without qk_norm
 
  private:
   torch::Tensor qkv_weight_;  // not a parameter: a frozen copy, undefined unless fused

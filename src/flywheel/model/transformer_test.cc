@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "flywheel/model/sampling.h"
+#include "flywheel/model/test_util.h"
 #include "flywheel/model/torch_status.h"
 
 namespace flywheel {
@@ -49,6 +50,23 @@ TEST(TransformerTest, ParameterNamesFollowHuggingFaceLlama) {
   EXPECT_EQ(Build(Tiny())->named_parameters().find("lm_head.weight"), nullptr);  // tied
 }
 
+TEST(TransformerTest, Qwen3ShapeHasPerHeadNormsAndHeadDimApartFromHidden) {
+  const ModelOptions o = testing::TinyQwen3StyleOptions();  // hidden 32, 4 heads of 12
+  auto model = Build(o);
+  const auto params = model->named_parameters();
+  EXPECT_EQ(params["model.layers.0.self_attn.q_proj.weight"].sizes(),
+            (std::vector<int64_t>{48, 32}));
+  EXPECT_EQ(params["model.layers.0.self_attn.k_proj.weight"].sizes(),
+            (std::vector<int64_t>{24, 32}));
+  EXPECT_EQ(params["model.layers.0.self_attn.o_proj.weight"].sizes(),
+            (std::vector<int64_t>{32, 48}));
+  EXPECT_EQ(params["model.layers.1.self_attn.q_norm.weight"].sizes(), (std::vector<int64_t>{12}));
+  EXPECT_EQ(params["model.layers.1.self_attn.k_norm.weight"].sizes(), (std::vector<int64_t>{12}));
+  EXPECT_TRUE(params["model.layers.1.self_attn.k_norm.weight"].equal(torch::ones({12})));
+  EXPECT_EQ(Build(Tiny())->named_parameters().find("model.layers.0.self_attn.q_norm.weight"),
+            nullptr);
+}
+
 TEST(TransformerTest, SameSeedSameWeights) {
   auto a = Build(Tiny());
   auto b = Build(Tiny());
@@ -73,6 +91,17 @@ TEST(TransformerTest, CausalPrefixDoesNotSeeTheFuture) {
   const auto full = model->forward(tokens, CausalLayout(1, 10));
   const auto prefix = model->forward(tokens.narrow(1, 0, 6), CausalLayout(1, 6));
   EXPECT_TRUE(torch::allclose(full.narrow(1, 0, 6), prefix, 1e-5, 1e-5));
+}
+
+TEST(TransformerTest, Qwen3ShapePackedBatchEqualsPerDocumentRuns) {
+  auto model = Build(testing::TinyQwen3StyleOptions());
+  torch::manual_seed(3);
+  const auto tokens = torch::randint(40, {1, 12}, torch::kInt64);
+  const auto packed = model->forward(tokens, PackedLayout({{5, 7}}, 12));
+  const auto a = model->forward(tokens.narrow(1, 0, 5), CausalLayout(1, 5));
+  const auto b = model->forward(tokens.narrow(1, 5, 7), CausalLayout(1, 7));
+  EXPECT_TRUE(torch::allclose(packed.narrow(1, 0, 5), a, 1e-5, 1e-5));
+  EXPECT_TRUE(torch::allclose(packed.narrow(1, 5, 7), b, 1e-5, 1e-5));
 }
 
 TEST(TransformerTest, PackedBatchEqualsPerDocumentRuns) {

@@ -41,7 +41,7 @@ absl::Status Probe(const ModelOptions& model, int64_t token_budget, int cores, B
     torch::NoGradGuard no_grad;
     const int64_t rows = std::clamp<int64_t>(token_budget, 64, 4096);
     const int64_t h = model.hidden_size;
-    const int64_t kv = model.num_kv_heads * model.head_dim();
+    const int64_t kv = model.num_kv_heads * model.HeadDim();
     std::vector<std::pair<torch::Tensor, torch::Tensor>> gemms;
     torch::Tensor x = torch::randn({rows, h});
     for (int64_t out : {h, kv, kv, h, model.intermediate_size, model.intermediate_size}) {

@@ -126,7 +126,7 @@ absl::Status ElasticCell::Init() {
   // A cell is one unit of compute: one intra-op thread, as the cells of `flywheel train`.
   torch::set_num_threads(1);
 
-  client_ = SchedulerClient::Connect(options_.scheduler_address, options_.auth_token);
+  ASSIGN_OR_RETURN(client_, SchedulerClient::Connect(options_.scheduler_address, options_.security));
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   ASSIGN_OR_RETURN(registration_,
@@ -155,7 +155,8 @@ absl::Status ElasticCell::Init() {
     return absl::FailedPreconditionError(
         StrCat("the core at ", options_.scheduler_address, " serves no weights; cells need them"));
   }
-  weights_ = WeightsClient::Connect(registration_.weights_address(), options_.auth_token);
+  ASSIGN_OR_RETURN(weights_,
+                   WeightsClient::Connect(registration_.weights_address(), options_.security));
   std::shared_ptr<const WeightSnapshot> snapshot;
   RETURN_IF_ERROR(WaitForService(
       "weights service", registration_.weights_address(), options_.connect_timeout,
@@ -165,12 +166,12 @@ absl::Status ElasticCell::Init() {
         return absl::OkStatus();
       },
       options_.stop));
-  ASSIGN_OR_RETURN(buffer_, RemoteBuffer::Connect(options_.buffer_address, options_.auth_token));
+  ASSIGN_OR_RETURN(buffer_, RemoteBuffer::Connect(options_.buffer_address, options_.security));
   RETURN_IF_ERROR(WaitForService(
       "buffer", options_.buffer_address, options_.connect_timeout,
       [&] { return buffer_->Info().status(); }, options_.stop));
 
-  ASSIGN_OR_RETURN(model_, MakeTransformer(model_options_));
+  ASSIGN_OR_RETURN(model_, MakeInitialModel(model_options_));
   learner_ = std::make_unique<StreamingLearner>(
       config_.learner, config_.run.max_steps, model_->parameters(), TransformerPolicy(model_),
       nullptr, config_.sampling.temperature, 0, RealClock(),
@@ -458,9 +459,14 @@ void ElasticCell::Shutdown() {
 
 std::string ElasticModelHash(const ModelOptions& m) {
   // The architecture: a cell whose replica has another shape cannot take part.
-  return TextDigest(StrCat(m.vocab_size, "/", m.hidden_size, "/", m.num_layers, "/", m.num_heads,
-                           "/", m.num_kv_heads, "/", m.intermediate_size, "/", m.max_seq_len, "/",
-                           m.tie_embeddings, "/", m.attention_bias));
+  std::string shape = StrCat(m.vocab_size, "/", m.hidden_size, "/", m.num_layers, "/", m.num_heads,
+                             "/", m.num_kv_heads, "/", m.intermediate_size, "/", m.max_seq_len,
+                             "/", m.tie_embeddings, "/", m.attention_bias);
+  // Qwen3-style shapes (the string of other models is unchanged, so is their digest).
+  if (m.head_dim != 0 || m.qk_norm || m.rope_scaling.enabled()) {
+    shape += StrCat("/", m.HeadDim(), "/", m.qk_norm, "/", m.rope_scaling.type);
+  }
+  return TextDigest(shape);
 }
 
 absl::StatusOr<ElasticCellResult> RunElasticCell(const JobConfig& config,

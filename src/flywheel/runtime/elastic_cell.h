@@ -36,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "flywheel/model/model_options.h"
+#include "flywheel/rpc/rpc_security.h"
 #include "flywheel/runtime/job_config.h"
 
 namespace flywheel {
@@ -43,7 +44,7 @@ namespace flywheel {
 struct ElasticCellOptions {
   std::string scheduler_address;  // the core's --scheduler-listen
   std::string buffer_address;     // `flywheel serve buffer`
-  std::string auth_token;         // for the scheduler, the buffer and the weights service
+  RpcSecurity security;  // token and TLS for the scheduler, the buffer and the weights service
   // How long the core or the buffer may be unreachable (at the start and later).
   absl::Duration connect_timeout = absl::Seconds(30);
   std::FILE* log = stdout;                  // a line per switch and at the end; nullptr = none

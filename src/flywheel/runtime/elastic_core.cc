@@ -173,7 +173,7 @@ absl::Status ElasticCore::Init() {
 
   // Reach the buffer before creating anything on disk: a wrong address leaves no run behind.
   ASSIGN_OR_RETURN(buffer_, RemoteBuffer::ConnectAsLearner(
-                                options_.buffer_address, options_.auth_token,
+                                options_.buffer_address, options_.security,
                                 options_.connect_timeout, options_.stop, config_.actor.group_size));
 
   ASSIGN_OR_RETURN(blas_, ChooseBlasThreads(BlasRole::kEmbedded, config_.run.blas_threads,
@@ -188,7 +188,7 @@ absl::Status ElasticCore::Init() {
   ASSIGN_OR_RETURN(log_, scheduler::SchedulerLog::Open(run_dir_->path() / "scheduler.jsonl"));
 
   torch::manual_seed(static_cast<uint64_t>(config_.run.seed));
-  ASSIGN_OR_RETURN(model_, MakeTransformer(model_options_));
+  ASSIGN_OR_RETURN(model_, MakeInitialModel(model_options_));
   learner_ = std::make_unique<StreamingLearner>(
       config_.learner, config_.run.max_steps, model_->parameters(), TransformerPolicy(model_),
       nullptr, config_.sampling.temperature, 0, RealClock(), OptimizerShard{kCoreCell, 1});
@@ -221,16 +221,16 @@ absl::Status ElasticCore::Init() {
 
   WeightsServerOptions weights_options;
   weights_options.address = options_.weights_listen;
-  weights_options.auth_token = options_.auth_token;
+  weights_options.security = options_.security;
   ASSIGN_OR_RETURN(weights_, WeightsServer::Start(weights_options));
   RETURN_IF_ERROR(Publish());
 
   SchedulerServerOptions scheduler_options;
   scheduler_options.address = options_.scheduler_listen;
+  scheduler_options.security = options_.security;
   SchedulerServiceOptions& service = scheduler_options.service;
   service.config_hash = JobConfigHash(config_);
   service.model_hash = ElasticModelHash(model_options_);
-  service.auth_token = options_.auth_token;
   service.heartbeat_interval = absl::Seconds(s.heartbeat_seconds);
   service.heartbeat_timeout = absl::Seconds(s.heartbeat_timeout_seconds);
   service.core_cell = kCoreCell;

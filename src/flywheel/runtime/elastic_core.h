@@ -41,7 +41,8 @@ struct ElasticCoreOptions {
   std::string buffer_address;
   std::string weights_listen = "127.0.0.1:7400";    // port 0: any free port
   std::string scheduler_listen = "127.0.0.1:7500";  // port 0: any free port
-  std::string auth_token;  // for the buffer, the weights and the scheduler service
+  // Token and TLS: of the buffer's client, and of the weights and scheduler services.
+  RpcSecurity security;
   bool resume = false;
   absl::Duration connect_timeout = absl::Seconds(30);
   absl::Duration finished_linger = absl::Seconds(3);  // serve "finished" this long at the end

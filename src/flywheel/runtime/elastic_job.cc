@@ -184,7 +184,7 @@ absl::StatusOr<std::unique_ptr<Cell>> ElasticJob::MakeCell(
     int id, std::shared_ptr<const WeightSnapshot> weights) {
   auto cell = std::make_unique<Cell>();
   cell->id = id;
-  ASSIGN_OR_RETURN(cell->model, MakeTransformer(model_options_));
+  ASSIGN_OR_RETURN(cell->model, MakeInitialModel(model_options_));
   const OptimizerShard shard =
       id < cores() ? OptimizerShard{id, cores()} : OptimizerShard::Satellite(cores());
   cell->learner = std::make_unique<StreamingLearner>(
@@ -236,6 +236,7 @@ absl::Status ElasticJob::Init(const EmbeddedJobOptions& options) {
   buffer_options.group_size = config_.actor.group_size;
   buffer_options.min_group_size = std::min(buffer_options.min_group_size, config_.actor.group_size);
   buffer_options.durable = false;
+  buffer_options.remember_ids = 0;  // in process no insert is retried: no ids to remember
   // The staleness bound is applied to each step's data as it is added to the step's queue; the
   // buffer drops nothing, so that every admitted group reaches a step and admission (which
   // counts the groups the steps consumed) never waits for a group that was thrown away.

@@ -128,6 +128,7 @@ absl::Status Job::Init(const EmbeddedJobOptions& options) {
   buffer_options.group_size = config_.actor.group_size;
   buffer_options.min_group_size = std::min(buffer_options.min_group_size, config_.actor.group_size);
   buffer_options.durable = false;  // the embedded job keeps its buffer in memory
+  buffer_options.remember_ids = 0;  // and no insert is retried in process: no ids to remember
   if (buffer_options.max_staleness < 0)
     buffer_options.max_staleness = config_.learner.max_staleness;
   // colocated: one whole batch must fit while the learner has not sampled yet.

@@ -18,6 +18,7 @@
 #include "flywheel/learner/trainer_state.h"
 #include "flywheel/model/safetensors.h"
 #include "flywheel/model/torch_status.h"
+#include "flywheel/runtime/policy_setup.h"
 #include "flywheel/runtime/transformer_policy.h"
 
 namespace flywheel {
@@ -98,7 +99,7 @@ absl::StatusOr<std::unique_ptr<LearnerSession>> LearnerSession::Open(
     dist::Communicator* group) {
   std::unique_ptr<LearnerSession> s(new LearnerSession(config));
   torch::manual_seed(static_cast<uint64_t>(config.run.seed));
-  ASSIGN_OR_RETURN(s->model_, MakeTransformer(model_options));
+  ASSIGN_OR_RETURN(s->model_, MakeInitialModel(model_options));
   if (group == nullptr && config.learner.sharding != ShardingMode::kNone) {
     // Sharding needs a communicator even alone (e.g. a sharded run resumed on one rank).
     dist::CommunicatorOptions options;
@@ -153,6 +154,8 @@ absl::StatusOr<std::unique_ptr<LearnerSession>> LearnerSession::Open(
     RETURN_IF_ERROR(agreed);
   }
   RETURN_IF_ERROR(restored);
+  s->restored_from_ = latest;
+  s->last_checkpoint_step_ = s->step();
   s->opened_ = true;
   return s;
 }
@@ -252,6 +255,9 @@ absl::Status LearnerSession::Follow() {
       case Command::kSnapshot:
         RETURN_IF_ERROR(learner_->FullParameters().status());
         break;
+      case Command::kCheckpoint:
+        RETURN_IF_ERROR(SaveCheckpoint(step()));
+        break;
       case Command::kEnd:
         return dist::AgreeOk(*group_, true);
       case Command::kAbort:
@@ -287,13 +293,16 @@ absl::StatusOr<TrainedStep> LearnerSession::Train(std::vector<Trajectory> batch,
     out.success_rate = static_cast<double>(successes) / static_cast<double>(out.trajectories);
   }
   ASSIGN_OR_RETURN(out.result, learner_->Step(std::move(batch)));
+  out.disposition = learner_->last_disposition();
   busy_seconds_ += out.result.times.compute();
   const LagSummary lags = SummariseLags(out.result.staleness.lag_counts);
   out.lag_mean = lags.mean;
   out.lag_max = lags.max;
+  if (hooks_.trained) RETURN_IF_ERROR(hooks_.trained(out));
   const int64_t step = out.result.optimizer.step;
   if (config_.learner.checkpoint_every > 0 && step % config_.learner.checkpoint_every == 0) {
     RETURN_IF_ERROR(SaveCheckpoint(step));
+    out.checkpointed = true;
   }
   return out;
 }
@@ -329,19 +338,36 @@ ProgressSnapshot LearnerSession::Progress(const TrainedStep& step, double elapse
                           .elapsed_seconds = elapsed_seconds};
 }
 
+absl::Status LearnerSession::Checkpoint() {
+  if (step() == last_checkpoint_step_) return absl::OkStatus();
+  if (leads()) RETURN_IF_ERROR(Broadcast(Command::kCheckpoint, nullptr));
+  return SaveCheckpoint(step());
+}
+
 absl::Status LearnerSession::SaveCheckpoint(int64_t step) {
   if (config_.learner.sharding != ShardingMode::kNone) {
-    return SaveShardedCheckpoint(*checkpoints_, *learner_, group_).status();
+    RETURN_IF_ERROR(
+        SaveShardedCheckpoint(*checkpoints_, *learner_, group_, hooks_.checkpoint_extra).status());
+    last_checkpoint_step_ = step;
+    return absl::OkStatus();
   }
   // Parameters and optimiser state are replicated: rank 0's full checkpoint resumes at any N.
-  if (run_dir_ == nullptr) return absl::OkStatus();
-  return checkpoints_
-      ->Save(step,
-             [this](const std::string& dir) {
-               RETURN_IF_ERROR(SaveStateDict(StrCat(dir, "/", kModelFile), *model_));
-               return WriteTrainerState(dir, learner_->optimizer());
-             })
-      .status();
+  if (run_dir_ == nullptr) {
+    last_checkpoint_step_ = step;
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(checkpoints_
+                      ->Save(step,
+                             [this](const std::string& dir) {
+                               RETURN_IF_ERROR(
+                                   SaveStateDict(StrCat(dir, "/", kModelFile), *model_));
+                               RETURN_IF_ERROR(WriteTrainerState(dir, learner_->optimizer()));
+                               return hooks_.checkpoint_extra ? hooks_.checkpoint_extra(dir)
+                                                              : absl::OkStatus();
+                             })
+                      .status());
+  last_checkpoint_step_ = step;
+  return absl::OkStatus();
 }
 
 absl::Status RunFollowerRank(c10::intrusive_ptr<c10d::Store> store, int rank,

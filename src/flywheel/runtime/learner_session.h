@@ -20,8 +20,10 @@
 #ifndef FLYWHEEL_RUNTIME_LEARNER_SESSION_H_
 #define FLYWHEEL_RUNTIME_LEARNER_SESSION_H_
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -47,9 +49,20 @@ struct TrainedStep {
   double wait_seconds = 0;  // waiting for the batch
   double lag_mean = 0;      // learner version − oldest token version, over trained trajectories
   int64_t lag_max = 0;
+  BatchDisposition disposition;  // by trajectory id: trained, dropped, held back
+  bool checkpointed = false;     // a checkpoint of this step was written
 
   // The metrics.jsonl fields every deployment writes; callers add their own (buffer, actors).
   nlohmann::json MetricsLine(int64_t version, double elapsed_seconds) const;
+};
+
+// What the caller of rank 0 adds to each step (the remote learner's lease protocol).
+struct StepHooks {
+  // After each trained step, before its checkpoint is written (when one is due): whatever it
+  // records is then older than the checkpoint that contains the step.
+  std::function<absl::Status(const TrainedStep&)> trained;
+  // Writes extra files into each checkpoint directory before it becomes visible.
+  CheckpointManager::Writer checkpoint_extra;
 };
 
 class LearnerSession {
@@ -69,6 +82,18 @@ class LearnerSession {
   absl::StatusOr<TrainedStep> Step(std::vector<Trajectory> batch, absl::Duration waited);
   // The weights to publish. Rank 0 only on a group.
   absl::StatusOr<std::shared_ptr<const WeightSnapshot>> Snapshot();
+
+  // Rank 0: set before the first Step.
+  void SetStepHooks(StepHooks hooks) { hooks_ = std::move(hooks); }
+  // Writes a checkpoint of the current step unless one was written (or restored) for it.
+  // Rank 0 only on a group (the others join through Follow).
+  absl::Status Checkpoint();
+  // The checkpoint Open restored (empty for a new run), and the step of the newest checkpoint
+  // written or restored (0 when none).
+  const std::string& restored_from() const { return restored_from_; }
+  int64_t last_checkpoint_step() const { return last_checkpoint_step_; }
+  // What the last Step did with each trajectory (also when it failed).
+  const BatchDisposition& last_disposition() const { return learner_->last_disposition(); }
 
   // Ranks > 0: trains on what rank 0 sends until its Finish (OK) or its failure (kAborted).
   absl::Status Follow();
@@ -90,7 +115,13 @@ class LearnerSession {
   RunDirectory& run_dir() { return *run_dir_; }
 
  private:
-  enum class Command : char { kStep = 'S', kSnapshot = 'P', kEnd = 'E', kAbort = 'A' };
+  enum class Command : char {
+    kStep = 'S',
+    kSnapshot = 'P',
+    kCheckpoint = 'C',
+    kEnd = 'E',
+    kAbort = 'A'
+  };
 
   explicit LearnerSession(const JobConfig& config) : config_(config) {}
   absl::Status OpenGroup(dist::Communicator* group, bool resume);
@@ -114,6 +145,9 @@ class LearnerSession {
   std::unique_ptr<LearnerStep> learner_;
   double busy_seconds_ = 0;
   double wait_seconds_ = 0;
+  StepHooks hooks_;  // rank 0
+  std::string restored_from_;
+  int64_t last_checkpoint_step_ = 0;
 };
 
 // Rank `rank` (> 0) of a learner group whose ranks are threads of one process (the embedded job,

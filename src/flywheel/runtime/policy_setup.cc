@@ -1,6 +1,11 @@
 #include "flywheel/runtime/policy_setup.h"
 
+#include <spdlog/spdlog.h>
+
+#include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
+#include "flywheel/model/hf_config.h"
+#include "flywheel/model/hf_weights.h"
 
 namespace flywheel {
 
@@ -8,7 +13,16 @@ absl::StatusOr<ModelOptions> ResolveModelOptions(const JobConfig& config,
                                                  const Tokenizer& tokenizer,
                                                  const std::string& task_name) {
   ModelOptions options = config.model;
+  if (!options.path.empty()) {
+    ASSIGN_OR_RETURN(const HfModelConfig hf, LoadHfModelConfig(options.path));
+    ASSIGN_OR_RETURN(options, ApplyHfModelConfig(options, hf));
+  }
   if (options.vocab_size == 0) options.vocab_size = tokenizer.vocab_size();
+  if (options.vocab_size < tokenizer.vocab_size() && !options.path.empty()) {
+    return absl::InvalidArgumentError(
+        StrCat("model.path ", options.path, " has vocab_size ", options.vocab_size,
+               ", fewer tokens than the ", task_name, " tokenizer's ", tokenizer.vocab_size()));
+  }
   if (options.vocab_size < tokenizer.vocab_size()) {
     return absl::InvalidArgumentError(
         StrCat("model.vocab_size = ", options.vocab_size, " is smaller than the ", task_name,
@@ -16,6 +30,18 @@ absl::StatusOr<ModelOptions> ResolveModelOptions(const JobConfig& config,
   }
   if (options.seed == 0) options.seed = config.run.seed;
   return options;
+}
+
+absl::StatusOr<Transformer> MakeInitialModel(const ModelOptions& options) {
+  if (options.path.empty()) return MakeTransformer(options);
+  HfWeightsSummary read;
+  absl::StatusOr<Transformer> model = LoadHfModel(options.path, options, &read);
+  if (!model.ok()) return Annotate(model.status(), StrCat("model.path = \"", options.path, "\""));
+  spdlog::info("model.path {}: {} parameters ({} tensors, {} MB) from {} file(s), stored as {}",
+               options.path, (*model)->NumParameters(), read.tensors, read.bytes >> 20,
+               read.files.size(),
+               read.dtype == torch::ScalarType::Undefined ? "mixed dtypes" : HfDtypeName(read.dtype));
+  return model;
 }
 
 }  // namespace flywheel

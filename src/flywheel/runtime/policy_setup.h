@@ -1,5 +1,6 @@
 // What the learner and actor processes of one job must agree on to exchange weights: the
-// tokenizer of the environment and the model options resolved against it.
+// tokenizer of the environment and the model options resolved against it; and the model a job
+// starts from.
 #ifndef FLYWHEEL_RUNTIME_POLICY_SETUP_H_
 #define FLYWHEEL_RUNTIME_POLICY_SETUP_H_
 
@@ -9,15 +10,24 @@
 #include "flywheel/env/env_factory.h"
 #include "flywheel/model/model_options.h"
 #include "flywheel/model/tokenizer.h"
+#include "flywheel/model/transformer.h"
 #include "flywheel/runtime/job_config.h"
 
 namespace flywheel {
 
-// model.vocab_size 0 takes the tokenizer's; a smaller one is an error; model.seed 0 takes
-// run.seed (as `flywheel train` does).
+// With model.path, the shape comes from the directory's config.json (ApplyHfModelConfig: a shape
+// key the job config set otherwise is an error naming both values). Then model.vocab_size 0
+// takes the tokenizer's; a smaller one is an error; model.seed 0 takes run.seed (as `flywheel
+// train` does).
 absl::StatusOr<ModelOptions> ResolveModelOptions(const JobConfig& config,
                                                  const Tokenizer& tokenizer,
                                                  const std::string& task_name);
+
+// The model a job trains from, for resolved `options`: without model.path a new model initialised
+// from options.seed (MakeTransformer); with it, the directory's weights (LoadHfModel, float32
+// whatever the stored dtype, which is logged). Every place a job builds its initial model calls
+// this, so all ranks and cells start from the same weights.
+absl::StatusOr<Transformer> MakeInitialModel(const ModelOptions& options);
 
 }  // namespace flywheel
 

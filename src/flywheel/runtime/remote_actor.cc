@@ -3,9 +3,12 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <memory>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "flywheel/actor/actor.h"
 #include "flywheel/actor/actor_threads.h"
@@ -29,7 +32,10 @@ class RemoteActorProcess {
  public:
   RemoteActorProcess(const JobConfig& config, const RemoteActorOptions& options)
       : config_(config), options_(options) {}
-  ~RemoteActorProcess() { StopActors(); }
+  ~RemoteActorProcess() {
+    StopActors();
+    if (ack_log_ != nullptr) std::fclose(ack_log_);
+  }
 
   absl::Status Init();
   absl::StatusOr<RemoteActorResult> Run();
@@ -58,6 +64,8 @@ class RemoteActorProcess {
   std::atomic<bool> stopping_{false};
   std::atomic<int64_t> inserted_{0};
   int64_t weight_updates_ = 0;
+  absl::Mutex ack_log_mu_;
+  std::FILE* ack_log_ ABSL_GUARDED_BY(ack_log_mu_) = nullptr;  // --ack-log
 };
 
 void RemoteActorProcess::Log(const std::string& line) {
@@ -81,6 +89,14 @@ absl::Status RemoteActorProcess::FetchNewer(int64_t have_version) {
 
 absl::Status RemoteActorProcess::Init() {
   name_ = StrCat("actor-", options_.actor_index);
+  if (!options_.ack_log.empty()) {
+    absl::MutexLock lock(&ack_log_mu_);
+    ack_log_ = std::fopen(options_.ack_log.c_str(), "a");
+    if (ack_log_ == nullptr) {
+      return absl::InvalidArgumentError(
+          StrCat("--ack-log ", options_.ack_log, ": cannot open: ", std::strerror(errno)));
+    }
+  }
   ASSIGN_OR_RETURN(factory_, EnvFactory::Create(config_.env));
   executor_ = std::make_unique<EnvExecutor>(EnvExecutor::OptionsFor(config_.env));
   ASSIGN_OR_RETURN(tokenizer_, MakeTokenizer(factory_->vocabulary()));
@@ -92,7 +108,7 @@ absl::Status RemoteActorProcess::Init() {
   spdlog::info("{}: {}", name_, blas.DebugString());
 
   // The newest weights first: a restarted or late actor never generates with stale ones.
-  weights_ = WeightsClient::Connect(options_.weights_address, options_.auth_token);
+  ASSIGN_OR_RETURN(weights_, WeightsClient::Connect(options_.weights_address, options_.security));
   RETURN_IF_ERROR(WaitForService(
       "weights service", options_.weights_address, options_.connect_timeout,
       [&]() -> absl::Status {
@@ -106,7 +122,7 @@ absl::Status RemoteActorProcess::Init() {
       },
       options_.stop));
 
-  ASSIGN_OR_RETURN(buffer_, RemoteBuffer::Connect(options_.buffer_address, options_.auth_token));
+  ASSIGN_OR_RETURN(buffer_, RemoteBuffer::Connect(options_.buffer_address, options_.security));
   RETURN_IF_ERROR(WaitForService(
       "buffer", options_.buffer_address, options_.connect_timeout,
       [&] { return buffer_->Info().status(); }, options_.stop));
@@ -136,6 +152,15 @@ absl::Status RemoteActorProcess::Init() {
 absl::Status RemoteActorProcess::Insert(const Trajectory& trajectory) {
   RETURN_IF_ERROR(buffer_->Insert(trajectory, stopping_, options_.connect_timeout));
   inserted_.fetch_add(1);
+  absl::MutexLock lock(&ack_log_mu_);
+  if (ack_log_ != nullptr) {
+    // One write per line, flushed: a SIGKILL leaves whole lines (the page cache keeps them).
+    const std::string line = StrCat(absl::ToUnixMillis(absl::Now()), " ", trajectory.id, "\n");
+    if (std::fwrite(line.data(), 1, line.size(), ack_log_) != line.size() ||
+        std::fflush(ack_log_) != 0) {
+      return absl::InternalError(StrCat("--ack-log ", options_.ack_log, ": cannot append"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -160,8 +185,11 @@ absl::StatusOr<RemoteActorResult> RemoteActorProcess::Run() {
         result.learner_finished = true;
         break;
       }
-      if (version->version() > snapshot_->version) {
-        if (absl::Status s = FetchNewer(snapshot_->version); !s.ok()) {
+      if (version->version() != snapshot_->version) {
+        // An older version: the learner resumed from a checkpoint before the weights this actor
+        // has, which were rolled back with it; its weights replace them.
+        const bool rolled_back = version->version() < snapshot_->version;
+        if (absl::Status s = FetchNewer(rolled_back ? -1 : snapshot_->version); !s.ok()) {
           // Nothing was applied; the next poll tries again.
           if (!IsTransient(s) && !absl::IsDataLoss(s)) {
             failure = s;

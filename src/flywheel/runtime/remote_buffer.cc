@@ -46,17 +46,17 @@ absl::Status CheckBufferGroupSize(const std::string& description, const std::str
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RemoteBuffer>> RemoteBuffer::Connect(const std::string& address,
-                                                                    const std::string& auth_token) {
+                                                                    const RpcSecurity& security) {
   auto buffer = std::unique_ptr<RemoteBuffer>(new RemoteBuffer());
   buffer->address_ = address;
-  ASSIGN_OR_RETURN(buffer->client_, BufferClient::Connect(address, auth_token));
+  ASSIGN_OR_RETURN(buffer->client_, BufferClient::Connect(address, security));
   return buffer;
 }
 
 absl::StatusOr<std::unique_ptr<RemoteBuffer>> RemoteBuffer::ConnectAsLearner(
-    const std::string& address, const std::string& auth_token, absl::Duration timeout,
+    const std::string& address, const RpcSecurity& security, absl::Duration timeout,
     const std::atomic<bool>* stop, int64_t group_size) {
-  ASSIGN_OR_RETURN(std::unique_ptr<RemoteBuffer> buffer, Connect(address, auth_token));
+  ASSIGN_OR_RETURN(std::unique_ptr<RemoteBuffer> buffer, Connect(address, security));
   std::string description;
   RETURN_IF_ERROR(WaitForService(
       "buffer", address, timeout,
@@ -98,11 +98,12 @@ absl::Status RemoteBuffer::SetLearnerVersion(int64_t version, absl::Duration tim
 }
 
 absl::StatusOr<std::vector<std::vector<Trajectory>>> RemoteBuffer::SampleGroups(
-    int max_batch, absl::Duration wait) {
+    int max_batch, absl::Duration wait, const std::string& lease_owner) {
   auto context = Context(wait + kTransferAllowance);
   auto stream = client_->stub().Sample(context.get());
   v1::SampleRequest request;
   request.set_max_batch(max_batch);
+  request.set_lease_owner(lease_owner);
   request.set_timeout_ms(std::max<int64_t>(1, absl::ToInt64Milliseconds(wait)));
   v1::SampleResponse response;
   const bool sent = stream->Write(request);
@@ -134,6 +135,15 @@ absl::StatusOr<std::vector<std::vector<Trajectory>>> RemoteBuffer::SampleGroups(
   return items;
 }
 
+absl::StatusOr<v1::AcknowledgeResponse> RemoteBuffer::Acknowledge(
+    const v1::AcknowledgeRequest& request, absl::Duration timeout) {
+  auto context = Context(timeout);
+  v1::AcknowledgeResponse response;
+  RETURN_IF_ERROR(FromGrpc(client_->stub().Acknowledge(context.get(), request, &response),
+                           What("acknowledge")));
+  return response;
+}
+
 absl::StatusOr<v1::InsertAck> RemoteBuffer::InsertOne(const std::string& wire,
                                                       absl::Duration wait) {
   auto context = Context(wait + kTransferAllowance);
@@ -154,8 +164,11 @@ absl::StatusOr<v1::InsertAck> RemoteBuffer::InsertOne(const std::string& wire,
 }
 
 absl::StatusOr<std::vector<std::vector<Trajectory>>> RemoteBuffer::SampleGroupsOrWait(
-    int max_batch, absl::Duration wait, absl::Duration unreachable_for) {
-  absl::StatusOr<std::vector<std::vector<Trajectory>>> items = SampleGroups(max_batch, wait);
+    int max_batch, absl::Duration wait, absl::Duration unreachable_for,
+    const std::string& lease_owner, bool* failed) {
+  absl::StatusOr<std::vector<std::vector<Trajectory>>> items =
+      SampleGroups(max_batch, wait, lease_owner);
+  if (failed != nullptr) *failed = !items.ok();
   if (items.ok()) {
     last_sampled_ = absl::Now();
     return items;

@@ -19,12 +19,12 @@ namespace flywheel {
 class RemoteBuffer {
  public:
   static absl::StatusOr<std::unique_ptr<RemoteBuffer>> Connect(const std::string& address,
-                                                               const std::string& auth_token);
+                                                               const RpcSecurity& security);
 
   // Connects as a learner does: waits up to `timeout` for the buffer to answer (giving up when
   // *stop is set), and refuses one whose groups are not of `group_size` trajectories.
   static absl::StatusOr<std::unique_ptr<RemoteBuffer>> ConnectAsLearner(
-      const std::string& address, const std::string& auth_token, absl::Duration timeout,
+      const std::string& address, const RpcSecurity& security, absl::Duration timeout,
       const std::atomic<bool>* stop, int64_t group_size);
 
   const std::string& address() const { return address_; }
@@ -33,14 +33,19 @@ class RemoteBuffer {
   absl::Status SetLearnerVersion(int64_t version, absl::Duration timeout = absl::Seconds(10));
 
   // One batch of at most `max_batch` items (each a whole group), empty when none came within
-  // `wait` (the server's wait for the first item).
-  absl::StatusOr<std::vector<std::vector<Trajectory>>> SampleGroups(int max_batch,
-                                                                    absl::Duration wait);
+  // `wait` (the server's wait for the first item); leased to `lease_owner` unless it is empty.
+  absl::StatusOr<std::vector<std::vector<Trajectory>>> SampleGroups(
+      int max_batch, absl::Duration wait, const std::string& lease_owner = "");
   // SampleGroups as a learner calls it: a buffer that is restarting or unreachable gives an
   // empty batch (after waiting `wait`) until it has not answered for `unreachable_for` since
-  // its last successful sample, then kUnavailable naming it.
+  // its last successful sample, then kUnavailable naming it. `*failed` (optional) says whether
+  // the call failed: a lease the buffer granted may then not have arrived.
   absl::StatusOr<std::vector<std::vector<Trajectory>>> SampleGroupsOrWait(
-      int max_batch, absl::Duration wait, absl::Duration unreachable_for);
+      int max_batch, absl::Duration wait, absl::Duration unreachable_for,
+      const std::string& lease_owner = "", bool* failed = nullptr);
+  // A learner's acknowledgement of its leases (consumed, released); see buffer_service.proto.
+  absl::StatusOr<v1::AcknowledgeResponse> Acknowledge(const v1::AcknowledgeRequest& request,
+                                                      absl::Duration timeout = absl::Seconds(10));
 
   // Inserts one serialized trajectory and returns its ack: OK, DEADLINE_EXCEEDED when the
   // buffer stayed full for `wait` (backpressure: ask again), or the server's refusal. A

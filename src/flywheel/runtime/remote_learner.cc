@@ -15,10 +15,13 @@
 #include "flywheel/core/strings.h"
 #include "flywheel/env/env_factory.h"
 #include "flywheel/runtime/blas_choice.h"
+#include "flywheel/runtime/consumed_log.h"
+#include "flywheel/runtime/learner_leases.h"
 #include "flywheel/runtime/learner_session.h"
 #include "flywheel/runtime/policy_setup.h"
 #include "flywheel/runtime/progress.h"
 #include "flywheel/runtime/remote_buffer.h"
+#include "flywheel/runtime/remote_connect.h"
 #include "flywheel/runtime/run_stop.h"
 #include "flywheel/weights/service.h"
 
@@ -49,6 +52,18 @@ class RemoteLearner {
   absl::Status Publish();
   void Finish();
 
+  // The lease protocol (remote_learner.h).
+  absl::Status StartLeases();
+  // Acknowledges the pending ids and, with `release_others`, releases every other lease of
+  // this run except the held ones. OK when the buffer took it.
+  absl::Status AcknowledgeLeases(bool release_others);
+  // After each trained step, before its checkpoint: pending ids and the consumed.jsonl line.
+  absl::Status RecordStep(const TrainedStep& step);
+  // A batch that trained nothing (all of it dropped): its ids are pending too, and recorded
+  // with the next step.
+  void RecordDrops(const BatchDisposition& dropped);
+  void ConsumeDisposition(const BatchDisposition& d, bool trained);
+
   const JobConfig config_;
   const RemoteLearnerOptions options_;
   std::unique_ptr<EnvFactory> factory_;
@@ -57,6 +72,14 @@ class RemoteLearner {
   BlasChoice blas_;
   std::unique_ptr<RemoteBuffer> buffer_;
   std::unique_ptr<WeightsServer> weights_;
+  std::string lease_owner_;  // the run name; empty without leases
+  LearnerLeases leases_;
+  std::unique_ptr<ConsumedLog> consumed_log_;
+  nlohmann::json unrecorded_drops_ = nlohmann::json::object();  // reason -> ids, for the next line
+  int64_t skipped_ = 0;        // delivered again while held, since the last line
+  int64_t skipped_total_ = 0;
+  int64_t acknowledged_ = 0;   // ids the buffer acknowledged
+  size_t staged_ = 0;          // pending ids the checkpoint being written holds
 };
 
 absl::Status RemoteLearner::Init() {
@@ -72,7 +95,7 @@ absl::Status RemoteLearner::Init() {
 
   // Reach the buffer before creating anything on disk: a wrong address leaves no run behind.
   ASSIGN_OR_RETURN(buffer_, RemoteBuffer::ConnectAsLearner(
-                                options_.buffer_address, options_.auth_token,
+                                options_.buffer_address, options_.security,
                                 options_.connect_timeout, options_.stop, config_.actor.group_size));
 
   ASSIGN_OR_RETURN(blas_, ChooseBlasThreads(BlasRole::kLearnerProcess, config_.run.blas_threads,
@@ -80,15 +103,101 @@ absl::Status RemoteLearner::Init() {
   spdlog::info("learner: {}", blas_.DebugString());
   ASSIGN_OR_RETURN(learner_, LearnerSession::Open(config_, model_options, options_.resume,
                                                   options_.group));
+  RETURN_IF_ERROR(StartLeases());
   RETURN_IF_ERROR(buffer_->SetLearnerVersion(learner_->version()));
 
   WeightsServerOptions weights_options;
   weights_options.address = options_.weights_listen;
-  weights_options.auth_token = options_.auth_token;
+  weights_options.security = options_.security;
   ASSIGN_OR_RETURN(weights_, WeightsServer::Start(weights_options));
   RETURN_IF_ERROR(Publish());
   if (options_.on_serving) options_.on_serving(weights_->address());
   return absl::OkStatus();
+}
+
+absl::Status RemoteLearner::StartLeases() {
+  ASSIGN_OR_RETURN(consumed_log_,
+                   ConsumedLog::Open(learner_->run_dir().path() / ConsumedLog::kFileName));
+  if (!learner_->restored_from().empty()) {
+    RETURN_IF_ERROR(consumed_log_->Append({{"resumed_from", learner_->step()}}));
+  }
+  if (!options_.leases) {
+    learner_->SetStepHooks(
+        StepHooks{.trained = [this](const TrainedStep& step) { return RecordStep(step); }});
+    return absl::OkStatus();
+  }
+  lease_owner_ = config_.run.name;
+  if (!learner_->restored_from().empty()) RETURN_IF_ERROR(leases_.Read(learner_->restored_from()));
+  // What the checkpoint trained on is consumed; everything else this run leased (trained after
+  // the checkpoint, or never) goes back to the queue. Both must happen before the first sample.
+  RETURN_IF_ERROR(WaitForService(
+      "buffer", options_.buffer_address, options_.connect_timeout,
+      [&] { return AcknowledgeLeases(/*release_others=*/true); }, options_.stop));
+  learner_->SetStepHooks(StepHooks{
+      .trained = [this](const TrainedStep& step) { return RecordStep(step); },
+      .checkpoint_extra =
+          [this](const std::string& dir) {
+            staged_ = leases_.pending().size();
+            return leases_.Write(dir);
+          }});
+  return absl::OkStatus();
+}
+
+absl::Status RemoteLearner::AcknowledgeLeases(bool release_others) {
+  v1::AcknowledgeRequest request;
+  request.set_lease_owner(lease_owner_);
+  // Only what a complete checkpoint holds: a later step may still be rolled back.
+  const size_t count = leases_.acknowledgeable();
+  for (size_t i = 0; i < count; ++i) {
+    const LearnerLeases::Consumed& c = leases_.pending()[i];
+    v1::ConsumedTrajectory* consumed = request.add_consumed();
+    consumed->set_id(c.id);
+    consumed->set_reason(c.reason);
+  }
+  if (release_others) {
+    request.set_release_others(true);
+    for (const std::string& id : leases_.held()) request.add_keep(id);
+  }
+  if (count == 0 && !release_others) return absl::OkStatus();
+  ASSIGN_OR_RETURN(v1::AcknowledgeResponse response, buffer_->Acknowledge(request));
+  leases_.Acknowledged(count);
+  acknowledged_ += static_cast<int64_t>(count);
+  if (response.released() > 0) {
+    spdlog::info("learner: {} leased trajectories returned to the buffer", response.released());
+  }
+  return absl::OkStatus();
+}
+
+void RemoteLearner::ConsumeDisposition(const BatchDisposition& d, bool trained) {
+  if (lease_owner_.empty()) return;
+  // Without a step, what was packed was not trained (no trainable token): dropped as such.
+  leases_.Consume(d.trained, trained ? "trained" : "learner_untrainable");
+  leases_.Consume(d.stale, "learner_stale");
+  leases_.Consume(d.too_long, "learner_too_long");
+}
+
+void RemoteLearner::RecordDrops(const BatchDisposition& d) {
+  ConsumeDisposition(d, /*trained=*/false);
+  auto add = [&](const std::vector<std::string>& ids, const char* reason) {
+    for (const std::string& id : ids) unrecorded_drops_[reason].push_back(id);
+  };
+  add(d.trained, "learner_untrainable");
+  add(d.stale, "learner_stale");
+  add(d.too_long, "learner_too_long");
+}
+
+absl::Status RemoteLearner::RecordStep(const TrainedStep& step) {
+  ConsumeDisposition(step.disposition, /*trained=*/true);
+  nlohmann::json dropped = std::move(unrecorded_drops_);
+  unrecorded_drops_ = nlohmann::json::object();
+  for (const std::string& id : step.disposition.stale) dropped["learner_stale"].push_back(id);
+  for (const std::string& id : step.disposition.too_long) dropped["learner_too_long"].push_back(id);
+  nlohmann::json line = {{"step", step.result.optimizer.step},
+                         {"trained", step.disposition.trained},
+                         {"dropped", std::move(dropped)},
+                         {"skipped", skipped_}};
+  skipped_ = 0;
+  return consumed_log_->Append(std::move(line));
 }
 
 absl::Status RemoteLearner::Publish() {
@@ -101,10 +210,19 @@ absl::StatusOr<std::vector<Trajectory>> RemoteLearner::CollectBatch(const RunSto
   int64_t groups = 0;
   while (groups < config_.run.batch_groups && !stop.Reached()) {
     // A restarting or unreachable buffer is waited for connect_timeout.
+    bool failed = false;
     ASSIGN_OR_RETURN(
         std::vector<std::vector<Trajectory>> items,
         buffer_->SampleGroupsOrWait(static_cast<int>(config_.run.batch_groups - groups), kPoll,
-                                    options_.connect_timeout));
+                                    options_.connect_timeout, lease_owner_, &failed));
+    if (!lease_owner_.empty()) {
+      const int64_t skipped = leases_.Admit(items);
+      skipped_ += skipped;
+      skipped_total_ += skipped;
+      // The failed call may have leased items that never arrived: return them (best effort;
+      // a buffer that restarted holds no leases anyway).
+      if (failed) AcknowledgeLeases(/*release_others=*/true).IgnoreError();
+    }
     for (std::vector<Trajectory>& group : items) {
       if (static_cast<int64_t>(group.size()) > config_.actor.group_size) {
         return absl::FailedPreconditionError(
@@ -153,9 +271,20 @@ absl::StatusOr<RemoteLearnerResult> RemoteLearner::Train() {
     }
     absl::StatusOr<TrainedStep> trained =
         learner_->Step(std::move(batch), absl::Now() - wait_start);
-    if (absl::IsUnavailable(trained.status())) continue;  // all of it too stale: fetch more
+    if (absl::IsUnavailable(trained.status())) {  // all of it too stale: fetch more
+      RecordDrops(learner_->last_disposition());
+      continue;
+    }
     if (!trained.ok()) return trained.status();
     step = trained->result.optimizer.step;
+    if (trained->checkpointed && !lease_owner_.empty()) {
+      // The checkpoint holds the pending ids: the buffer may delete them now.
+      leases_.Checkpointed(staged_);
+      if (absl::Status s = AcknowledgeLeases(/*release_others=*/false); !s.ok()) {
+        spdlog::warn("learner: acknowledging step {}: {} (retried after the next checkpoint)",
+                     step, s.message());
+      }
+    }
     if (absl::Status s = buffer_->SetLearnerVersion(learner_->version()); !s.ok()) {
       spdlog::warn("learner: {}", s.message());  // the next sample retries the buffer
     }
@@ -189,6 +318,23 @@ absl::StatusOr<RemoteLearnerResult> RemoteLearner::Train() {
     }
   }
   if (progress.has_value()) progress->Finish();
+  if (!lease_owner_.empty()) {
+    // The last steps' trajectories are acknowledged only with a checkpoint that contains them.
+    if (learner_->step() != learner_->last_checkpoint_step()) {
+      // Drops since the last step go into this checkpoint too: on record first.
+      if (!unrecorded_drops_.empty()) {
+        RETURN_IF_ERROR(consumed_log_->Append(
+            {{"dropped_after", learner_->step()}, {"dropped", std::move(unrecorded_drops_)}}));
+        unrecorded_drops_ = nlohmann::json::object();
+      }
+      RETURN_IF_ERROR(learner_->Checkpoint());
+      leases_.Checkpointed(staged_);
+    }
+    if (absl::Status s = AcknowledgeLeases(/*release_others=*/false); !s.ok()) {
+      spdlog::warn("learner: acknowledging the last checkpoint: {} (a --resume acknowledges it)",
+                   s.message());
+    }
+  }
   result.stopped = Stopping();
   result.final_step = step;
   const std::string stopped_by(step >= run.max_steps ? "max_steps" : stop.Reason());
@@ -210,6 +356,11 @@ absl::StatusOr<RemoteLearnerResult> RemoteLearner::Train() {
       {"world_size", learner_->world_size()},
       {"stopped_by", stopped_by},
       {"trajectories_by_actor", actor_trajectories},
+      {"leases",
+       {{"enabled", !lease_owner_.empty()},
+        {"acknowledged", acknowledged_},
+        {"pending", leases_.pending().size()},
+        {"skipped_redelivered", skipped_total_}}},
   };
   // The other ranks end with this run; a rank that died makes this fail (no summary).
   RETURN_IF_ERROR(learner_->Finish());

@@ -58,7 +58,7 @@ absl::StatusOr<TreeJobResult> RunTreeJob(const JobConfig& config, const TreeJobR
                    ChooseBlasThreads(BlasRole::kEmbedded, config.run.blas_threads, model_options,
                                      config.learner.token_budget));
   torch::manual_seed(static_cast<uint64_t>(config.run.seed));
-  ASSIGN_OR_RETURN(Transformer model, MakeTransformer(model_options));
+  ASSIGN_OR_RETURN(Transformer model, MakeInitialModel(model_options));
 
   TreeLearnerOptions lo;
   lo.j_max = static_cast<int>(tree.j_max);

@@ -5,10 +5,10 @@
 #include <utility>
 
 #include "absl/time/clock.h"
-#include "flywheel/buffer/auth.h"
 #include "flywheel/buffer/client.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
+#include "flywheel/rpc/auth.h"
 #include "flywheel/scheduler/micro_step_wire.h"
 
 namespace flywheel {
@@ -28,15 +28,15 @@ bool IsTransient(const absl::Status& s) {
 
 }  // namespace
 
-std::unique_ptr<SchedulerClient> SchedulerClient::Connect(const std::string& address,
-                                                          const std::string& auth_token) {
+absl::StatusOr<std::unique_ptr<SchedulerClient>> SchedulerClient::Connect(
+    const std::string& address, const RpcSecurity& security) {
   std::unique_ptr<SchedulerClient> client(new SchedulerClient());
   client->address_ = address;
-  client->auth_token_ = auth_token;
+  client->auth_token_ = security.auth_token;
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(256 << 20);  // a micro-step of a large token budget
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  client->channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  ASSIGN_OR_RETURN(client->channel_, MakeChannel(security, address, "scheduler", args));
   client->stub_ = v1::SchedulerService::NewStub(client->channel_);
   return client;
 }

@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "flywheel/learner/micro_step.h"
+#include "flywheel/rpc/rpc_security.h"
 #include "flywheel/scheduler/micro_step_queue.h"
 #include "flywheel/v1/scheduler_service.grpc.pb.h"
 
@@ -30,8 +31,10 @@ namespace flywheel {
 
 class SchedulerClient {
  public:
-  static std::unique_ptr<SchedulerClient> Connect(const std::string& address,
-                                                  const std::string& auth_token = "");
+  // `security`: the token to send and the TLS to use; a token that would go in the clear
+  // beyond loopback is kFailedPrecondition here (rpc_security.h).
+  static absl::StatusOr<std::unique_ptr<SchedulerClient>> Connect(
+      const std::string& address, const RpcSecurity& security = {});
 
   const std::string& address() const { return address_; }
 

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <utility>
 
-#include "flywheel/buffer/auth.h"
+#include "flywheel/rpc/auth.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/scheduler/micro_step_wire.h"
@@ -45,9 +45,12 @@ absl::Status SchedulerServiceOptions::Validate() const {
   return absl::OkStatus();
 }
 
-SchedulerService::SchedulerService(MicroStepQueue* queue, SchedulerServiceOptions options)
+SchedulerService::SchedulerService(MicroStepQueue* queue, SchedulerServiceOptions options,
+                                   std::string auth_token, const ServerLimits& limits)
     : queue_(queue),
       options_(std::move(options)),
+      auth_token_(std::move(auth_token)),
+      limiter_("scheduler", limits),
       init_status_(options_.Validate()),
       next_cell_(options_.core_cell + 1) {
   if (init_status_.ok()) monitor_ = std::thread([this] { Monitor(); });
@@ -165,7 +168,7 @@ void SchedulerService::DeclareDead(CellInfo& cell, absl::Duration silent) {
 }
 
 absl::Status SchedulerService::CheckCall(const grpc::ServerContext* context, int cell) {
-  if (grpc::Status s = CheckBearerToken(context, options_.auth_token, "scheduler"); !s.ok()) {
+  if (grpc::Status s = CheckBearerToken(context, auth_token_, "scheduler"); !s.ok()) {
     return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
   }
   RETURN_IF_ERROR(init_status_);
@@ -198,7 +201,9 @@ absl::Time SchedulerService::WaitDeadline(int64_t wait_ms) const {
 grpc::Status SchedulerService::Register(grpc::ServerContext* context,
                                         const v1::RegisterRequest* request,
                                         v1::RegisterResponse* response) {
-  if (grpc::Status s = CheckBearerToken(context, options_.auth_token, "scheduler"); !s.ok()) {
+  CallSlot slot = limiter_.Admit(context, CallKind::kUnary);
+  if (!slot.admitted()) return slot.refusal();
+  if (grpc::Status s = CheckBearerToken(context, auth_token_, "scheduler"); !s.ok()) {
     return s;
   }
   if (!init_status_.ok()) return ToGrpc(init_status_);
@@ -237,6 +242,8 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context,
 grpc::Status SchedulerService::Heartbeat(grpc::ServerContext* context,
                                          const v1::HeartbeatRequest* request,
                                          v1::HeartbeatResponse* response) {
+  CallSlot slot = limiter_.Admit(context, CallKind::kUnary);
+  if (!slot.admitted()) return slot.refusal();
   if (absl::Status s = CheckCall(context, request->cell()); !s.ok()) return ToGrpc(s);
   if (request->dispatched() < 0 || request->finished() < 0 ||
       request->finished() > request->dispatched()) {
@@ -265,6 +272,8 @@ grpc::Status SchedulerService::Heartbeat(grpc::ServerContext* context,
 
 grpc::Status SchedulerService::Join(grpc::ServerContext* context, const v1::JoinRequest* request,
                                     v1::JoinResponse* response) {
+  CallSlot slot = limiter_.Admit(context, CallKind::kUnary);
+  if (!slot.admitted()) return slot.refusal();
   const int cell = request->cell();
   if (absl::Status s = CheckCall(context, cell); !s.ok()) return ToGrpc(s);
   absl::Status begun = queue_->AwaitStep(request->step(), WaitDeadline(request->wait_ms()));
@@ -284,6 +293,8 @@ grpc::Status SchedulerService::Join(grpc::ServerContext* context, const v1::Join
 
 grpc::Status SchedulerService::Claim(grpc::ServerContext* context, const v1::ClaimRequest* request,
                                      v1::ClaimResponse* response) {
+  CallSlot slot = limiter_.Admit(context, CallKind::kUnary);
+  if (!slot.admitted()) return slot.refusal();
   const int cell = request->cell();
   const int64_t step = request->step();
   if (absl::Status s = CheckCall(context, cell); !s.ok()) return ToGrpc(s);
@@ -327,6 +338,8 @@ grpc::Status SchedulerService::Claim(grpc::ServerContext* context, const v1::Cla
 
 grpc::Status SchedulerService::Done(grpc::ServerContext* context, const v1::DoneRequest* request,
                                     v1::DoneResponse* /*response*/) {
+  CallSlot slot = limiter_.Admit(context, CallKind::kUnary);
+  if (!slot.admitted()) return slot.refusal();
   const int cell = request->cell();
   if (absl::Status s = CheckCall(context, cell); !s.ok()) return ToGrpc(s);
   absl::MutexLock lock(&mu_);  // the step cannot change under the Done
@@ -339,6 +352,8 @@ grpc::Status SchedulerService::Done(grpc::ServerContext* context, const v1::Done
 grpc::Status SchedulerService::AwaitParticipants(grpc::ServerContext* context,
                                                  const v1::AwaitParticipantsRequest* request,
                                                  v1::AwaitParticipantsResponse* response) {
+  CallSlot slot = limiter_.Admit(context, CallKind::kUnary);
+  if (!slot.admitted()) return slot.refusal();
   const int cell = request->cell();
   if (absl::Status s = CheckCall(context, cell); !s.ok()) return ToGrpc(s);
   absl::StatusOr<StepParticipants> participants =
@@ -364,6 +379,8 @@ grpc::Status SchedulerService::AwaitParticipants(grpc::ServerContext* context,
 
 grpc::Status SchedulerService::Leave(grpc::ServerContext* context, const v1::LeaveRequest* request,
                                      v1::LeaveResponse* response) {
+  CallSlot slot = limiter_.Admit(context, CallKind::kUnary);
+  if (!slot.admitted()) return slot.refusal();
   const int cell = request->cell();
   if (absl::Status s = CheckCall(context, cell); !s.ok()) return ToGrpc(s);
   absl::MutexLock lock(&mu_);
@@ -390,24 +407,22 @@ grpc::Status SchedulerService::Leave(grpc::ServerContext* context, const v1::Lea
 absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     MicroStepQueue* queue, SchedulerServerOptions options) {
   RETURN_IF_ERROR(options.service.Validate());
+  RETURN_IF_ERROR(options.limits.Validate("scheduler: "));
   const size_t colon = options.address.rfind(':');
   if (colon == std::string::npos) {
     return absl::InvalidArgumentError(
         StrCat("scheduler address \"", options.address, "\" is not host:port"));
   }
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                   MakeServerCredentials(options.security, options.address, "scheduler"));
   std::unique_ptr<SchedulerServer> server(new SchedulerServer());
   server->host_ = options.address.substr(0, colon);
-  if (server->host_ != "127.0.0.1" && server->host_ != "localhost" && server->host_ != "[::1]" &&
-      options.service.auth_token.empty()) {
-    spdlog::warn(
-        "scheduler: serving on {} without an auth token: anyone who can reach it can take part in "
-        "training",
-        options.address);
-  }
-  server->service_ = std::make_unique<SchedulerService>(queue, options.service);
+  server->service_ = std::make_unique<SchedulerService>(
+      queue, options.service, options.security.auth_token, options.limits);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &server->port_);
+  builder.AddListeningPort(options.address, credentials, &server->port_);
   builder.RegisterService(server->service_.get());
+  options.limits.ApplyTo(builder, "scheduler");
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(

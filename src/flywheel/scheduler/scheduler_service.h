@@ -54,6 +54,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "flywheel/rpc/call_limiter.h"
+#include "flywheel/rpc/rpc_security.h"
+#include "flywheel/rpc/server_limits.h"
 #include "flywheel/scheduler/micro_step_queue.h"
 #include "flywheel/v1/scheduler_service.grpc.pb.h"
 
@@ -63,7 +66,6 @@ struct SchedulerServiceOptions {
   // Digests every cell must match (Register): of the job config and of the model.
   std::string config_hash;
   std::string model_hash;
-  std::string auth_token;  // empty: no authentication
   // Cells heartbeat this often; one silent for heartbeat_timeout is declared dead.
   absl::Duration heartbeat_interval = absl::Milliseconds(200);
   absl::Duration heartbeat_timeout = absl::Seconds(2);
@@ -100,7 +102,9 @@ struct CellInfo {
 class SchedulerService final : public v1::SchedulerService::Service {
  public:
   // `queue` is borrowed and must outlive this object; its core cell must be options.core_cell.
-  SchedulerService(MicroStepQueue* queue, SchedulerServiceOptions options);
+  // `auth_token` empty: no authentication. `limits` bound the calls in handlers at once.
+  SchedulerService(MicroStepQueue* queue, SchedulerServiceOptions options,
+                   std::string auth_token = "", const ServerLimits& limits = {});
   ~SchedulerService() override;  // stops the heartbeat monitor
 
   // The core's side. BeginStep starts the queue's step and records the core's optimiser counter,
@@ -146,6 +150,8 @@ class SchedulerService final : public v1::SchedulerService::Service {
 
   MicroStepQueue* const queue_;  // borrowed
   const SchedulerServiceOptions options_;
+  const std::string auth_token_;
+  CallLimiter limiter_;
   const absl::Status init_status_;  // options_.Validate(); every call fails with it
 
   mutable absl::Mutex mu_;
@@ -162,6 +168,8 @@ class SchedulerService final : public v1::SchedulerService::Service {
 struct SchedulerServerOptions {
   std::string address = "127.0.0.1:0";  // port 0: pick a free one (see address())
   SchedulerServiceOptions service;
+  RpcSecurity security;  // auth token, TLS, --insecure (rpc_security.h)
+  ServerLimits limits;
 };
 
 // The service on its own gRPC server.

@@ -6,8 +6,9 @@
 #include <random>
 #include <vector>
 
-#include "flywheel/buffer/auth.h"
 #include "flywheel/learner/parallel_test_util.h"
+#include "flywheel/rpc/auth.h"
+#include "flywheel/rpc/test_certs.h"
 #include "flywheel/scheduler/micro_step_queue.h"
 #include "flywheel/scheduler/scheduler_client.h"
 
@@ -38,19 +39,23 @@ std::vector<Trajectory> Groups(int64_t step) {
 class SchedulerServiceTest : public ::testing::Test {
  protected:
   void Start(absl::Duration heartbeat_timeout = absl::Seconds(30), const std::string& token = "") {
+    StartWith(RpcSecurity::Token(token), RpcSecurity::Token(token), heartbeat_timeout);
+  }
+  void StartWith(const RpcSecurity& server_security, const RpcSecurity& client_security,
+                 absl::Duration heartbeat_timeout = absl::Seconds(30)) {
     queue_ = std::make_unique<MicroStepQueue>(MicroStepQueueOptions::FromLearnerOptions(
         testing::ParallelLearnerOptions(PolicyLossKind::kDecoupledPpo)));
     SchedulerServerOptions options;
     options.service.config_hash = kConfig;
     options.service.model_hash = kModel;
-    options.service.auth_token = token;
+    options.security = server_security;
     options.service.heartbeat_interval = absl::Milliseconds(50);
     options.service.heartbeat_timeout = heartbeat_timeout;
     options.service.store_address = "127.0.0.1:29999";
     auto server = SchedulerServer::Start(queue_.get(), options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
-    client_ = SchedulerClient::Connect(server_->address(), token);
+    client_ = SchedulerClient::Connect(server_->address(), client_security).value();
   }
 
   // Begins step `step` (version = step) with the core joined and the data closed.
@@ -106,17 +111,36 @@ TEST_F(SchedulerServiceTest, RegisterRefusesOtherHashesNamingBoth) {
 
 TEST_F(SchedulerServiceTest, CallsNeedTheBearerToken) {
   Start(absl::Seconds(30), "s3cret");
-  auto anonymous = SchedulerClient::Connect(server_->address());
+  auto anonymous = SchedulerClient::Connect(server_->address()).value();
   auto refused = anonymous->Register(kConfig, kModel, "x", absl::Seconds(5));
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_THAT(Message(refused.status()), HasSubstr("authorization: Bearer"));
-  auto wrong = SchedulerClient::Connect(server_->address(), "guess");
+  auto wrong = SchedulerClient::Connect(server_->address(), RpcSecurity::Token("guess")).value();
   EXPECT_EQ(wrong->Register(kConfig, kModel, "x", absl::Seconds(5)).status().code(),
             absl::StatusCode::kUnauthenticated);
   const int cell = Register();
   ASSERT_EQ(cell, 1);
   EXPECT_EQ(anonymous->Heartbeat(cell).status().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_TRUE(client_->Heartbeat(cell).ok());
+}
+
+TEST_F(SchedulerServiceTest, CellsRegisterOverMutualTls) {
+  testing::TestCerts certs;
+  ASSERT_TRUE(certs.ok()) << "make_test_certs.sh failed (openssl?)";
+  auto server = LoadRpcSecurity(certs.Server(/*mutual=*/true));
+  auto client = LoadRpcSecurity(certs.Client("ca.pem", "client"));
+  ASSERT_TRUE(server.ok() && client.ok()) << server.status() << client.status();
+  server->auth_token = client->auth_token = "s3cret";
+  StartWith(*server, *client);
+  EXPECT_EQ(Register(), 1);
+  auto plaintext = SchedulerClient::Connect(server_->address(), RpcSecurity::Token("s3cret"));
+  ASSERT_TRUE(plaintext.ok());
+  // Register waits for the core to come up, so the failed handshakes end in its deadline.
+  const absl::StatusCode refused =
+      (*plaintext)->Register(kConfig, kModel, "x", absl::Seconds(1)).status().code();
+  EXPECT_TRUE(refused == absl::StatusCode::kUnavailable ||
+              refused == absl::StatusCode::kDeadlineExceeded)
+      << refused;
 }
 
 TEST_F(SchedulerServiceTest, ASatelliteJoinsClaimsAndReducesOverTheWire) {

@@ -109,7 +109,7 @@ absl::Status LoadCoreWeights(WeightsClient& weights, const v1::JoinResponse& joi
 
 absl::Status RunSatellite(const std::string& scheduler, int64_t seed, int64_t die_in_step) {
   torch::set_num_threads(1);
-  auto client = SchedulerClient::Connect(scheduler);
+  auto client = SchedulerClient::Connect(scheduler).value();
   ASSIGN_OR_RETURN(v1::RegisterResponse reg,
                    client->Register(kConfigHash, kModelHash, StrCat("pid ", getpid())));
   const int cell = reg.cell();
@@ -121,7 +121,7 @@ absl::Status RunSatellite(const std::string& scheduler, int64_t seed, int64_t di
                    dist::ConnectStore(host, port, std::chrono::milliseconds(30000)));
   dist::Membership membership(store, MembershipOpts());
   StepGroup group(&membership, cell);
-  auto weights = WeightsClient::Connect(reg.weights_address());
+  auto weights = WeightsClient::Connect(reg.weights_address()).value();
   TinyPolicy policy(seed);  // not the core's: the weights must come from the weights service
   StreamingLearner learner(Options(), kParallelRunSteps, policy.Parameters(), policy.Forward());
 

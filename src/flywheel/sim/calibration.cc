@@ -368,7 +368,7 @@ absl::StatusOr<Calibration> CalibrateJob(const JobConfig& job, const Calibration
   c.params = static_cast<double>(model->NumParameters());
   c.layers = model_options.num_layers;
   c.hidden = model_options.hidden_size;
-  const int64_t head_dim = model_options.hidden_size / model_options.num_heads;
+  const int64_t head_dim = model_options.HeadDim();
   c.kv_bytes_per_token =
       2.0 * static_cast<double>(model_options.num_layers * model_options.num_kv_heads * head_dim) *
       sizeof(float);

@@ -2,10 +2,10 @@
 
 #include <chrono>
 
-#include "flywheel/buffer/auth.h"
 #include "flywheel/buffer/client.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
+#include "flywheel/rpc/auth.h"
 #include "flywheel/weights/snapshot_stream.h"
 
 namespace flywheel {
@@ -18,15 +18,20 @@ void SetDeadline(grpc::ClientContext& context, absl::Duration timeout) {
 
 }  // namespace
 
-std::unique_ptr<WeightsClient> WeightsClient::Connect(const std::string& address,
-                                                      const std::string& auth_token) {
+absl::StatusOr<std::unique_ptr<WeightsClient>> WeightsClient::Connect(
+    const std::string& address, const RpcSecurity& security) {
   auto client = std::unique_ptr<WeightsClient>(new WeightsClient());
   client->address_ = address;
-  client->auth_token_ = auth_token;
+  client->auth_token_ = security.auth_token;
   grpc::ChannelArguments args;
+  // A restarted learner is tried again at least every second (gRPC's default backoff grows to
+  // two minutes).
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetMaxReceiveMessageSize(2 * kMaxWeightsChunkBytes);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  client->channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  ASSIGN_OR_RETURN(client->channel_, MakeChannel(security, address, "weights service", args));
   client->stub_ = v1::WeightsService::NewStub(client->channel_);
   return client;
 }

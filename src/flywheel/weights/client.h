@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "flywheel/model/model_options.h"
 #include "flywheel/model/weight_snapshot.h"
+#include "flywheel/rpc/rpc_security.h"
 #include "flywheel/v1/weights_service.grpc.pb.h"
 
 namespace flywheel {
@@ -28,8 +29,10 @@ struct FetchedWeights {
 
 class WeightsClient {
  public:
-  static std::unique_ptr<WeightsClient> Connect(const std::string& address,
-                                                const std::string& auth_token = "");
+  // `security`: the token to send and the TLS to use; a token that would go in the clear
+  // beyond loopback is kFailedPrecondition here (rpc_security.h).
+  static absl::StatusOr<std::unique_ptr<WeightsClient>> Connect(const std::string& address,
+                                                                const RpcSecurity& security = {});
 
   const std::string& address() const { return address_; }
 

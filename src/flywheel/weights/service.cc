@@ -4,15 +4,17 @@
 
 #include <utility>
 
-#include "flywheel/buffer/auth.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
+#include "flywheel/rpc/auth.h"
 
 namespace flywheel {
 
-WeightsServiceImpl::WeightsServiceImpl(std::string auth_token, int64_t max_chunk_bytes)
+WeightsServiceImpl::WeightsServiceImpl(std::string auth_token, int64_t max_chunk_bytes,
+                                       const ServerLimits& limits)
     : auth_token_(std::move(auth_token)),
-      max_chunk_bytes_(std::clamp<int64_t>(max_chunk_bytes, 1, kMaxWeightsChunkBytes)) {}
+      max_chunk_bytes_(std::clamp<int64_t>(max_chunk_bytes, 1, kMaxWeightsChunkBytes)),
+      limiter_("weights", limits) {}
 
 absl::Status WeightsServiceImpl::Publish(const WeightSnapshot& snapshot) {
   auto published = std::make_shared<Published>();
@@ -46,6 +48,8 @@ grpc::Status WeightsServiceImpl::GetVersion(grpc::ServerContext* context,
   if (grpc::Status s = CheckBearerToken(context, auth_token_, "weights service"); !s.ok()) {
     return s;
   }
+  CallSlot slot = limiter_.Admit(context, CallKind::kUnary);
+  if (!slot.admitted()) return slot.refusal();
   absl::MutexLock lock(&mu_);
   response->set_version(latest_ != nullptr ? latest_->version : -1);
   response->set_total_bytes(latest_ != nullptr ? latest_->total_bytes : 0);
@@ -60,6 +64,9 @@ grpc::Status WeightsServiceImpl::FetchWeights(grpc::ServerContext* context,
   if (grpc::Status s = CheckBearerToken(context, auth_token_, "weights service"); !s.ok()) {
     return s;
   }
+  CallSlot slot = limiter_.Admit(context, CallKind::kStream);
+  if (!slot.admitted()) return slot.refusal();
+  slot.Owe(1);  // until the last chunk: the idle watch looks at the writes alone
   std::shared_ptr<const Published> latest;
   {
     absl::MutexLock lock(&mu_);
@@ -80,6 +87,7 @@ grpc::Status WeightsServiceImpl::FetchWeights(grpc::ServerContext* context,
                                   : max_chunk_bytes_;
   const bool sent = ChunkTensors(latest->version, latest->tensors, chunk_bytes,
                                  [&](const v1::WeightsChunk& chunk) {
+                                   auto writing = slot.Writing();
                                    return !context->IsCancelled() && writer->Write(chunk);
                                  });
   if (!sent) return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
@@ -93,20 +101,18 @@ absl::StatusOr<std::unique_ptr<WeightsServer>> WeightsServer::Start(
     return absl::InvalidArgumentError(
         StrCat("weights address \"", options.address, "\" is not host:port"));
   }
+  RETURN_IF_ERROR(options.limits.Validate("weights service: "));
+  ASSIGN_OR_RETURN(
+      std::shared_ptr<grpc::ServerCredentials> credentials,
+      MakeServerCredentials(options.security, options.address, "weights service"));
   std::unique_ptr<WeightsServer> server(new WeightsServer());
   server->host_ = options.address.substr(0, colon);
-  if (server->host_ != "127.0.0.1" && server->host_ != "localhost" && server->host_ != "[::1]" &&
-      options.auth_token.empty()) {
-    spdlog::warn(
-        "weights: serving on {} without an auth token: anyone who can reach it can "
-        "read the policy",
-        options.address);
-  }
-  server->service_ =
-      std::make_unique<WeightsServiceImpl>(options.auth_token, options.max_chunk_bytes);
+  server->service_ = std::make_unique<WeightsServiceImpl>(
+      options.security.auth_token, options.max_chunk_bytes, options.limits);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &server->port_);
+  builder.AddListeningPort(options.address, credentials, &server->port_);
   builder.RegisterService(server->service_.get());
+  options.limits.ApplyTo(builder, "weights");
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(

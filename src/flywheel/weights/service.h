@@ -20,6 +20,9 @@
 #include "absl/synchronization/mutex.h"
 #include "flywheel/model/safetensors.h"
 #include "flywheel/model/weight_snapshot.h"
+#include "flywheel/rpc/call_limiter.h"
+#include "flywheel/rpc/rpc_security.h"
+#include "flywheel/rpc/server_limits.h"
 #include "flywheel/v1/weights_service.grpc.pb.h"
 #include "flywheel/weights/snapshot_stream.h"
 
@@ -28,8 +31,9 @@ namespace flywheel {
 class WeightsServiceImpl final : public v1::WeightsService::Service {
  public:
   // `auth_token` empty: no authentication. Chunks are at most `max_chunk_bytes` (and at most
-  // kMaxWeightsChunkBytes) whatever the client asks for.
-  WeightsServiceImpl(std::string auth_token, int64_t max_chunk_bytes);
+  // kMaxWeightsChunkBytes) whatever the client asks for. `limits` bound the calls (a fetch
+  // whose client stops reading is cancelled after limits.idle_timeout).
+  WeightsServiceImpl(std::string auth_token, int64_t max_chunk_bytes, const ServerLimits& limits);
 
   // Makes `snapshot` the one served. Copies its tensors to the host (the learner keeps
   // training on its own parameters). Versions must not go backwards.
@@ -51,6 +55,7 @@ class WeightsServiceImpl final : public v1::WeightsService::Service {
 
   const std::string auth_token_;
   const int64_t max_chunk_bytes_;
+  CallLimiter limiter_;
   absl::Mutex mu_;
   std::shared_ptr<const Published> latest_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
@@ -58,8 +63,9 @@ class WeightsServiceImpl final : public v1::WeightsService::Service {
 
 struct WeightsServerOptions {
   std::string address = "127.0.0.1:0";  // port 0: pick a free one (see WeightsServer::address)
-  std::string auth_token;               // empty: no authentication
+  RpcSecurity security;                 // auth token, TLS, --insecure (rpc_security.h)
   int64_t max_chunk_bytes = kDefaultWeightsChunkBytes;
+  ServerLimits limits;
 };
 
 class WeightsServer {

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "flywheel/model/test_util.h"
+#include "flywheel/rpc/test_certs.h"
 #include "flywheel/weights/client.h"
 #include "flywheel/weights/service.h"
 
@@ -22,7 +23,7 @@ std::shared_ptr<const WeightSnapshot> Snapshot(int64_t version, uint64_t seed = 
 std::unique_ptr<WeightsServer> Serve(const std::string& token = "",
                                      int64_t chunk_bytes = kDefaultWeightsChunkBytes) {
   WeightsServerOptions options;
-  options.auth_token = token;
+  options.security = RpcSecurity::Token(token);
   options.max_chunk_bytes = chunk_bytes;
   auto server = WeightsServer::Start(options);
   EXPECT_TRUE(server.ok()) << server.status();
@@ -44,7 +45,7 @@ TEST(WeightsServiceTest, SnapshotRoundTripsBitExactInBoundedChunks) {
   auto server = Serve("", 1000);
   const auto published = Snapshot(3);
   ASSERT_TRUE(server->Publish(*published).ok());
-  auto client = WeightsClient::Connect(server->address());
+  auto client = WeightsClient::Connect(server->address()).value();
   auto version = client->GetVersion();
   ASSERT_TRUE(version.ok()) << version.status();
   EXPECT_EQ(version->version(), 3);
@@ -71,7 +72,7 @@ TEST(WeightsServiceTest, SnapshotRoundTripsBitExactInBoundedChunks) {
 
 TEST(WeightsServiceTest, FetchSendsOnlyNewerVersions) {
   auto server = Serve();
-  auto client = WeightsClient::Connect(server->address());
+  auto client = WeightsClient::Connect(server->address()).value();
   EXPECT_EQ(client->GetVersion()->version(), -1);
   EXPECT_EQ(client->Fetch(-1, TinyModel()).status().code(), absl::StatusCode::kUnavailable);
 
@@ -98,15 +99,38 @@ TEST(WeightsServiceTest, FetchSendsOnlyNewerVersions) {
 TEST(WeightsServiceTest, AuthTokenIsRequiredLikeTheBuffers) {
   auto server = Serve("s3cret");
   ASSERT_TRUE(server->Publish(*Snapshot(1)).ok());
-  auto anonymous = WeightsClient::Connect(server->address());
+  auto anonymous = WeightsClient::Connect(server->address()).value();
   EXPECT_EQ(anonymous->GetVersion().status().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(anonymous->Fetch(-1, TinyModel()).status().code(), absl::StatusCode::kUnauthenticated);
-  auto wrong = WeightsClient::Connect(server->address(), "guess");
+  auto wrong = WeightsClient::Connect(server->address(), RpcSecurity::Token("guess")).value();
   EXPECT_EQ(wrong->GetVersion().status().code(), absl::StatusCode::kUnauthenticated);
-  auto right = WeightsClient::Connect(server->address(), "s3cret");
+  auto right = WeightsClient::Connect(server->address(), RpcSecurity::Token("s3cret")).value();
   auto fetched = right->Fetch(-1, TinyModel());
   ASSERT_TRUE(fetched.ok()) << fetched.status();
   EXPECT_EQ(fetched->snapshot->version, 1);
+}
+
+TEST(WeightsServiceTest, FetchesOverMutualTls) {
+  testing::TestCerts certs;
+  ASSERT_TRUE(certs.ok()) << "make_test_certs.sh failed (openssl?)";
+  WeightsServerOptions options;
+  auto server_security = LoadRpcSecurity(certs.Server(/*mutual=*/true));
+  ASSERT_TRUE(server_security.ok()) << server_security.status();
+  options.security = *server_security;
+  options.security.auth_token = "s3cret";
+  auto server = WeightsServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_TRUE((*server)->Publish(*Snapshot(4)).ok());
+  auto client_security = LoadRpcSecurity(certs.Client("ca.pem", "client"));
+  ASSERT_TRUE(client_security.ok()) << client_security.status();
+  client_security->auth_token = "s3cret";
+  auto fetched =
+      WeightsClient::Connect((*server)->address(), *client_security).value()->Fetch(-1, TinyModel());
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  EXPECT_EQ(fetched->snapshot->version, 4);
+  auto plaintext = WeightsClient::Connect((*server)->address(), RpcSecurity::Token("s3cret"));
+  EXPECT_EQ(plaintext.value()->GetVersion(absl::Seconds(2)).status().code(),
+            absl::StatusCode::kUnavailable);
 }
 
 TEST(WeightsServiceTest, ModelOfAnotherShapeIsAClearError) {
@@ -114,7 +138,7 @@ TEST(WeightsServiceTest, ModelOfAnotherShapeIsAClearError) {
   ASSERT_TRUE(server->Publish(*Snapshot(2)).ok());
   ModelOptions other = TinyModel();
   other.intermediate_size = 64;
-  auto fetched = WeightsClient::Connect(server->address())->Fetch(-1, other);
+  auto fetched = WeightsClient::Connect(server->address()).value()->Fetch(-1, other);
   ASSERT_FALSE(fetched.ok());
   EXPECT_NE(fetched.status().message().find("mlp.gate_proj.weight: shape"), absl::string_view::npos)
       << fetched.status();
@@ -159,7 +183,7 @@ absl::Status FetchFromBroken(BrokenWeightsService::Fault fault) {
   builder.RegisterService(&service);
   auto server = builder.BuildAndStart();
   auto fetched =
-      WeightsClient::Connect("127.0.0.1:" + std::to_string(port))->Fetch(-1, TinyModel());
+      WeightsClient::Connect("127.0.0.1:" + std::to_string(port)).value()->Fetch(-1, TinyModel());
   server->Shutdown();
   EXPECT_FALSE(fetched.ok());
   return fetched.status();
@@ -178,7 +202,7 @@ TEST(WeightsServiceTest, CorruptStreamIsRejected) {
 }
 
 TEST(WeightsServiceTest, UnreachableServiceNamesTheAddress) {
-  auto client = WeightsClient::Connect("127.0.0.1:1");
+  auto client = WeightsClient::Connect("127.0.0.1:1").value();
   auto version = client->GetVersion(absl::Seconds(2));
   ASSERT_FALSE(version.ok());
   EXPECT_NE(version.status().message().find("127.0.0.1:1"), absl::string_view::npos)

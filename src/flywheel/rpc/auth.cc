@@ -1,4 +1,6 @@
-#include "flywheel/buffer/auth.h"
+#include "flywheel/rpc/auth.h"
+
+#include <fstream>
 
 #include "flywheel/core/strings.h"
 
@@ -38,6 +40,19 @@ grpc::Status CheckBearerToken(const grpc::ServerContext* context, const std::str
 
 void AddBearerToken(grpc::ClientContext& context, const std::string& token) {
   if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
+}
+
+absl::StatusOr<std::string> ReadAuthTokenFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(StrCat("cannot read auth token file ", path));
+  std::string token;
+  std::getline(in, token);
+  const size_t begin = token.find_first_not_of(" \t\r\n");
+  const size_t end = token.find_last_not_of(" \t\r\n");
+  if (begin == std::string::npos) {
+    return absl::InvalidArgumentError(StrCat("auth token file ", path, " is empty"));
+  }
+  return token.substr(begin, end - begin + 1);
 }
 
 }  // namespace flywheel
