@@ -83,7 +83,7 @@ TEST(DurableStoreTest, ConsumedRecordsGoWithTheirDeletesAndAreBounded) {
     w.consumed = {{"a", "trained"}, {"b", "stale"}};
     ASSERT_TRUE((*store)->Commit(w).ok());
     EXPECT_EQ(ConsumedRecords(**store), (std::vector<std::string>{"trained:a", "stale:b"}));
-    EXPECT_EQ(Contents(**store).size(), 1u);
+    EXPECT_EQ(StoreContents(**store).size(), 1u);
   }
   {
     auto store = DurableStore::Open(path, nullptr, 8);
