@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "flywheel/core/strings.h"
 #include "flywheel/tokenizer/reference_tokenizer.h"
 #include "flywheel/tokenizer/test_tokenizer_json.h"
 
@@ -50,6 +51,24 @@ TEST(HfTokenizerTest, RefusesWhatItDoesNotImplement) {
                 "added_tokens[0].id = 999: Hugging Face tokenizers gives \"<x>\" the id 257");
   ExpectRefused(with("/added_tokens", {{{"id", 257}, {"content", "<x>"}, {"weird", true}}}),
                 "added_tokens[0].weird");
+}
+
+// A refused value is quoted in the error, briefly: printing it used to dump() the whole value,
+// which recursed once per level, so a tokenizer.json with a million nested arrays (or a Sequence
+// of pre-tokenizers nested 100,000 deep) overflowed the stack (found with
+// fuzz/tokenizer_json_fuzzer.cc's build on a crafted file).
+TEST(HfTokenizerTest, ADeeplyNestedValueIsQuotedBriefly) {
+  const std::string nested = std::string(1'000'000, '[') + std::string(1'000'000, ']');
+  std::string text = testing::ByteLevelTokenizerJson({}).dump();
+  const std::string null_normalizer = R"("normalizer":null)";
+  text.replace(text.find(null_normalizer), null_normalizer.size(),
+               StrCat(R"("normalizer":)", nested));
+  auto tok = ParseHfTokenizer(text, "deep/tokenizer.json");
+  ASSERT_FALSE(tok.ok());
+  EXPECT_THAT(std::string(tok.status().message()),
+              HasSubstr(StrCat("normalizer = ", std::string(17, '['), "…", std::string(17, ']'),
+                                ": only null")));
+  EXPECT_THAT(std::string(tok.status().message()), HasSubstr("deep/tokenizer.json"));
 }
 
 TEST(HfTokenizerTest, MissingAndBrokenFiles) {
