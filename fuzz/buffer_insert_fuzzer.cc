@@ -1,14 +1,21 @@
 // The buffer's insert path as the gRPC service runs it, without gRPC: serialized trajectories
 // from a client go through DecodeWireTrajectory (the trust boundary) and the valid ones into an
 // in-memory Buffer (group assembly, table, rate limiter, selector, staleness filter), with
-// samples, learner versions and straggler expiry in between. Options come from the input too.
+// samples, learner versions and straggler expiry in between, and the remote learner's side:
+// leased samples, acknowledgements and releases, and retried inserts of ids the buffer already
+// knows (idempotent by trajectory id). Options come from the input too.
 //
-// Input (fuzz_input.h): 8 option bytes, then operations:
+// Input (fuzz_input.h): 9 option bytes, then operations:
 //   0 insert: a count byte, then that many [u16 length][serialized v1.Trajectory]
 //   1 sample: a batch-size byte      2 learner version: a byte      3 clock: seconds byte
+//   4 leased sample: a batch-size byte
+//   5 acknowledge: a count byte (that many of the leased ids, oldest first, plus one never
+//     sampled), a byte whose bit 0 releases the owner's other leases
+//   6 retry: a byte choosing an accepted trajectory to insert again
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +45,7 @@ BufferOptions Options(fuzz::FuzzInput& in) {
   o.samples_per_insert = 1.0;
   o.error_buffer = static_cast<double>(o.max_size);
   o.straggler_timeout_s = 5;
+  o.remember_ids = in.Small(0, 8);
   return o;
 }
 
@@ -50,8 +58,24 @@ void Session(fuzz::FuzzInput& in) {
   const absl::Time now = absl::InfinitePast();
   v1::Trajectory proto;
   int64_t accepted = 0;
+  std::vector<ItemMember> inserted;  // accepted members, for retries
+  std::deque<std::string> leased;    // ids handed out under a lease, oldest first
+  auto insert = [&](std::vector<ItemMember>& members) {
+    std::vector<absl::Status> statuses;
+    for (size_t done = 0; done < members.size();) {
+      statuses.clear();
+      const size_t handled = (*buffer)->InsertBatch(members, done, now, &statuses);
+      Check(handled >= 1 && statuses.size() == handled);
+      for (size_t k = 0; k < handled; ++k) {
+        if (!statuses[k].ok()) continue;
+        ++accepted;
+        if (inserted.size() < 64) inserted.push_back(members[done + k]);
+      }
+      done += handled;
+    }
+  };
   while (!in.empty()) {
-    switch (in.Byte() % 4) {
+    switch (in.Byte() % 7) {
       case 0: {
         std::vector<ItemMember> members;
         for (int64_t n = in.Small(1, 4); n > 0; --n) {
@@ -60,14 +84,7 @@ void Session(fuzz::FuzzInput& in) {
           absl::StatusOr<ItemMember> member = DecodeWireTrajectory(wire, proto, &parsed);
           if (member.ok()) members.push_back(*std::move(member));
         }
-        std::vector<absl::Status> statuses;
-        for (size_t done = 0; done < members.size();) {
-          statuses.clear();
-          const size_t handled = (*buffer)->InsertBatch(members, done, now, &statuses);
-          Check(handled >= 1 && statuses.size() == handled);
-          for (const absl::Status& s : statuses) accepted += s.ok();
-          done += handled;
-        }
+        insert(members);
         break;
       }
       case 1: {
@@ -84,10 +101,44 @@ void Session(fuzz::FuzzInput& in) {
         clock.Advance(absl::Seconds(in.Byte()));
         (*buffer)->ExpireGroups();
         break;
+      case 4: {
+        absl::StatusOr<std::vector<SampledItem>> items =
+            (*buffer)->Sample(in.Small(1, 4), now, "learner");
+        if (!items.ok()) break;
+        for (const SampledItem& s : *items) {
+          Check(!s.item->members.empty());
+          for (const ItemMember& m : s.item->members) leased.push_back(m.trajectory->id);
+        }
+        break;
+      }
+      case 5: {
+        std::vector<DurableStore::Consumed> consumed;
+        for (int64_t n = in.Small(0, 3); n > 0 && !leased.empty(); --n) {
+          consumed.push_back({leased.front(), "trained"});
+          leased.pop_front();
+        }
+        consumed.push_back({"never-sampled", "trained"});
+        const bool release_others = in.Byte() & 1;
+        absl::StatusOr<Buffer::AcknowledgeResult> result =
+            (*buffer)->Acknowledge("learner", consumed, release_others);
+        if (result.ok()) {
+          Check(result->consumed + result->unknown <= static_cast<int64_t>(consumed.size()));
+          Check(result->unknown >= 1);  // "never-sampled"
+        }
+        if (release_others) leased.clear();
+        break;
+      }
+      case 6: {
+        if (inserted.empty()) break;
+        std::vector<ItemMember> again = {inserted[in.Byte() % inserted.size()]};
+        insert(again);
+        break;
+      }
     }
   }
   const BufferInfo info = (*buffer)->Info();
-  Check(info.inserted <= accepted);
+  Check(info.inserted + info.duplicate_inserts <= accepted);
+  Check(info.leased >= 0 && info.acknowledged <= info.inserted);
   (*buffer)->Close();
 }
 
