@@ -24,6 +24,7 @@
 #include "flywheel/buffer/wire_trajectory.h"
 #include "flywheel/core/clock.h"
 #include "fuzz_input.h"
+#include "quiet_protobuf.h"
 
 namespace flywheel {
 namespace {
@@ -144,6 +145,11 @@ void Session(fuzz::FuzzInput& in) {
 
 }  // namespace
 }  // namespace flywheel
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  flywheel::fuzz::SilenceProtobufLog();
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   flywheel::fuzz::FuzzInput in(data, size);

@@ -10,6 +10,12 @@
 #include "flywheel/core/trajectory.h"
 #include "flywheel/core/trajectory_proto.h"
 #include "flywheel/trajectory/trajectory_tree.h"
+#include "quiet_protobuf.h"
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  flywheel::fuzz::SilenceProtobufLog();
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   flywheel::v1::Trajectory proto;

@@ -18,6 +18,7 @@
 #include "flywheel/model/safetensors_header.h"
 #include "flywheel/weights/chunk_checker.h"
 #include "fuzz_input.h"
+#include "quiet_protobuf.h"
 
 namespace flywheel {
 namespace {
@@ -78,6 +79,11 @@ void Stream(fuzz::FuzzInput& in) {
 
 }  // namespace
 }  // namespace flywheel
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  flywheel::fuzz::SilenceProtobufLog();
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   flywheel::fuzz::FuzzInput in(data, size);
