@@ -25,9 +25,11 @@ absl::StatusOr<std::string> ReadText(const std::string& path) {
 }
 
 absl::StatusOr<nlohmann::json> ParseJson(std::string_view text, std::string_view source) {
+  // Every json::exception, not only parse_error: a number beyond a double's range (1e999) is
+  // out_of_range, and escaping here it ended the process with std::terminate.
   try {
     return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(StrCat(source, ": not valid JSON: ", e.what()));
   }
 }

@@ -80,6 +80,12 @@ TEST(HfTokenizerTest, MissingAndBrokenFiles) {
   auto broken = LoadHfTokenizer(path);
   ASSERT_FALSE(broken.ok());
   EXPECT_THAT(std::string(broken.status().message()), HasSubstr("not valid JSON"));
+  // A number beyond a double's range is nlohmann's out_of_range, not parse_error; it escaped and
+  // ended the process (found by fuzz/tokenizer_json_fuzzer.cc).
+  auto huge = ParseHfTokenizer(R"({"version": "1.0", "model": {"dropout": 1e999}})", "t.json");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(huge.status().message()), HasSubstr("t.json: not valid JSON"));
 }
 
 TEST(HfTokenizerTest, EncodeDecodeByteLevel) {
