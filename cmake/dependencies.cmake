@@ -20,7 +20,7 @@ pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 pkg_check_modules(RE2 REQUIRED IMPORTED_TARGET re2)
 find_package(ICU REQUIRED COMPONENTS uc)
 
-if(NOT FLYWHEEL_THREAD_SAFETY)
+if(NOT FLYWHEEL_TORCH_FREE)
   # Debian's libtorch-dev (CPU) by default; a CUDA LibTorch with -DTorch_DIR=<libtorch>/share/cmake/Torch.
   find_package(Torch REQUIRED)
   # Debian's Caffe2 config re-creates a `gflags` target without a library location; give it one.

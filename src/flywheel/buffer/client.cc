@@ -104,6 +104,11 @@ absl::StatusOr<std::vector<std::vector<Trajectory>>> BufferClient::Sample(int ma
       }
       absl::StatusOr<Trajectory> t = FromProto(proto);
       if (!t.ok()) return t.status();
+      // The buffer validated it on insert; the learner indexes by it, so it checks again what
+      // came over the network.
+      if (absl::Status s = t->Validate(); !s.ok()) {
+        return absl::DataLossError(StrCat("buffer sample: ", s.message()));
+      }
       out.push_back(std::move(*t));
     }
   }

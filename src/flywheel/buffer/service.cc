@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/synchronization/mutex.h"
+#include "flywheel/buffer/wire_trajectory.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/core/trajectory_proto.h"
@@ -151,28 +152,17 @@ bool BufferServiceImpl::HandleRequests(
       v1::InsertAck* ack = responses[r].add_acks();
       ack->set_sequence(request.sequence() + static_cast<uint64_t>(i));
       auto wire = std::make_shared<std::string>(std::move(*request.mutable_trajectories(i)));
-      absl::Status status;
-      std::shared_ptr<Trajectory> trajectory;
-      if (!proto.ParseFromString(*wire)) {
-        status = absl::InvalidArgumentError(
-            StrCat("trajectories[", i, "]: not a serialized flywheel.v1.Trajectory"));
-      } else {
-        ack->set_id(proto.id());
-        absl::StatusOr<Trajectory> parsed = FromProto(proto);
-        if (!parsed.ok()) {
-          status = absl::InvalidArgumentError(parsed.status().message());
-        } else {
-          status = parsed->Validate();
-          trajectory = std::make_shared<Trajectory>(std::move(*parsed));
-        }
-      }
-      if (!status.ok()) {
+      bool parsed = false;
+      absl::StatusOr<ItemMember> member = DecodeWireTrajectory(std::move(wire), proto, &parsed);
+      if (parsed) ack->set_id(proto.id());
+      if (!member.ok()) {
         invalid_->Increment();
         ack->set_code(static_cast<int>(absl::StatusCode::kInvalidArgument));
-        ack->set_message(std::string(status.message()));
+        ack->set_message(parsed ? std::string(member.status().message())
+                                : StrCat("trajectories[", i, "]: ", member.status().message()));
         continue;
       }
-      members.push_back(ItemMember{std::move(trajectory), std::move(wire), 0});
+      members.push_back(std::move(*member));
       slots.push_back({r, i});
       ++outstanding[r];
     }

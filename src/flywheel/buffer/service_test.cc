@@ -60,6 +60,24 @@ TEST(BufferServiceTest, InsertAckThenSampleOverGrpc) {
   EXPECT_TRUE(items->empty());
 }
 
+// The learner's client checks what it samples as the service checks what it receives: bytes
+// the buffer holds for an item (here stored beside a valid trajectory, as a faulty or hostile
+// server could send them) that fail Validate are DATA_LOSS, not trajectories to train on.
+TEST(BufferServiceTest, ASampledTrajectoryThatFailsValidationIsDataLoss) {
+  Served served = Serve(BufferOptions{});
+  Trajectory invalid = *testing::MakeTrajectory("bad", 1);
+  invalid.logprobs.pop_back();
+  ASSERT_TRUE(served.server->buffer()
+                  .Insert(testing::MakeTrajectory("bad", 1), absl::InfiniteFuture(),
+                          std::make_shared<std::string>(Wire(invalid)))
+                  .ok());
+  auto client = BufferClient::Connect(served.address);
+  ASSERT_TRUE(client.ok());
+  auto items = (*client)->Sample(1, absl::Seconds(5));
+  EXPECT_EQ(items.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(items.status().message().find("logprobs"), std::string_view::npos) << items.status();
+}
+
 // The sample stream hands over the stored bytes of an item the table let go of; an item
 // that stays in the table for another sample must go out as a copy, intact both times.
 TEST(BufferServiceTest, ItemSampledTwiceArrivesWholeBothTimes) {

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "flywheel/core/status_macros.h"
@@ -17,6 +19,24 @@ constexpr std::string_view kSpecialTokenKeys[] = {
     "bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"};
 
 // A token is a string or an AddedToken object {"content": …}.
+// Messages, tools and variables are refused when they nest deeper than this: turning them into
+// template values, printing them and tojson all recurse once per level, and a tool call's
+// arguments come from a policy's output (a million '[' overflowed the stack).
+constexpr int kMaxJsonDepth = 64;
+
+// Whether an array or object in `json` lies more than `max` levels down (without recursing).
+bool DeeperThan(const nlohmann::ordered_json& json, int max) {
+  std::vector<std::pair<const nlohmann::ordered_json*, int>> stack = {{&json, 1}};
+  while (!stack.empty()) {
+    const auto [value, depth] = stack.back();
+    stack.pop_back();
+    if (!value->is_structured()) continue;
+    if (depth > max) return true;
+    for (const auto& item : *value) stack.emplace_back(&item, depth + 1);
+  }
+  return false;
+}
+
 absl::StatusOr<std::string> TokenContent(const nlohmann::ordered_json& token,
                                          std::string_view source, std::string_view key) {
   if (token.is_string()) return token.get<std::string>();
@@ -26,7 +46,8 @@ absl::StatusOr<std::string> TokenContent(const nlohmann::ordered_json& token,
   return absl::InvalidArgumentError(StrCat(source, ": ", key,
                                            " must be a string or an object with a string "
                                            "\"content\", got ",
-                                           token.dump()));
+                                           token.is_structured() ? StrCat("an ", token.type_name())
+                                                                 : token.dump()));
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
@@ -147,6 +168,15 @@ absl::StatusOr<std::string> ChatTemplate::Render(const nlohmann::ordered_json& m
       return absl::InvalidArgumentError(StrCat(source_, ": several chat templates (",
                                                Join(names(), ", "),
                                                ") and none named 'default'; choose one by name"));
+    }
+  }
+  for (const auto& [what, json] : {std::pair<const char*, const nlohmann::ordered_json*>{
+                                       "messages", &messages},
+                                   {"tools", &options.tools},
+                                   {"variables", &options.variables}}) {
+    if (DeeperThan(*json, kMaxJsonDepth)) {
+      return absl::InvalidArgumentError(StrCat(source_, ": the ", what, " nest deeper than ",
+                                               kMaxJsonDepth, " levels"));
     }
   }
   jinja::ValueDict variables;

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "flywheel/core/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -93,6 +94,26 @@ TEST(ChatTemplateTest, ErrorsNameTheFileAndTemplate) {
   EXPECT_EQ(text.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(text.status().message()),
               HasSubstr("raise_exception: System role not supported"));
+}
+
+// A tool call's arguments come from a policy's output; nested a million deep they overflowed the
+// stack while becoming template values. Beyond 64 levels the render is refused.
+TEST(ChatTemplateTest, DeeplyNestedMessagesAreRefused) {
+  absl::StatusOr<ChatTemplate> tmpl = ChatTemplate::FromString("{{ messages | length }}");
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+  const std::string nested = std::string(1'000'000, '[') + std::string(1'000'000, ']');
+  nlohmann::ordered_json messages = nlohmann::ordered_json::parse(
+      StrCat(R"([{"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f",
+             "arguments": )", nested, "}}]}]"));
+  absl::StatusOr<std::string> text = tmpl->Render(messages);
+  EXPECT_EQ(text.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(text.status().message()), HasSubstr("messages nest deeper than 64"));
+  ChatRenderOptions options;
+  options.tools = nlohmann::ordered_json::parse(nested);
+  EXPECT_THAT(std::string(tmpl->Render(kMessages, options).status().message()),
+              HasSubstr("tools nest deeper than 64"));
+  messages = nlohmann::ordered_json::parse(R"([{"role": "user", "content": [[[[1]]]]}])");
+  EXPECT_EQ(*tmpl->Render(messages), "1");
 }
 
 TEST(ChatTemplateTest, LoadsChatTemplateJinjaBesideAConfigWithoutOne) {

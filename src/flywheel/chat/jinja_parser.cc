@@ -9,6 +9,9 @@
 namespace flywheel::jinja {
 namespace {
 
+// Jinja2 has no such bound, but Python's recursion limit (1,000 frames) stops it near this depth.
+constexpr int kMaxNesting = 128;
+
 class Parser {
  public:
   explicit Parser(const std::vector<Token>& tokens) : tokens_(tokens) {}
@@ -97,6 +100,8 @@ class Parser {
   // Parses until `{% tag %}` with tag in end_tags (consumes `{%` and the tag name, leaves the
   // rest of that tag to the caller) or, with no end tags, until the end of the template.
   absl::StatusOr<Body> ParseBody(const std::set<std::string>& end_tags, std::string* end_tag) {
+    Nesting nesting(this);
+    if (absl::Status s = nesting.Check(Peek().line); !s.ok()) return s;
     Body body;
     while (true) {
       const Token& t = Peek();
@@ -472,6 +477,8 @@ class Parser {
   absl::StatusOr<ExprPtr> ParseUnaryWithFilters() { return ParseUnary(true); }
 
   absl::StatusOr<ExprPtr> ParseUnary(bool with_filter) {
+    Nesting nesting(this);
+    if (absl::Status s = nesting.Check(Peek().line); !s.ok()) return s;
     ExprPtr node;
     if (IsOp("-") || IsOp("+")) {
       const Token& t = Next();
@@ -741,9 +748,28 @@ class Parser {
     }
   }
 
+  // Every recursion of the parser passes through ParseBody (blocks) or ParseUnary (expressions):
+  // counting them there bounds the stack a template can make the parser, and the renderer that
+  // walks the tree it builds, use. A template from a model repository is outside input, and
+  // 100,000 nested '(' once overflowed the stack (found by fuzz/chat_template_fuzzer.cc).
+  class Nesting {
+   public:
+    explicit Nesting(Parser* parser) : parser_(parser) { ++parser_->nesting_; }
+    ~Nesting() { --parser_->nesting_; }
+    absl::Status Check(int line) const {
+      if (parser_->nesting_ <= kMaxNesting) return absl::OkStatus();
+      return parser_->Error(line, StrCat("nested deeper than ", kMaxNesting,
+                                         " levels (blocks and expressions together)"));
+    }
+
+   private:
+    Parser* parser_;
+  };
+
   const std::vector<Token>& tokens_;
   size_t pos_ = 0;
   int loop_depth_ = 0;
+  int nesting_ = 0;  // ParseBody and ParseUnary calls in progress
 };
 
 }  // namespace

@@ -40,6 +40,9 @@ using ScopePtr = std::shared_ptr<Scope>;
 
 enum class Flow { kNormal, kBreak, kContinue };
 
+// Macro calls in progress at once (each walks its body's tree, bounded by the parser's nesting).
+constexpr int kMaxMacroDepth = 64;
+
 absl::StatusOr<Value> Range(CallArgs args) {
   if (!args.keyword.empty() || args.positional.empty() || args.positional.size() > 3) {
     return absl::InvalidArgumentError("range() takes 1 to 3 integer arguments");
@@ -95,7 +98,12 @@ class Renderer {
   Renderer(const ValueDict& variables, const RenderOptions& options) : options_(options) {
     root_ = std::make_shared<Scope>();
     root_->vars["range"] = Value::Function("range", Range);
-    root_->vars["namespace"] = Value::Function("namespace", MakeNamespaceValue);
+    root_->vars["namespace"] =
+        Value::Function("namespace", [this](CallArgs args) -> absl::StatusOr<Value> {
+          absl::StatusOr<Value> ns = MakeNamespaceValue(std::move(args));
+          if (ns.ok()) namespaces_.push_back(*ns);
+          return ns;
+        });
     root_->vars["dict"] = Value::Function("dict", MakeDict);
     root_->vars["raise_exception"] =
         Value::Function("raise_exception", [](CallArgs args) -> absl::StatusOr<Value> {
@@ -121,6 +129,17 @@ class Renderer {
     top_ = std::make_shared<Scope>();
     top_->parent = root_;
   }
+
+  // A render can make reference cycles: a macro holds the scope it was defined in, which holds
+  // the macro, and a namespace can hold itself ({% set ns.self = ns %}) or a macro. Nothing of a
+  // render outlives it (the result is a string), so emptying those scopes and namespaces here
+  // frees them; otherwise every render of such a template leaked them.
+  ~Renderer() {
+    for (const ScopePtr& scope : macro_scopes_) scope->vars.clear();
+    for (const Value& ns : namespaces_) ns.as_namespace().attributes.clear();
+  }
+  Renderer(const Renderer&) = delete;
+  Renderer& operator=(const Renderer&) = delete;
 
   absl::StatusOr<std::string> Run(const Body& body) {
     std::string out;
@@ -291,6 +310,7 @@ class Renderer {
   }
 
   Value MakeMacro(const Stmt& stmt, const ScopePtr& defining_scope) {
+    macro_scopes_.push_back(defining_scope);
     const Stmt* macro = &stmt;
     return Value::Function(
         StrCat("macro ", stmt.name),
@@ -328,8 +348,16 @@ class Renderer {
             if (!v.ok()) return v.status();
             scope->vars[p.name] = *v;
           }
+          // A macro that calls itself without end is Python's RecursionError in Jinja2; here it
+          // would overflow the stack (found by fuzz/chat_template_fuzzer.cc).
+          if (macro_depth_ >= kMaxMacroDepth) {
+            return absl::InvalidArgumentError(StrCat("macro '", macro->name, "': calls nested ",
+                                                     kMaxMacroDepth, " deep (endless recursion?)"));
+          }
+          ++macro_depth_;
           std::string out;
           absl::StatusOr<Flow> flow = Exec(macro->bodies[0], scope, out);
+          --macro_depth_;
           if (!flow.ok()) return flow.status();
           return Value::String(std::move(out));
         });
@@ -557,6 +585,9 @@ class Renderer {
   const RenderOptions& options_;
   ScopePtr root_;
   ScopePtr top_;
+  int macro_depth_ = 0;                 // macro calls in progress
+  std::vector<ScopePtr> macro_scopes_;  // every scope a macro was defined in (see ~Renderer)
+  std::vector<Value> namespaces_;       // every namespace() made
 };
 
 }  // namespace

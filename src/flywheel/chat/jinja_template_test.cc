@@ -3,7 +3,10 @@
 // unsupported constructs and runtime failures name the template line.
 #include "flywheel/chat/jinja_template.h"
 
+#include <memory>
 #include <string>
+
+#include "flywheel/core/strings.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -246,6 +249,34 @@ TEST(JinjaErrorTest, RuntimeErrorsNameTheLine) {
               "cannot unpack 3 values into 2 names");
 }
 
+// A template is outside input (a model repository's): 100,000 nested parentheses, lists or
+// blocks, or a macro calling itself, once overflowed the stack (found by
+// fuzz/chat_template_fuzzer.cc). Now each is an error; 128 levels still parse.
+TEST(JinjaErrorTest, NestingAndRecursionAreBounded) {
+  const auto repeat = [](std::string_view s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += s;
+    return out;
+  };
+  for (const std::string& source :
+       {StrCat("{{ ", repeat("(", 100000), "1", repeat(")", 100000), " }}"),
+        StrCat("{{ ", repeat("[", 100000), repeat("]", 100000), " }}"),
+        StrCat("{{ ", repeat("-", 100000), "1 }}"),
+        StrCat(repeat("{% if true %}", 20000), "x", repeat("{% endif %}", 20000))}) {
+    ExpectError(source, absl::StatusCode::kInvalidArgument, "line 1: nested deeper than 128");
+  }
+  absl::StatusOr<std::string> deep =
+      RenderText(StrCat("{{ ", repeat("(", 100), "1", repeat(")", 100), " }}"));
+  ASSERT_TRUE(deep.ok()) << deep.status();
+  EXPECT_EQ(*deep, "1");
+  ExpectError("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+              absl::StatusCode::kInvalidArgument, "macro 'f': calls nested 64 deep");
+  absl::StatusOr<std::string> counted = RenderText(
+      "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{% endif %}{{ n }}{% endmacro %}{{ f(20) }}");
+  ASSERT_TRUE(counted.ok()) << counted.status();
+  EXPECT_EQ(*counted, "01234567891011121314151617181920");
+}
+
 TEST(JinjaErrorTest, RaiseExceptionFailsTheRenderWithItsMessage) {
   ExpectError(
       "{% if messages | length == 0 %}\n{{ raise_exception('No messages given') }}\n"
@@ -265,6 +296,32 @@ TEST(JinjaTemplateTest, MacrosSeeLaterTopLevelAssignments) {
       RenderText("{% macro m() %}{{ v }}{% endmacro %}{% set v = 'late' %}{{ m() }}");
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(*got, "late");
+}
+
+// A macro holds the scope it was defined in, and that scope holds the macro; a namespace can hold
+// itself. Each render of such a template once leaked its scopes, and with them every variable it
+// was given (found by fuzz/chat_template_fuzzer.cc with LeakSanitizer).
+TEST(JinjaTemplateTest, ARenderKeepsNothingAliveAfterItReturns) {
+  for (const char* source :
+       {"{% macro m() %}x{% endmacro %}{{ m() }}",
+        "{% for i in [1] %}{% macro inner() %}{{ i }}{% endmacro %}{{ inner() }}{% endfor %}",
+        "{% set ns = namespace(p=probe) %}{% set ns.self = ns %}{{ ns.p() }}",
+        "{% macro m() %}{{ ns }}{% endmacro %}{% set ns = namespace(f=m) %}{{ 1 }}"}) {
+    auto sentinel = std::make_shared<int>(0);
+    std::weak_ptr<int> watch = sentinel;
+    {
+      ValueDict variables = {
+          {"probe", Value::Function("probe", [sentinel](CallArgs) -> absl::StatusOr<Value> {
+             return Value::String("p");
+           })}};
+      sentinel.reset();
+      absl::StatusOr<Template> t = Template::Parse(source);
+      ASSERT_TRUE(t.ok()) << source << ": " << t.status();
+      absl::StatusOr<std::string> got = t->Render(variables);
+      ASSERT_TRUE(got.ok()) << source << ": " << got.status();
+    }
+    EXPECT_TRUE(watch.expired()) << source;
+  }
 }
 
 }  // namespace

@@ -11,6 +11,18 @@
 namespace flywheel {
 namespace {
 
+// A value for an error message: a scalar, or an array or object of scalars, as JSON; anything
+// nested deeper is named by its kind only: dump() recurses once per level, and a config.json can
+// nest deep enough to overflow the stack (as sim/hf_model_config.cc found).
+std::string Describe(const nlohmann::json& v) {
+  if (v.is_structured()) {
+    for (const auto& item : v) {
+      if (item.is_structured()) return StrCat("an ", v.type_name());
+    }
+  }
+  return v.dump();
+}
+
 using nlohmann::json;
 
 struct Architecture {
@@ -65,7 +77,7 @@ class KeyReader {
       return Error(key, "is missing (flywheel needs it to build the model)");
     }
     if (!v->is_number_integer() || v->get<int64_t>() < min) {
-      return Error(key, StrCat("= ", v->dump(), ": expected an integer >= ", min));
+      return Error(key, StrCat("= ", Describe(*v), ": expected an integer >= ", min));
     }
     return v->get<int64_t>();
   }
@@ -75,19 +87,19 @@ class KeyReader {
       if (fallback) return *fallback;
       return Error(key, "is missing");
     }
-    if (!v->is_number()) return Error(key, StrCat("= ", v->dump(), ": expected a number"));
+    if (!v->is_number()) return Error(key, StrCat("= ", Describe(*v), ": expected a number"));
     return v->get<double>();
   }
   absl::StatusOr<bool> Bool(std::string_view key, bool fallback) {
     const json* v = Get(key);
     if (v == nullptr) return fallback;
-    if (!v->is_boolean()) return Error(key, StrCat("= ", v->dump(), ": expected true or false"));
+    if (!v->is_boolean()) return Error(key, StrCat("= ", Describe(*v), ": expected true or false"));
     return v->get<bool>();
   }
   absl::StatusOr<std::string> String(std::string_view key, std::string fallback) {
     const json* v = Get(key);
     if (v == nullptr) return fallback;
-    if (!v->is_string()) return Error(key, StrCat("= ", v->dump(), ": expected a string"));
+    if (!v->is_string()) return Error(key, StrCat("= ", Describe(*v), ": expected a string"));
     return v->get<std::string>();
   }
 
@@ -114,7 +126,7 @@ class KeyReader {
 absl::Status Refuse(const KeyReader& r, std::string_view key, const json& value,
                     std::string_view why) {
   return absl::InvalidArgumentError(
-      StrCat(r.source(), ": ", key, " = ", value.dump(), " is not supported: ", why));
+      StrCat(r.source(), ": ", key, " = ", Describe(value), " is not supported: ", why));
 }
 
 // rope_scaling (transformers < 5) or rope_parameters (5: rope_theta inside too).
@@ -129,7 +141,7 @@ absl::Status ReadRope(KeyReader& top, ModelOptions& o) {
   ASSIGN_OR_RETURN(o.rope_theta, top.Number("rope_theta", 10000.0));
   if (rope == nullptr) return absl::OkStatus();
   if (!rope->is_object()) {
-    return top.Error(key, StrCat("= ", rope->dump(), ": expected an object or null"));
+    return top.Error(key, StrCat("= ", Describe(*rope), ": expected an object or null"));
   }
   KeyReader r(*rope, top.source(), key + ".");
   std::string type;
@@ -190,7 +202,7 @@ absl::Status RefuseActiveKeys(KeyReader& r, std::string_view model_type) {
       const json* window = r.Get("sliding_window");
       return Refuse(r, "use_sliding_window", *v,
                     StrCat("sliding-window attention (sliding_window = ",
-                           window != nullptr ? window->dump() : "null",
+                           window != nullptr ? Describe(*window) : "null",
                            ") is not computed; every layer attends to the whole sequence"));
     }
     r.Allow("sliding_window");
@@ -228,7 +240,7 @@ absl::StatusOr<std::vector<int64_t>> TokenIds(const KeyReader& r, std::string_vi
     }
     if (ids.size() == v->size()) return ids;
   }
-  return r.Error(key, StrCat("= ", v->dump(), ": expected a token id or a list of them"));
+  return r.Error(key, StrCat("= ", Describe(*v), ": expected a token id or a list of them"));
 }
 
 absl::StatusOr<std::string> TorchDtype(KeyReader& r) {
@@ -263,7 +275,7 @@ absl::StatusOr<HfModelConfig> ParseHfModelConfig(std::string_view json_text,
   const json* architectures = r.Get("architectures");
   if (architectures == nullptr || !architectures->is_array() || architectures->size() != 1 ||
       !(*architectures)[0].is_string()) {
-    return r.Error("architectures", StrCat("= ", architectures ? architectures->dump() : "null",
+    return r.Error("architectures", StrCat("= ", architectures ? Describe(*architectures) : "null",
                                            ": expected a list of one architecture"));
   }
   hf.architecture = (*architectures)[0].get<std::string>();

@@ -171,6 +171,24 @@ TEST(HfModelConfigTest, UnknownKeysAreRefusedNamingThem) {
   EXPECT_THAT(Parse(c).status().message(), HasSubstr("rope_scaling.beta_fast"));
 }
 
+// A million nested arrays as a value: the error message dump()ed it, which recursed once per level
+// and overflowed the stack (the same bug sim/hf_model_config.cc had; found reading this parser
+// for fuzz/hf_config_fuzzer.cc, whose inputs are too short to nest that deep).
+TEST(HfModelConfigTest, ADeeplyNestedValueIsNamedByItsKind) {
+  const std::string nested = std::string(1'000'000, '[') + std::string(1'000'000, ']');
+  json c = Qwen3_0_6B();
+  c["hidden_size"] = "NESTED";
+  std::string text = c.dump();
+  text.replace(text.find(R"("NESTED")"), 8, nested);
+  const absl::Status s = ParseHfModelConfig(text, "test/config.json").status();
+  EXPECT_THAT(s.message(), HasSubstr("hidden_size = an array: expected an integer"))
+      << s.message().substr(0, 200);
+  const absl::Status g =
+      ParseHfGenerationConfig(StrCat(R"({"top_k": )", nested, "}"), "generation_config.json")
+          .status();
+  EXPECT_THAT(g.message(), HasSubstr("top_k = an array: expected")) << g.message().substr(0, 200);
+}
+
 TEST(HfModelConfigTest, KeysThatChangeTheMathsAreRefused) {
   const std::vector<std::pair<std::string, json>> cases = {
       {"hidden_act", "gelu"},

@@ -14,7 +14,8 @@ using nlohmann::json;
 absl::Status TypeError(std::string_view source, std::string_view key, const json& v,
                        std::string_view expected) {
   return absl::InvalidArgumentError(
-      StrCat(source, ": ", key, " = ", v.dump(), ": expected ", expected));
+      StrCat(source, ": ", key, " = ", v.is_structured() ? StrCat("an ", v.type_name()) : v.dump(),
+             ": expected ", expected));
 }
 
 }  // namespace

@@ -66,6 +66,18 @@ TEST(SafetensorsTest, HalfPrecisionDtypesRoundTripWithinTheirPrecision) {
   }
 }
 
+// An empty tensor has no storage and no bytes in the file (the copying reader once memcpy'd 0
+// bytes to a null data_ptr(), which UBSan reports); its shape still comes back.
+TEST(SafetensorsTest, AnEmptyTensorRoundTrips) {
+  const std::string path = TempPath("empty.safetensors");
+  ASSERT_TRUE(WriteSafetensors(path, {{"e", torch::zeros({0, 5})}, {"x", torch::ones({2})}}).ok());
+  auto file = ReadSafetensors(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_EQ(file->tensors.size(), 2u);
+  EXPECT_EQ(file->tensors[0].second.sizes(), (std::vector<int64_t>{0, 5}));
+  EXPECT_TRUE(file->tensors[1].second.equal(torch::ones({2})));
+}
+
 // The mapped reader: views of the file's bytes in its dtype, and a load that converts BF16 to the
 // model's float32 straight from them.
 TEST(SafetensorsTest, MappedViewsReadTheFileAndLoadConvertsTheirDtype) {

@@ -91,10 +91,11 @@ TEST(TraceRecorderTest, OneTrackPerCategoryAndThread) {
 
 TEST(TraceRecorderTest, WritesChromeTraceEvents) {
   TraceRecorder recorder;
+  const int64_t before = TraceRecorder::NowNanos();
   recorder.Start({});
   const int64_t t = TraceRecorder::NowNanos();
   recorder.Record("learner", "forward", t + 1500, t + 4000);
-  recorder.Record("learner", "before the start", t - 1000, t);  // dropped: predates Start
+  recorder.Record("learner", "before the start", before - 1000, before);  // dropped: predates Start
   const nlohmann::json j = nlohmann::json::parse(recorder.ToJson());
   int complete = 0;
   bool named = false;

@@ -72,14 +72,15 @@ absl::Status JobConfig::Validate() const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path,
+namespace {
+
+absl::StatusOr<JobConfig> BindJobConfig(toml::table& table, std::string_view source,
                                         const std::vector<std::string>& overrides) {
-  ASSIGN_OR_RETURN(toml::table table, config::ParseTomlFile(path));
   for (const auto& assignment : overrides) {
     RETURN_IF_ERROR(config::ApplyOverride(table, assignment));
   }
   JobConfig job;
-  RETURN_IF_ERROR(config::Bind(table, path, job));
+  RETURN_IF_ERROR(config::Bind(table, source, job));
   if (!job.model.path.empty()) {
     // Here, while the table still tells which [sampling] keys the job set (sampling_defaults.h).
     ASSIGN_OR_RETURN(const HfGenerationConfig generation,
@@ -92,8 +93,22 @@ absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path,
       spdlog::info("from {}/generation_config.json: {}", job.model.path, Join(applied, ", "));
     }
   }
-  RETURN_IF_ERROR(Annotate(job.Validate(), path));
+  RETURN_IF_ERROR(Annotate(job.Validate(), source));
   return job;
+}
+
+}  // namespace
+
+absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path,
+                                        const std::vector<std::string>& overrides) {
+  ASSIGN_OR_RETURN(toml::table table, config::ParseTomlFile(path));
+  return BindJobConfig(table, path, overrides);
+}
+
+absl::StatusOr<JobConfig> ParseJobConfig(std::string_view text, std::string_view source,
+                                         const std::vector<std::string>& overrides) {
+  ASSIGN_OR_RETURN(toml::table table, config::ParseToml(text, source));
+  return BindJobConfig(table, source, overrides);
 }
 
 std::string FormatJobConfig(const JobConfig& config) { return config::Format(config); }

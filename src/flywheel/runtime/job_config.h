@@ -5,6 +5,7 @@
 #define FLYWHEEL_RUNTIME_JOB_CONFIG_H_
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -52,6 +53,9 @@ struct JobConfig {
 // the file (or --set), the key path and, for unknown keys, the closest known key.
 absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path,
                                         const std::vector<std::string>& overrides = {});
+// The same for TOML text already read; `source` names it in errors.
+absl::StatusOr<JobConfig> ParseJobConfig(std::string_view text, std::string_view source,
+                                         const std::vector<std::string>& overrides = {});
 
 // The effective configuration as TOML, with a comment on every key.
 std::string FormatJobConfig(const JobConfig& config);

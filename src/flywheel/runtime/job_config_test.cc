@@ -42,6 +42,18 @@ TEST(JobConfigTest, MistypedKeyNamesFileKeyAndSuggestion) {
   EXPECT_THAT(job.status().message(), HasSubstr("did you mean model.hidden_size?"));
 }
 
+TEST(JobConfigTest, TextParsesLikeAFileAndErrorsNameItsSource) {
+  auto job = ParseJobConfig("[run]\nname = \"a\"\n", "inline.toml", {"model.num_layers=3"});
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->run.name, "a");
+  EXPECT_EQ(job->model.num_layers, 3);
+  auto bad = ParseJobConfig("[model]\nnum_heads = 3\n", "inline.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("inline.toml"));
+  EXPECT_THAT(ParseJobConfig("[model\n", "inline.toml").status().message(),
+              HasSubstr("inline.toml:1:"));
+}
+
 TEST(JobConfigTest, ValidationNamesTheKey) {
   const std::string path = WriteTemp("flywheel_invalid.toml", "[model]\nnum_heads = 3\n");
   auto job = LoadJobConfig(path);

@@ -124,6 +124,11 @@ absl::StatusOr<std::vector<std::vector<Trajectory>>> RemoteBuffer::SampleGroups(
       }
       absl::StatusOr<Trajectory> t = FromProto(proto);
       if (!t.ok()) return Annotate(t.status(), What("sample"));
+      // The buffer validated it on insert; the learner indexes by it, so it checks again what
+      // came over the network.
+      if (absl::Status s = t->Validate(); !s.ok()) {
+        return absl::DataLossError(What(StrCat("sample: ", s.message())));
+      }
       group.push_back(std::move(*t));
     }
   }

@@ -13,6 +13,12 @@ namespace {
 
 using nlohmann::json;
 
+// A value for an error message. An array or object is named by its kind only: dumping it would
+// recurse once per level of nesting, and a config.json can nest deep enough to overflow the stack.
+std::string Describe(const json& v) {
+  return v.is_structured() ? StrCat("an ", v.type_name()) : v.dump();
+}
+
 // A field that is absent or JSON null: Hugging Face writes `"head_dim": null` for "derived".
 const json* Lookup(const json& config, std::string_view field) {
   const auto it = config.find(std::string(field));
@@ -29,7 +35,7 @@ absl::StatusOr<int64_t> PositiveInt(const json& config, std::string_view field,
   }
   if (!value->is_number_integer() || value->get<int64_t>() < 1) {
     return absl::InvalidArgumentError(StrCat(
-        source, ": field \"", field, "\" must be an integer >= 1 (got ", value->dump(), ")"));
+        source, ": field \"", field, "\" must be an integer >= 1 (got ", Describe(*value), ")"));
   }
   return value->get<int64_t>();
 }
@@ -45,8 +51,9 @@ absl::StatusOr<bool> OptionalBool(const json& config, std::string_view field, bo
   const json* value = Lookup(config, field);
   if (value == nullptr) return fallback;
   if (!value->is_boolean()) {
-    return absl::InvalidArgumentError(
-        StrCat(source, ": field \"", field, "\" must be true or false (got ", value->dump(), ")"));
+    return absl::InvalidArgumentError(StrCat(source, ": field \"", field,
+                                             "\" must be true or false (got ", Describe(*value),
+                                             ")"));
   }
   return value->get<bool>();
 }
@@ -65,7 +72,7 @@ absl::StatusOr<int64_t> BytesPerElement(const json& config, std::string_view sou
   if (name == "bfloat16" || name == "float16") return int64_t{2};
   if (name == "float32") return int64_t{4};
   return absl::InvalidArgumentError(
-      StrCat(source, ": field \"", field, "\" = ", value->dump(),
+      StrCat(source, ": field \"", field, "\" = ", Describe(*value),
              " is not one of \"bfloat16\", \"float16\", \"float32\""));
 }
 
@@ -99,7 +106,7 @@ absl::StatusOr<HfModelShape> ParseHfModelConfig(std::string_view json_text,
   json config;
   try {
     config = json::parse(json_text.begin(), json_text.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number too large for a double
     return absl::InvalidArgumentError(StrCat(source, ": not valid JSON: ", e.what()));
   }
   if (!config.is_object()) {

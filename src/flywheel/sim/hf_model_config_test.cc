@@ -107,10 +107,23 @@ TEST(HfModelConfigTest, ErrorsNameTheFileAndTheField) {
   EXPECT_NE(wrong_type.message().find("\"hidden_size\" must be an integer"), std::string_view::npos)
       << wrong_type;
 
+  // A million nested arrays as a field: the message used to dump() the value, which recursed
+  // once per level and overflowed the stack.
+  const std::string nested = std::string(1'000'000, '[') + std::string(1'000'000, ']');
+  absl::Status deep =
+      ParseHfModelConfig(StrCat(R"({"hidden_size": )", nested, "}"), "m/config.json").status();
+  EXPECT_NE(deep.message().find("must be an integer >= 1 (got an array)"), std::string_view::npos)
+      << deep.message().substr(0, 200);
+
   absl::Status malformed = ParseHfModelConfig(R"({"hidden_size": 64,)", "m/config.json").status();
   EXPECT_EQ(malformed.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(malformed.message().find("m/config.json: not valid JSON"), std::string_view::npos)
       << malformed;
+
+  // A number beyond a double's range ends the parse with out_of_range rather than parse_error.
+  absl::Status huge = ParseHfModelConfig(R"({"hidden_size": 4091e308})", "m/config.json").status();
+  EXPECT_EQ(huge.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(huge.message().find("m/config.json: not valid JSON"), std::string_view::npos) << huge;
 
   absl::Status dtype = ParseHfModelConfig(
                            R"({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,

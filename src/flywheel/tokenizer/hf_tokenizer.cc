@@ -16,16 +16,27 @@ namespace {
 
 namespace tj = tokenizer_json;
 
-absl::StatusOr<nlohmann::json> ReadJson(const std::string& path) {
+absl::StatusOr<std::string> ReadText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(StrCat("cannot open ", path));
   std::stringstream text;
   text << in.rdbuf();
+  return text.str();
+}
+
+absl::StatusOr<nlohmann::json> ParseJson(std::string_view text, std::string_view source) {
+  // Every json::exception, not only parse_error: a number beyond a double's range (1e999) is
+  // out_of_range, and escaping here it ended the process with std::terminate.
   try {
-    return nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    return absl::InvalidArgumentError(StrCat(path, ": not valid JSON: ", e.what()));
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(StrCat(source, ": not valid JSON: ", e.what()));
   }
+}
+
+absl::StatusOr<nlohmann::json> ReadJson(const std::string& path) {
+  ASSIGN_OR_RETURN(const std::string text, ReadText(path));
+  return ParseJson(text, path);
 }
 
 // added_tokens, with the ids HF's AddedVocabulary assigns: a token already in the model
@@ -112,8 +123,15 @@ absl::StatusOr<int64_t> ConfigToken(const nlohmann::json& config, const std::str
 
 absl::StatusOr<std::unique_ptr<HfTokenizer>> LoadHfTokenizer(const std::string& tokenizer_json,
                                                              const HfTokenizerOptions& options) {
-  ASSIGN_OR_RETURN(const nlohmann::json json, ReadJson(tokenizer_json));
-  auto in_file = [&](const absl::Status& status) { return Annotate(status, tokenizer_json); };
+  ASSIGN_OR_RETURN(const std::string text, ReadText(tokenizer_json));
+  return ParseHfTokenizer(text, tokenizer_json, options);
+}
+
+absl::StatusOr<std::unique_ptr<HfTokenizer>> ParseHfTokenizer(std::string_view json_text,
+                                                              const std::string& source,
+                                                              const HfTokenizerOptions& options) {
+  ASSIGN_OR_RETURN(const nlohmann::json json, ParseJson(json_text, source));
+  auto in_file = [&](const absl::Status& status) { return Annotate(status, source); };
   absl::Status keys =
       tj::CheckKeys(json, "",
                     {"version", "truncation", "padding", "added_tokens", "normalizer",
@@ -131,24 +149,23 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> LoadHfTokenizer(const std::string& 
   if (!json.contains("model")) return in_file(absl::InvalidArgumentError("model: missing"));
 
   std::unique_ptr<HfTokenizer> tok(new HfTokenizer());
-  tok->path_ = tokenizer_json;
+  tok->path_ = source;
   tok->options_ = options;
   auto model = BpeModel::FromJson(json["model"]);
   if (!model.ok()) return in_file(model.status());
   tok->model_ = *std::move(model);
   auto normalizer =
-      Normalizer::FromJson(json.contains("normalizer") ? json["normalizer"] : nlohmann::json());
+      Normalizer::FromJson(tj::FieldOrNull(json, "normalizer"));
   if (!normalizer.ok()) return in_file(normalizer.status());
   tok->normalizer_ = *normalizer;
-  auto pre = PreTokenizer::FromJson(json.contains("pre_tokenizer") ? json["pre_tokenizer"]
-                                                                   : nlohmann::json());
+  auto pre = PreTokenizer::FromJson(tj::FieldOrNull(json, "pre_tokenizer"));
   if (!pre.ok()) return in_file(pre.status());
   tok->pre_tokenizer_ = *std::move(pre);
   absl::Status decoder =
-      CheckDecoder(json.contains("decoder") ? json["decoder"] : nlohmann::json());
+      CheckDecoder(tj::FieldOrNull(json, "decoder"));
   if (!decoder.ok()) return in_file(decoder);
   auto added_tokens = AddedTokensFromJson(
-      json.contains("added_tokens") ? json["added_tokens"] : nlohmann::json(), tok->model_);
+      tj::FieldOrNull(json, "added_tokens"), tok->model_);
   if (!added_tokens.ok()) return in_file(added_tokens.status());
   auto added = AddedVocabulary::Create(*std::move(added_tokens), tok->normalizer_);
   if (!added.ok()) return in_file(added.status());
@@ -162,8 +179,7 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> LoadHfTokenizer(const std::string& 
   }
   RETURN_IF_ERROR(tok->BuildDecodeTable());
 
-  auto post = PostProcessorFromJson(json.contains("post_processor") ? json["post_processor"]
-                                                                    : nlohmann::json());
+  auto post = PostProcessorFromJson(tj::FieldOrNull(json, "post_processor"));
   if (!post.ok()) return in_file(post.status());
   for (const std::vector<int64_t>* side : {&post->prefix, &post->suffix}) {
     for (int64_t id : *side) {

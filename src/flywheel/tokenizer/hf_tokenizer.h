@@ -97,8 +97,8 @@ class HfTokenizer : public Tokenizer {
   WordCache& mutable_cache() { return *cache_; }
 
  private:
-  friend absl::StatusOr<std::unique_ptr<HfTokenizer>> LoadHfTokenizer(
-      const std::string& tokenizer_json, const HfTokenizerOptions& options);
+  friend absl::StatusOr<std::unique_ptr<HfTokenizer>> ParseHfTokenizer(
+      std::string_view json_text, const std::string& source, const HfTokenizerOptions& options);
   HfTokenizer() = default;
 
   void EncodeRaw(std::string_view text, std::vector<int64_t>* ids) const;
@@ -129,6 +129,9 @@ class HfTokenizer : public Tokenizer {
 // ignored.
 absl::StatusOr<std::unique_ptr<HfTokenizer>> LoadHfTokenizer(
     const std::string& tokenizer_json, const HfTokenizerOptions& options = {});
+// The same from the file's text; `source` names it in errors (the fuzz target's entry).
+absl::StatusOr<std::unique_ptr<HfTokenizer>> ParseHfTokenizer(
+    std::string_view json_text, const std::string& source, const HfTokenizerOptions& options = {});
 
 }  // namespace flywheel
 

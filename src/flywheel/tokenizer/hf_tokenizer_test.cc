@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "flywheel/core/strings.h"
 #include "flywheel/tokenizer/reference_tokenizer.h"
 #include "flywheel/tokenizer/test_tokenizer_json.h"
 
@@ -52,6 +53,24 @@ TEST(HfTokenizerTest, RefusesWhatItDoesNotImplement) {
                 "added_tokens[0].weird");
 }
 
+// A refused value is quoted in the error, briefly: printing it used to dump() the whole value,
+// which recursed once per level, so a tokenizer.json with a million nested arrays (or a Sequence
+// of pre-tokenizers nested 100,000 deep) overflowed the stack (found with
+// fuzz/tokenizer_json_fuzzer.cc's build on a crafted file).
+TEST(HfTokenizerTest, ADeeplyNestedValueIsQuotedBriefly) {
+  const std::string nested = std::string(1'000'000, '[') + std::string(1'000'000, ']');
+  std::string text = testing::ByteLevelTokenizerJson({}).dump();
+  const std::string null_normalizer = R"("normalizer":null)";
+  text.replace(text.find(null_normalizer), null_normalizer.size(),
+               StrCat(R"("normalizer":)", nested));
+  auto tok = ParseHfTokenizer(text, "deep/tokenizer.json");
+  ASSERT_FALSE(tok.ok());
+  EXPECT_THAT(std::string(tok.status().message()),
+              HasSubstr(StrCat("normalizer = ", std::string(17, '['), "…", std::string(17, ']'),
+                                ": only null")));
+  EXPECT_THAT(std::string(tok.status().message()), HasSubstr("deep/tokenizer.json"));
+}
+
 TEST(HfTokenizerTest, MissingAndBrokenFiles) {
   auto missing = LoadHfTokenizer("/nonexistent/tokenizer.json");
   ASSERT_FALSE(missing.ok());
@@ -61,6 +80,12 @@ TEST(HfTokenizerTest, MissingAndBrokenFiles) {
   auto broken = LoadHfTokenizer(path);
   ASSERT_FALSE(broken.ok());
   EXPECT_THAT(std::string(broken.status().message()), HasSubstr("not valid JSON"));
+  // A number beyond a double's range is nlohmann's out_of_range, not parse_error; it escaped and
+  // ended the process (found by fuzz/tokenizer_json_fuzzer.cc).
+  auto huge = ParseHfTokenizer(R"({"version": "1.0", "model": {"dropout": 1e999}})", "t.json");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(huge.status().message()), HasSubstr("t.json: not valid JSON"));
 }
 
 TEST(HfTokenizerTest, EncodeDecodeByteLevel) {

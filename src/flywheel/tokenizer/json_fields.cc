@@ -4,10 +4,57 @@
 
 namespace flywheel::tokenizer_json {
 
+namespace {
+
+// Containers nested deeper than this print as […] / {…}. nlohmann's dump() recurses once per
+// level, and a tokenizer.json can nest deep enough (a million '[' in 2 MB) to overflow the stack.
+constexpr int kMaxBriefDepth = 16;
+
+std::string Scalar(const nlohmann::json& value) {
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// Appends `value` as compact JSON until `out` is longer than `limit`.
+void BriefInto(const nlohmann::json& value, int depth, size_t limit, std::string& out) {
+  if (!value.is_structured()) {
+    out += Scalar(value);
+    return;
+  }
+  const bool array = value.is_array();
+  if (value.empty() || depth >= kMaxBriefDepth) {
+    out += value.empty() ? (array ? "[]" : "{}") : (array ? "[…]" : "{…}");
+    return;
+  }
+  out += array ? '[' : '{';
+  bool first = true;
+  for (auto it = value.begin(); it != value.end() && out.size() <= limit; ++it) {
+    if (!first) out += ',';
+    first = false;
+    if (!array) out += Scalar(nlohmann::json(it.key())) + ":";
+    BriefInto(it.value(), depth + 1, limit, out);
+  }
+  out += array ? ']' : '}';
+}
+
+}  // namespace
+
 std::string Brief(const nlohmann::json& value, size_t limit) {
-  std::string text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string text;
+  BriefInto(value, 0, limit, text);
   if (text.size() > limit) text = text.substr(0, limit) + "…";
   return text;
+}
+
+const nlohmann::json& FieldOr(const nlohmann::json& object, std::string_view key,
+                              const nlohmann::json& fallback) {
+  if (!object.is_object()) return fallback;
+  const auto it = object.find(key);
+  return it == object.end() ? fallback : *it;
+}
+
+const nlohmann::json& FieldOrNull(const nlohmann::json& object, std::string_view key) {
+  static const nlohmann::json* const kNull = new nlohmann::json();
+  return FieldOr(object, key, *kNull);
 }
 
 std::string Join(std::string_view path, std::string_view key) {

@@ -16,6 +16,13 @@ namespace flywheel::tokenizer_json {
 // The value at `path` as text for messages, shortened to `limit` characters.
 std::string Brief(const nlohmann::json& value, size_t limit = 80);
 
+// object[key] without copying it, or `fallback` (null by default) when absent. A conditional
+// `object.contains(key) ? object[key] : nlohmann::json()` copies the value, recursively, so a
+// file nested deep enough overflowed the stack.
+const nlohmann::json& FieldOr(const nlohmann::json& object, std::string_view key,
+                              const nlohmann::json& fallback);
+const nlohmann::json& FieldOrNull(const nlohmann::json& object, std::string_view key);
+
 // OK when `object` is a JSON object whose keys are all in `known`; otherwise an error naming
 // `path`.key of the first unknown key.
 absl::Status CheckKeys(const nlohmann::json& object, std::string_view path,

@@ -6,6 +6,7 @@
 
 #include "absl/base/internal/raw_logging.h"
 #include "flywheel/core/strings.h"
+#include "flywheel/tokenizer/json_fields.h"
 #include "flywheel/tokenizer/utf8.h"
 
 namespace flywheel {
@@ -29,7 +30,8 @@ absl::StatusOr<Normalizer> Normalizer::FromJson(const nlohmann::json& json) {
     return Normalizer(Form::kNfc);
   }
   return absl::UnimplementedError(
-      StrCat("normalizer = ", json.dump(), ": only null and {\"type\": \"NFC\"} are supported"));
+      StrCat("normalizer = ", tokenizer_json::Brief(json),
+             ": only null and {\"type\": \"NFC\"} are supported"));
 }
 
 std::string_view Normalizer::Normalize(std::string_view text, std::string* scratch) const {

@@ -19,8 +19,8 @@ absl::Status ParseTemplate(const nlohmann::json& json, const std::string& path,
   if (json.contains("pair") && !json["pair"].is_array()) {
     return absl::InvalidArgumentError(StrCat(tj::Join(path, "pair"), ": an array is required"));
   }
-  const nlohmann::json& special =
-      json.contains("special_tokens") ? json["special_tokens"] : nlohmann::json::object();
+  static const nlohmann::json* const kEmpty = new nlohmann::json(nlohmann::json::object());
+  const nlohmann::json& special = tj::FieldOr(json, "special_tokens", *kEmpty);
   if (!special.is_object()) {
     return absl::InvalidArgumentError(
         StrCat(tj::Join(path, "special_tokens"), ": an object is required"));

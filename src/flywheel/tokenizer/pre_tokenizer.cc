@@ -46,7 +46,7 @@ absl::StatusOr<PreTokenizer> PreTokenizer::FromJson(const nlohmann::json& json) 
       }
       ASSIGN_OR_RETURN(const bool invert, tj::OptionalBool(*step, path, "invert", false));
       if (invert) return tj::Unsupported(tj::Join(path, "invert"), true, "not supported");
-      const nlohmann::json& pattern = step->contains("pattern") ? (*step)["pattern"] : nullptr;
+      const nlohmann::json& pattern = tj::FieldOrNull(*step, "pattern");
       const std::string pattern_path = tj::Join(path, "pattern");
       bool literal = false;
       if (pattern.is_object() && pattern.size() == 1 && pattern.contains("String") &&

@@ -1,7 +1,10 @@
 #include "flywheel/trajectory/call_log.h"
 
+#include <limits>
 #include <map>
 #include <string>
+#include <string_view>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -23,18 +26,58 @@ T GetOr(const json& j, const char* key, T fallback) {
   return it == j.end() || it->is_null() ? fallback : it->get<T>();
 }
 
+// A number of type T, checked: nlohmann's get<T>() casts whatever number it finds, and casting a
+// double outside T's range (a token id of 1e300) is undefined behaviour, not an error.
+template <typename T>
+T Number(const json& v, std::string_view what) {
+  if constexpr (std::is_integral_v<T>) {
+    if (v.is_number_integer()) {
+      if (v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t{std::numeric_limits<T>::max()}
+                                 : v.get<int64_t>() >= int64_t{std::numeric_limits<T>::min()} &&
+                                       v.get<int64_t>() <= int64_t{std::numeric_limits<T>::max()}) {
+        return static_cast<T>(v.get<int64_t>());
+      }
+    }
+    throw std::invalid_argument(StrCat(what, ": ", v.is_number() ? v.dump() : v.type_name(),
+                                       " is not an integer in [", std::numeric_limits<T>::min(),
+                                       ", ", std::numeric_limits<T>::max(), "]"));
+  } else {
+    if (!v.is_number()) throw std::invalid_argument(StrCat(what, ": not a number"));
+    return static_cast<T>(v.get<double>());
+  }
+}
+
+template <typename T>
+T NumberOr(const json& j, const char* key, T fallback) {
+  auto it = j.find(key);
+  return it == j.end() || it->is_null() ? fallback : Number<T>(*it, key);
+}
+
+template <typename T>
+std::vector<T> Numbers(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return {};
+  if (!it->is_array()) throw std::invalid_argument(StrCat(key, ": not an array"));
+  std::vector<T> out;
+  out.reserve(it->size());
+  for (size_t i = 0; i < it->size(); ++i) {
+    out.push_back(Number<T>((*it)[i], StrCat(key, "[", i, "]")));
+  }
+  return out;
+}
+
 LlmCall ParseCall(const json& j) {
   LlmCall call;
   call.call_id = Get<std::string>(j, "call_id");
   auto role = ParseRole(GetOr<std::string>(j, "role", "main"));
   if (!role.ok()) throw std::invalid_argument(std::string(ToStd(role.status().message())));
   call.role = *role;
-  call.context = GetOr<std::vector<int32_t>>(j, "context", {});
-  call.generated = GetOr<std::vector<int32_t>>(j, "generated", {});
-  call.logprobs = GetOr<std::vector<float>>(j, "logprobs", {});
-  call.versions = GetOr<std::vector<int64_t>>(j, "versions", {});
-  call.start_unix_ns = GetOr<int64_t>(j, "start_unix_ns", 0);
-  call.end_unix_ns = GetOr<int64_t>(j, "end_unix_ns", 0);
+  call.context = Numbers<int32_t>(j, "context");
+  call.generated = Numbers<int32_t>(j, "generated");
+  call.logprobs = Numbers<float>(j, "logprobs");
+  call.versions = Numbers<int64_t>(j, "versions");
+  call.start_unix_ns = NumberOr<int64_t>(j, "start_unix_ns", 0);
+  call.end_unix_ns = NumberOr<int64_t>(j, "end_unix_ns", 0);
   return call;
 }
 
@@ -48,10 +91,10 @@ void ParseOutcome(const json& j, Execution& e) {
   }
   e.termination = *termination;
   if (j.contains("final_reward") && !j["final_reward"].is_null()) {
-    e.final_reward = Get<float>(j, "final_reward");
+    e.final_reward = Number<float>(j["final_reward"], "final_reward");
   }
   if (j.contains("partial_score") && !j["partial_score"].is_null()) {
-    e.partial_score = Get<float>(j, "partial_score");
+    e.partial_score = Number<float>(j["partial_score"], "partial_score");
   }
 }
 

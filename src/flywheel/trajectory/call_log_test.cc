@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "flywheel/core/strings.h"
+
 namespace flywheel {
 namespace {
 
@@ -74,6 +76,20 @@ TEST(CallLogTest, ErrorsNameLineAndField) {
       R"({"type":"call","execution_id":"e","call_id":"c","role":"critic","generated":[1],"logprobs":[-1],"versions":[1],"context":[0]})");
   r = ReadCallLog(bad_role, "log.jsonl");
   EXPECT_THAT(r.status().message(), HasSubstr("unknown role 'critic'"));
+
+  // Numbers outside their field's type were cast (undefined behaviour) instead of refused.
+  std::istringstream huge_time(
+      R"({"type":"call","execution_id":"e","call_id":"c","generated":[1],"logprobs":[-1],"versions":[1],"end_unix_ns":29223372036854775807})");
+  r = ReadCallLog(huge_time, "log.jsonl");
+  EXPECT_THAT(r.status().message(), HasSubstr("log.jsonl:1: end_unix_ns: 2.9223372036854776e+19"));
+  for (const char* field : {R"("context":[1e300])", R"("context":[2147483648])",
+                            R"("versions":[-1e30])", R"("context":[true])"}) {
+    std::istringstream in(
+        StrCat(R"({"type":"call","execution_id":"e","call_id":"c","generated":[1],"logprobs":[-1],)",
+               R"("versions":[1],)", field, "}"));
+    r = ReadCallLog(in, "log.jsonl");
+    EXPECT_THAT(r.status().message(), HasSubstr("is not an integer in")) << field;
+  }
 
   std::istringstream mismatch(
       R"({"type":"call","execution_id":"e","call_id":"c","context":[0],"generated":[1,2],"logprobs":[-1],"versions":[1,1]})");

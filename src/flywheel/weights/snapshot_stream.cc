@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
+#include <utility>
 
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
@@ -96,117 +97,35 @@ bool ChunkTensors(int64_t version, const NamedTensors& tensors, int64_t max_chun
   return true;
 }
 
-absl::Status WeightsAssembler::StartManifest(const v1::WeightsChunk& chunk) {
-  if (chunk.manifest_size() == 0) {
-    return absl::DataLossError(
-        StrCat("weights stream of version ", chunk.version(), ": the first chunk has no manifest"));
-  }
-  version_ = chunk.version();
-  std::unordered_map<std::string, int> seen;
-  for (const v1::TensorInfo& info : chunk.manifest()) {
-    const std::string where = StrCat("weights version ", version_, ", tensor ", info.name());
-    if (info.name().empty()) return absl::DataLossError(StrCat(where, ": empty name"));
-    if (!seen.emplace(info.name(), 0).second) {
-      return absl::DataLossError(StrCat(where, ": listed twice in the manifest"));
-    }
-    absl::StatusOr<torch::ScalarType> dtype = DtypeFromName(info.dtype());
-    if (!dtype.ok()) return absl::DataLossError(StrCat(where, ": ", dtype.status().message()));
-    std::vector<int64_t> shape(info.shape().begin(), info.shape().end());
-    int64_t numel = 1;
-    for (int64_t d : shape) {
-      if (d < 0 || (d > 0 && numel > (int64_t{1} << 40) / d)) {
-        return absl::DataLossError(StrCat(where, ": bad shape ", ShapeString(shape)));
-      }
-      numel *= d;
-    }
-    const int64_t expected = numel * static_cast<int64_t>(c10::elementSize(*dtype));
-    if (info.byte_size() != expected) {
-      return absl::DataLossError(StrCat(where, ": byte_size ", info.byte_size(), " but ",
-                                        info.dtype(), " ", ShapeString(shape), " is ", expected,
-                                        " bytes"));
-    }
+absl::Status WeightsAssembler::AllocateTensors() {
+  for (const WeightsTensorSpec& spec : checker_.manifest()) {
+    const std::string where = StrCat("weights version ", checker_.version(), ", tensor ", spec.name);
+    ASSIGN_OR_RETURN(const torch::ScalarType dtype, DtypeFromName(spec.dtype));
     ASSIGN_OR_RETURN(torch::Tensor tensor, TorchCallOr(StrCat(where, ": allocate"), [&] {
-                       return torch::empty(shape, torch::dtype(*dtype));
+                       return torch::empty(spec.shape, torch::dtype(dtype));
                      }));
-    manifest_.push_back(info);
-    tensors_.emplace_back(info.name(), std::move(tensor));
-    filled_.push_back(0);
+    tensors_.emplace_back(spec.name, std::move(tensor));
   }
-  started_ = true;
-  SkipComplete();
   return absl::OkStatus();
 }
 
-void WeightsAssembler::SkipComplete() {
-  while (current_ < manifest_.size() && filled_[current_] == manifest_[current_].byte_size()) {
-    ++current_;
-  }
-}
-
 absl::Status WeightsAssembler::Add(const v1::WeightsChunk& chunk) {
-  ++chunks_;
-  if (last_seen_) {
-    return absl::DataLossError(
-        StrCat("weights stream of version ", version_, ": a chunk after the last one"));
+  const bool first = !checker_.started();
+  ChunkPlacement placement;
+  RETURN_IF_ERROR(checker_.Add(chunk, &placement));
+  if (first) RETURN_IF_ERROR(AllocateTensors());
+  if (placement.size > 0) {
+    std::memcpy(static_cast<char*>(tensors_[placement.tensor].second.data_ptr()) +
+                    placement.offset,
+                chunk.data().data(), static_cast<size_t>(placement.size));
   }
-  if (!started_) {
-    RETURN_IF_ERROR(StartManifest(chunk));
-  } else if (chunk.manifest_size() > 0) {
-    return absl::DataLossError(
-        StrCat("weights stream of version ", version_, ": a second manifest in chunk ", chunks_));
-  }
-  if (chunk.version() != version_) {
-    return absl::DataLossError(StrCat("weights stream of version ", version_, ": chunk ", chunks_,
-                                      " is of version ", chunk.version()));
-  }
-  if (!chunk.data().empty()) {
-    const int64_t index = chunk.tensor_index();
-    if (index < 0 || static_cast<size_t>(index) >= manifest_.size()) {
-      return absl::DataLossError(StrCat("weights version ", version_, ": chunk ", chunks_,
-                                        " names tensor index ", index, " of ", manifest_.size()));
-    }
-    const v1::TensorInfo& info = manifest_[index];
-    const std::string where = StrCat("weights version ", version_, ", tensor ", info.name());
-    if (chunk.tensor_name() != info.name()) {
-      return absl::DataLossError(
-          StrCat(where, ": chunk ", chunks_, " calls it \"", chunk.tensor_name(), "\""));
-    }
-    if (static_cast<size_t>(index) != current_ || chunk.offset() != filled_[index]) {
-      return absl::DataLossError(StrCat(
-          where, ": chunk ", chunks_, " has bytes from ", chunk.offset(), " but the stream is at ",
-          current_ < manifest_.size() ? manifest_[current_].name() : "the end", " byte ",
-          current_ < manifest_.size() ? filled_[current_] : 0, " (a gap or reordering)"));
-    }
-    const int64_t n = static_cast<int64_t>(chunk.data().size());
-    if (chunk.offset() + n > info.byte_size()) {
-      return absl::DataLossError(StrCat(where, ": chunk ", chunks_, " ends at byte ",
-                                        chunk.offset() + n, " of ", info.byte_size()));
-    }
-    std::memcpy(static_cast<char*>(tensors_[index].second.data_ptr()) + chunk.offset(),
-                chunk.data().data(), static_cast<size_t>(n));
-    filled_[index] += n;
-    bytes_received_ += n;
-    SkipComplete();
-  }
-  if (chunk.last()) last_seen_ = true;
   return absl::OkStatus();
 }
 
 absl::StatusOr<NamedTensors> WeightsAssembler::Finish() {
-  if (!started_) return absl::DataLossError("weights stream ended before its first chunk");
-  int64_t total = 0;
-  for (const v1::TensorInfo& info : manifest_) total += info.byte_size();
-  if (current_ < manifest_.size()) {
-    return absl::DataLossError(StrCat("weights stream of version ", version_, " ended after ",
-                                      bytes_received_, " of ", total, " bytes: tensor ",
-                                      manifest_[current_].name(), " has ", filled_[current_],
-                                      " of ", manifest_[current_].byte_size()));
-  }
-  if (!last_seen_) {
-    return absl::DataLossError(
-        StrCat("weights stream of version ", version_, " ended without its last chunk"));
-  }
-  started_ = false;
+  if (finished_) return absl::FailedPreconditionError("weights stream: Finish() called twice");
+  RETURN_IF_ERROR(checker_.Finish());
+  finished_ = true;
   return std::move(tensors_);
 }
 

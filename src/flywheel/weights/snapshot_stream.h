@@ -22,6 +22,7 @@
 #include "flywheel/model/safetensors.h"
 #include "flywheel/model/weight_snapshot.h"
 #include "flywheel/v1/weights_service.pb.h"
+#include "flywheel/weights/chunk_checker.h"
 
 namespace flywheel {
 
@@ -43,31 +44,26 @@ bool ChunkTensors(int64_t version, const NamedTensors& tensors, int64_t max_chun
 
 // Reassembles one stream. Add() rejects a chunk that does not continue the stream exactly
 // (another version, unknown tensor, a gap or overlap in the byte ranges, more bytes than the
-// manifest says); Finish() rejects a stream that ended early. Errors name the tensor.
+// manifest says); Finish() rejects a stream that ended early. Errors name the tensor. The checks
+// are WeightsChunkChecker's (chunk_checker.h, torch-free and fuzzed); this class allocates the
+// manifest's tensors and copies each chunk's bytes where the checker placed them.
 class WeightsAssembler {
  public:
   absl::Status Add(const v1::WeightsChunk& chunk);
   // The tensors, once the chunk marked last has arrived and every byte is there.
   absl::StatusOr<NamedTensors> Finish();
 
-  int64_t version() const { return version_; }
-  int64_t bytes_received() const { return bytes_received_; }
-  int64_t chunks() const { return chunks_; }
+  int64_t version() const { return checker_.version(); }
+  int64_t bytes_received() const { return checker_.bytes_received(); }
+  int64_t chunks() const { return checker_.chunks(); }
 
  private:
-  absl::Status StartManifest(const v1::WeightsChunk& chunk);
-  // Moves `current_` past the tensors that are complete (zero-byte ones start complete).
-  void SkipComplete();
+  // An empty tensor per manifest entry, once the first chunk was accepted.
+  absl::Status AllocateTensors();
 
-  int64_t version_ = -1;
-  bool started_ = false;
-  bool last_seen_ = false;
-  std::vector<v1::TensorInfo> manifest_;
+  WeightsChunkChecker checker_;
   NamedTensors tensors_;
-  std::vector<int64_t> filled_;  // bytes received per tensor
-  size_t current_ = 0;           // the tensor the next chunk must continue
-  int64_t bytes_received_ = 0;
-  int64_t chunks_ = 0;
+  bool finished_ = false;
 };
 
 // A snapshot of a model built from `options` holding exactly `tensors` as its parameters. A

@@ -42,6 +42,13 @@ absl::StatusOr<json> ParseReply(std::string_view line, std::string_view expected
 
 bool IsFiniteNumber(const json& j) { return j.is_number() && std::isfinite(j.get<double>()); }
 
+// A value for an error message. An array or object is named by its kind only: dumping it would
+// recurse once per level of nesting, and a reply line (up to env.process.max_line_bytes) can nest
+// millions of levels deep, which overflowed the stack.
+std::string Describe(const json& v) {
+  return v.is_structured() ? StrCat("an ", v.type_name()) : v.dump();
+}
+
 }  // namespace
 
 std::string Quote(std::string_view line) {
@@ -71,11 +78,13 @@ absl::StatusOr<Hello> ParseHello(std::string_view line) {
   if (version == j->end() || !version->is_number_integer()) {
     return Invalid("hello has no integer \"protocol_version\"", line);
   }
-  hello.version = version->get<int>();
-  if (hello.version != kVersion) {
-    return Invalid(
-        StrCat("hello has protocol_version ", hello.version, ", flywheel speaks ", kVersion), line);
+  // Compared as JSON numbers: get<int>() would narrow 4294967297 to 1 and accept it.
+  if (*version != kVersion) {
+    return Invalid(StrCat("hello has protocol_version ", version->dump(), ", flywheel speaks ",
+                          kVersion),
+                   line);
   }
+  hello.version = kVersion;
   auto name = j->find("name");
   if (name == j->end() || !name->is_string() || name->get<std::string>().empty()) {
     return Invalid("hello has no non-empty string \"name\"", line);
@@ -98,13 +107,13 @@ absl::StatusOr<Hello> ParseHello(std::string_view line) {
   for (const json& w : *words) {
     if (!w.is_string() || w.get<std::string>().empty() ||
         w.get<std::string>().find_first_of(" \t\n") != std::string::npos) {
-      return Invalid(StrCat("hello vocabulary word ", w.dump(),
+      return Invalid(StrCat("hello vocabulary word ", Describe(w),
                             " is not a non-empty string "
                             "without whitespace"),
                      line);
     }
     if (!seen.insert(w.get<std::string>()).second) {
-      return Invalid(StrCat("hello vocabulary word ", w.dump(), " appears twice"), line);
+      return Invalid(StrCat("hello vocabulary word ", Describe(w), " appears twice"), line);
     }
     hello.vocabulary.words.push_back(w.get<std::string>());
   }

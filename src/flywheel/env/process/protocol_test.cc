@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "flywheel/core/strings.h"
+
 namespace flywheel::protocol {
 namespace {
 
@@ -71,6 +73,12 @@ TEST(ProtocolTest, HelloChecksVersionNameAndVocabulary) {
             VocabularySpec::kBytes);
   EXPECT_THAT(ParseHello(R"({"type":"hello","protocol_version":2,"name":"g"})").status().message(),
               HasSubstr("protocol_version 2, flywheel speaks 1"));
+  // 2^32 + 1 used to be narrowed to int, to 1, and accepted.
+  EXPECT_THAT(
+      ParseHello(R"({"type":"hello","protocol_version":4294967297,"name":"g"})").status().message(),
+      HasSubstr("protocol_version 4294967297, flywheel speaks 1"));
+  EXPECT_FALSE(ParseHello(R"({"type":"hello","protocol_version":18446744073709551617,"name":"g"})")
+                   .ok());
   EXPECT_THAT(ParseHello(R"({"type":"hello","protocol_version":1})").status().message(),
               HasSubstr("\"name\""));
   EXPECT_THAT(
@@ -85,6 +93,17 @@ TEST(ProtocolTest, HelloChecksVersionNameAndVocabulary) {
           .status()
           .message(),
       HasSubstr("appears twice"));
+}
+
+TEST(ProtocolTest, ADeeplyNestedValueIsRefusedWithoutRecursingThroughIt) {
+  // A million nested arrays as a vocabulary word: the error message used to dump() the word,
+  // which recursed once per level and overflowed the stack.
+  const std::string nested = std::string(1'000'000, '[') + std::string(1'000'000, ']');
+  auto hello = ParseHello(StrCat(
+      R"({"type":"hello","protocol_version":1,"name":"g","vocabulary":{"kind":"words","words":[)",
+      nested, "]}}"));
+  EXPECT_EQ(hello.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(hello.status().message(), HasSubstr("vocabulary word an array is not"));
 }
 
 TEST(ProtocolTest, ScoreMustBeInUnitInterval) {
