@@ -12,6 +12,14 @@ namespace {
 
 using nlohmann::ordered_json;
 
+// A message's role, or "" when it is not an object with a string role (nlohmann's
+// value("role", "") throws type_error for {"role": 1}, and a message may come from outside).
+std::string Role(const ordered_json& message) {
+  if (!message.is_object()) return "";
+  const auto it = message.find("role");
+  return it != message.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 // Stands in for an assistant's content to find where its message ends in a render. Plain ASCII
 // without whitespace, so that trim/strip/lstrip in templates leave it as it is.
 constexpr std::string_view kContentMarker = "[[flywheel.policy.content.7c1e]]";
@@ -39,7 +47,7 @@ absl::StatusOr<size_t> EndOfMarkedTurn(const std::string& text, std::string_view
 
 ordered_json WithMarkedLastAssistant(ordered_json messages) {
   for (auto it = messages.rbegin(); it != messages.rend(); ++it) {
-    if ((*it).value("role", "") == "assistant") {
+    if (Role(*it) == "assistant") {
       (*it)["content"] = std::string(kContentMarker);
       break;
     }
@@ -158,7 +166,7 @@ absl::Status ChatEpisode::AddPolicyTurn(std::string generated_text,
     return absl::FailedPreconditionError(
         "two policy turns in a row: add the environment's messages first");
   }
-  if (!assistant_message.is_object() || assistant_message.value("role", "") != "assistant") {
+  if (Role(assistant_message) != "assistant") {
     return absl::InvalidArgumentError(
         StrCat("the policy's message must be {\"role\": \"assistant\", …}, got ",
                assistant_message.dump()));

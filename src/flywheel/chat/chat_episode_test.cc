@@ -128,6 +128,20 @@ TEST(ChatEpisodeTest, Qwen3ToolEpisodeConcatenatesToTheFullRender) {
   EXPECT_EQ(policy_segments, 3);
 }
 
+// A message whose role is not a string, or a message that is not an object, was read with
+// value("role", ""), which throws type_error: the process ended instead of refusing it.
+TEST(ChatEpisodeTest, APolicyMessageWithoutAStringRoleIsRefused) {
+  const ChatTemplate qwen = Load("qwen3");
+  absl::StatusOr<ChatEpisode> episode =
+      ChatEpisode::Start(&qwen, ordered_json::array({Msg("user", "Hi")}), {});
+  ASSERT_TRUE(episode.ok()) << episode.status();
+  for (const ordered_json& message :
+       {ordered_json{{"role", 1}, {"content", "x"}}, ordered_json::array({1})}) {
+    const absl::Status s = episode->AddPolicyTurn("x<|im_end|>", message);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  }
+}
+
 TEST(ChatEpisodeTest, Llama3UserEpisodeConcatenatesToTheFullRender) {
   const ChatTemplate llama = Load("llama3");
   absl::StatusOr<ChatEpisode> episode = ChatEpisode::Start(

@@ -83,7 +83,8 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromTokenizerConfig(const nlohmann::o
   }
   if (auto it = config.find("added_tokens_decoder"); it != config.end() && it->is_object()) {
     for (const auto& [id, token] : it->items()) {
-      if (token.is_object() && token.value("special", false) && token.contains("content") &&
+      if (token.is_object() && token.contains("special") && token["special"].is_boolean() &&
+          token["special"].get<bool>() && token.contains("content") &&
           token["content"].is_string()) {
         result.added_special_tokens_.push_back(token["content"].get<std::string>());
       }

@@ -116,6 +116,19 @@ TEST(ChatTemplateTest, DeeplyNestedMessagesAreRefused) {
   EXPECT_EQ(*tmpl->Render(messages), "1");
 }
 
+// tokenizer_config.json comes with the model: an added token whose "special" is not a boolean was
+// read with value("special", false), which threw type_error and ended the process.
+TEST(ChatTemplateTest, AnAddedTokenWithANonBooleanSpecialIsNotSpecial) {
+  absl::StatusOr<ChatTemplate> tmpl = ChatTemplate::FromTokenizerConfig(
+      {{"chat_template", "x"},
+       {"added_tokens_decoder",
+        {{"7", {{"content", "<a>"}, {"special", "yes"}}},
+         {"8", {{"content", "<b>"}, {"special", true}}}}}},
+      "c");
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+  EXPECT_EQ(tmpl->added_special_tokens(), std::vector<std::string>{"<b>"});
+}
+
 TEST(ChatTemplateTest, LoadsChatTemplateJinjaBesideAConfigWithoutOne) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() /
                                     ("flywheel_chat_template_" + std::to_string(getpid()));

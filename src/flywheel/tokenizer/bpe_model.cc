@@ -12,6 +12,9 @@
 namespace flywheel {
 namespace {
 
+// Gaps a vocabulary's ids may leave beyond twice its size (see FromJson).
+constexpr int64_t kVocabIdSlack = 65536;
+
 namespace tj = tokenizer_json;
 
 constexpr int32_t kNoMerge = std::numeric_limits<int32_t>::max();
@@ -91,6 +94,18 @@ absl::StatusOr<BpeModel> BpeModel::FromJson(const nlohmann::json& model) {
                                                ": an id is an integer in [0, 2^31 - 1)"));
     }
     vocab.emplace_back(token, id.get<int64_t>());
+  }
+  // The model keeps a table indexed by id, so the largest id sets its size: one id near 2^31 in
+  // a file of 40 tokens made the loader ask for 32 GB (found by fuzz/tokenizer_json_fuzzer.cc).
+  // Real vocabularies number their tokens 0..n-1; ids may leave gaps, but not sparser than this.
+  const int64_t max_id = 2 * static_cast<int64_t>(vocab.size()) + kVocabIdSlack;
+  for (const auto& [token, id] : vocab) {
+    if (id >= max_id) {
+      return absl::InvalidArgumentError(
+          StrCat("model.vocab[", tj::Brief(nlohmann::json(token)), "] = ", id, ": ids of ",
+                 vocab.size(), " tokens must be below ", max_id,
+                 " (twice the vocabulary's size + ", kVocabIdSlack, ")"));
+    }
   }
   if (!model.contains("merges") || !model["merges"].is_array()) {
     return absl::InvalidArgumentError("model.merges: an array of merges is required");

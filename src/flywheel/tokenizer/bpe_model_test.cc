@@ -153,6 +153,14 @@ TEST(BpeModelTest, RefusesWhatItDoesNotImplement) {
   nlohmann::json no_byte = base;
   no_byte["vocab"].erase(ByteLevelEncode("\n"));
   ExpectRefused(no_byte, "no token for byte 10");
+  // One id near 2^31 among 258 tokens once made the loader allocate a 32 GB table.
+  nlohmann::json sparse = base;
+  sparse["vocab"]["far"] = 999999259;
+  ExpectRefused(sparse, "model.vocab[\"far\"] = 999999259: ids of");
+  ExpectRefused(sparse, "must be below");
+  nlohmann::json gaps = base;
+  gaps["vocab"]["near"] = 65536;
+  EXPECT_TRUE(BpeModel::FromJson(gaps).ok());
 }
 
 }  // namespace

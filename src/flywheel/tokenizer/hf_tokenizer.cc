@@ -87,7 +87,7 @@ absl::StatusOr<std::vector<AddedToken>> AddedTokensFromJson(const nlohmann::json
 }
 
 absl::Status CheckDecoder(const nlohmann::json& json) {
-  if (json.is_object() && json.value("type", "") == "ByteLevel") {
+  if (tj::StringOr(json, "type") == "ByteLevel") {
     // The three flags shape offsets and encoding only; ByteLevel decoding has no options.
     return tj::CheckKeys(json, "decoder",
                          {"type", "add_prefix_space", "trim_offsets", "use_regex"});

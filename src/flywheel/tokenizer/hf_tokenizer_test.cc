@@ -46,6 +46,11 @@ TEST(HfTokenizerTest, RefusesWhatItDoesNotImplement) {
   ExpectRefused(with("/post_processor", {{"type", "RobertaProcessing"}}),
                 "post_processor.type = \"RobertaProcessing\"");
   ExpectRefused(with("/version", "2.0"), "version = \"2.0\"");
+  // A "type" that is not a string: nlohmann's value("type", "") threw type_error, which ended
+  // the process (found by fuzz/tokenizer_json_fuzzer.cc).
+  ExpectRefused(with("/post_processor", {{"type", {1, 2}}}), "post_processor.type = [1,2]");
+  ExpectRefused(with("/pre_tokenizer", {{"type", 7}}), "pre_tokenizer");
+  ExpectRefused(with("/decoder", {{"type", nullptr}}), "decoder");
   ExpectRefused(with("/extra", 1), "extra = 1");
   ExpectRefused(with("/added_tokens", {{{"id", 999}, {"content", "<x>"}, {"special", true}}}),
                 "added_tokens[0].id = 999: Hugging Face tokenizers gives \"<x>\" the id 257");

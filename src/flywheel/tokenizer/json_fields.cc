@@ -57,6 +57,12 @@ const nlohmann::json& FieldOrNull(const nlohmann::json& object, std::string_view
   return FieldOr(object, key, *kNull);
 }
 
+std::string StringOr(const nlohmann::json& object, std::string_view key,
+                     std::string_view fallback) {
+  const nlohmann::json& value = FieldOrNull(object, key);
+  return value.is_string() ? value.get<std::string>() : std::string(fallback);
+}
+
 std::string Join(std::string_view path, std::string_view key) {
   return path.empty() ? std::string(key) : StrCat(path, ".", key);
 }

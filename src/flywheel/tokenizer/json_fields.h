@@ -22,6 +22,11 @@ std::string Brief(const nlohmann::json& value, size_t limit = 80);
 const nlohmann::json& FieldOr(const nlohmann::json& object, std::string_view key,
                               const nlohmann::json& fallback);
 const nlohmann::json& FieldOrNull(const nlohmann::json& object, std::string_view key);
+// object[key] when `object` is an object and the value a string, else `fallback`. nlohmann's
+// value(key, "") throws type_error when the value is there but not a string, which ended the
+// process loading such a file.
+std::string StringOr(const nlohmann::json& object, std::string_view key,
+                     std::string_view fallback = "");
 
 // OK when `object` is a JSON object whose keys are all in `known`; otherwise an error naming
 // `path`.key of the first unknown key.

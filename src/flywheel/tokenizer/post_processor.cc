@@ -34,7 +34,7 @@ absl::Status ParseTemplate(const nlohmann::json& json, const std::string& path,
       RETURN_IF_ERROR(tj::CheckKeys(item, item_path, {"Sequence"}));
       const nlohmann::json& seq = item["Sequence"];
       RETURN_IF_ERROR(tj::CheckKeys(seq, tj::Join(item_path, "Sequence"), {"id", "type_id"}));
-      if (seq.value("id", "") != "A" || seen_sequence) {
+      if (tj::StringOr(seq, "id") != "A" || seen_sequence) {
         return tj::Unsupported(item_path, item,
                                "a single-sequence template holds the sequence A exactly once");
       }
@@ -75,7 +75,7 @@ absl::Status ParseTemplate(const nlohmann::json& json, const std::string& path,
 
 absl::Status ParseOne(const nlohmann::json& json, const std::string& path, bool* has_template,
                       SingleSequenceTemplate* out) {
-  const std::string type = json.is_object() ? json.value("type", "") : "";
+  const std::string type = tj::StringOr(json, "type");
   if (type == "ByteLevel") {
     // add_prefix_space, trim_offsets and use_regex only move offsets here: no id changes.
     RETURN_IF_ERROR(
@@ -103,7 +103,7 @@ absl::StatusOr<SingleSequenceTemplate> PostProcessorFromJson(const nlohmann::jso
   out.description = "none";
   bool has_template = false;
   if (json.is_null()) return out;
-  if (json.is_object() && json.value("type", "") == "Sequence") {
+  if (tj::StringOr(json, "type") == "Sequence") {
     RETURN_IF_ERROR(tj::CheckKeys(json, "post_processor", {"type", "processors"}));
     if (!json.contains("processors") || !json["processors"].is_array()) {
       return absl::InvalidArgumentError("post_processor.processors: an array is required");

@@ -19,7 +19,7 @@ absl::StatusOr<PreTokenizer> PreTokenizer::FromJson(const nlohmann::json& json) 
                            "Sequence)");
   }
   std::vector<std::pair<std::string, const nlohmann::json*>> steps;  // path, step
-  if (json.is_object() && json.value("type", "") == "Sequence") {
+  if (tj::StringOr(json, "type") == "Sequence") {
     RETURN_IF_ERROR(tj::CheckKeys(json, root, {"type", "pretokenizers"}));
     if (!json.contains("pretokenizers") || !json["pretokenizers"].is_array() ||
         json["pretokenizers"].empty()) {
@@ -36,7 +36,7 @@ absl::StatusOr<PreTokenizer> PreTokenizer::FromJson(const nlohmann::json& json) 
   PreTokenizer pre;
   for (size_t i = 0; i < steps.size(); ++i) {
     const auto& [path, step] = steps[i];
-    const std::string type = step->is_object() ? step->value("type", "") : "";
+    const std::string type = tj::StringOr(*step, "type");
     if (type == "Split") {
       RETURN_IF_ERROR(tj::CheckKeys(*step, path, {"type", "pattern", "behavior", "invert"}));
       ASSIGN_OR_RETURN(const std::string behavior, tj::RequiredString(*step, path, "behavior"));
