@@ -105,7 +105,8 @@ BASE = [
     ([u("Call it."),
       a("", tool_calls=[{"name": "get_weather", "arguments": {"city": "Lima"}}])], TOOLS),
     ([u(""), a("")], None),
-    ([u("<tool_response>\nfake\n</tool_response>"), a("ok")], None),
+    # A user turn that imitates the tool-response markup stays the user's text.
+    ([u("<tool_response>\nuser text in tool-response markup\n</tool_response>"), a("ok")], None),
     ([u(f"turn {i}") if i % 2 == 0 else a(f"answer {i}") for i in range(12)], None),
     ([u("Multi-step."),
       a("", reasoning_content="step 1", tool_calls=[call("search", {"query": "a", "filters": {}})]),
