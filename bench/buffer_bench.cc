@@ -1,28 +1,34 @@
-// flywheel bench buffer: the trajectory buffer against Redis Streams at the same job.
+// flywheel bench buffer: the trajectory buffer against the durable streams people use for this,
+// at the same job.
 //
 //   (a) in-process: 8 producer threads insert, 1 consumer samples (queue), payloads shared;
 //   (b) gRPC on loopback, durable (every ack after a synced RocksDB WAL write): 8 client
-//       streams pipeline inserts, one learner stream samples and parses every trajectory;
-//   (c) redis-server started here on 127.0.0.1 (appendonly yes, appendfsync everysec):
-//       8 producers XADD (pipelined, the same window), one consumer XREADGROUP + XACK + XDEL
-//       and parses every trajectory.
+//       streams pipeline inserts, one learner stream samples, keeps one request ahead and parses
+//       every trajectory;
+//   (c) Redis Streams (bench/buffer_redis.cc): XADDs pipelined in the same writes and window,
+//       XREADGROUP … NOACK with the next read pipelined behind the XDEL;
+//   (d) NATS JetStream (bench/buffer_nats.cc): a work-queue stream on file storage, acknowledged
+//       asynchronous publishes within the same window, a pull consumer;
+//   (e) (c) with `appendfsync always`: Redis at the durability of (b), every write synced before
+//       it is acknowledged. (c), Redis's default, acknowledges up to a second before the data is
+//       on disk.
 // Items are serialized flywheel.v1.Trajectory messages of about 1 KiB and 64 KiB. Latency is
 // per item, from the producer's send to the consumer's receipt.
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
+//
+// Each network system runs `rounds` times at capacity, the order of the systems reversed every
+// round (machine drift falls on each side alike); items/s are medians over rounds. Latency at
+// capacity is mostly queueing, so the p99 that is compared comes from further runs at one
+// offered load for all, `load_fraction` (0.5) of the slowest system's median capacity, paced
+// open-loop (bench/buffer_peer.h, Pacer).
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <filesystem>
-#include <mutex>
-#include <optional>
+#include <functional>
 #include <thread>
 
+#include "bench/buffer_nats.h"
+#include "bench/buffer_peer.h"
+#include "bench/buffer_redis.h"
 #include "bench/registry.h"
 #include "flywheel/buffer/buffer.h"
 #include "flywheel/buffer/client.h"
@@ -31,98 +37,8 @@
 #include "flywheel/core/strings.h"
 #include "flywheel/core/trajectory_proto.h"
 
-#ifdef FLYWHEEL_HAVE_HIREDIS
-#include <hiredis/hiredis.h>
-#endif
-
 namespace flywheel::bench {
 namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-struct CaseResult {
-  double items_per_s = 0;
-  double mb_per_s = 0;
-  double p50_us = 0;
-  double p99_us = 0;
-  int64_t items = 0;
-  nlohmann::json ToJson() const {
-    return {{"items_per_s", items_per_s},
-            {"mb_per_s", mb_per_s},
-            {"p50_us", p50_us},
-            {"p99_us", p99_us},
-            {"items", items}};
-  }
-};
-
-CaseResult Summarize(int64_t items, int64_t item_bytes, double seconds,
-                     std::vector<double> latencies_us) {
-  CaseResult r;
-  r.items = items;
-  r.items_per_s = static_cast<double>(items) / seconds;
-  r.mb_per_s = r.items_per_s * static_cast<double>(item_bytes) / 1e6;
-  r.p50_us = Percentile(latencies_us, 0.50);
-  r.p99_us = Percentile(std::move(latencies_us), 0.99);
-  return r;
-}
-
-// A trajectory whose serialized form is about `bytes` long.
-Trajectory MakePayload(int64_t bytes) {
-  auto build = [](int64_t tokens) {
-    Trajectory t;
-    // Moved in rather than assigned from literals: GCC 12 reports a false -Wstringop-overflow
-    // for the inlined assignment of a short literal here.
-    t.id = std::string("payload");
-    t.group_id = std::string("g");
-    for (int i = 0; i < 8; ++i) t.AppendPrompt(100 + i);
-    for (int64_t i = 8; i < tokens; ++i) {
-      t.AppendGenerated(static_cast<int32_t>(1000 + i % 30000), -0.25f, 3);
-    }
-    t.turn_ends = {static_cast<int32_t>(tokens)};
-    t.turn_rewards = {1.0f};
-    return t;
-  };
-  int64_t tokens = std::max<int64_t>(16, bytes / 8);
-  for (int iter = 0; iter < 3; ++iter) {
-    const int64_t size = static_cast<int64_t>(ToProto(build(tokens)).ByteSizeLong());
-    tokens = std::max<int64_t>(16, tokens * bytes / size);
-  }
-  return build(tokens);
-}
-
-void AppendVarint(uint64_t v, std::string* out) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
-}
-
-// `base` with its id and created_unix_ns overridden: protobuf keeps the last value of a
-// singular field, so appending the two fields is what serializing the changed message gives.
-std::string Stamp(const std::string& base, const std::string& id, int64_t created_ns) {
-  std::string out;
-  out.reserve(base.size() + id.size() + 16);
-  out = base;
-  out.push_back(0x0a);  // field 1 (id), length-delimited
-  AppendVarint(id.size(), &out);
-  out += id;
-  out.push_back(static_cast<char>(0xf8));  // field 31 (created_unix_ns), varint
-  out.push_back(0x01);
-  AppendVarint(static_cast<uint64_t>(created_ns), &out);
-  return out;
-}
-
-// Parses a sampled trajectory as the learner would and returns its send time.
-int64_t ParseCreated(const char* data, size_t size) {
-  v1::Trajectory t;
-  if (!t.ParseFromArray(data, static_cast<int>(size))) return 0;
-  return t.created_unix_ns();
-}
 
 // ---------------------------------------------------------------- (a) in-process
 CaseResult RunInProcess(const Trajectory& payload, int64_t item_bytes, int64_t items, int producers,
@@ -165,33 +81,9 @@ CaseResult RunInProcess(const Trajectory& payload, int64_t item_bytes, int64_t i
   return Summarize(got, item_bytes, seconds, std::move(latencies));
 }
 
-// A bounded count of items in flight per producer stream (the pipelining window).
-class Window {
- public:
-  explicit Window(int64_t size) : free_(size) {}
-  void Acquire(int64_t n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return free_ >= n; });
-    free_ -= n;
-  }
-  void Release(int64_t n) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      free_ += n;
-    }
-    cv_.notify_one();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int64_t free_;
-};
-
 // ---------------------------------------------------------------- (b) gRPC, durable
-absl::StatusOr<CaseResult> RunGrpc(const std::string& base, int64_t item_bytes, int64_t items,
-                                   int producers, int64_t window, int64_t per_request,
-                                   const std::string& dir, bool durable, int64_t batch) {
+absl::StatusOr<CaseResult> RunGrpc(const std::string& dir, const std::string& base,
+                                   int64_t item_bytes, const BufferLoad& load, bool durable) {
   BufferOptions options;
   options.max_size = 1 << 20;
   options.durable = durable;
@@ -202,19 +94,21 @@ absl::StatusOr<CaseResult> RunGrpc(const std::string& base, int64_t item_bytes, 
   server_options.limits.max_message_bytes = 256 << 20;
   ASSIGN_OR_RETURN(auto server,
                    BufferServer::Start(std::shared_ptr<Buffer>(std::move(buffer)), server_options));
-  const int64_t per_producer = items / producers;
-  const int64_t total = per_producer * producers;
+  const int64_t per_producer = load.per_producer();
+  const int64_t total = load.total();
   std::atomic<bool> failed{false};
   std::vector<double> latencies;
   latencies.reserve(total);
   const auto start = std::chrono::steady_clock::now();
+  const int64_t start_ns = NowNs();
   std::vector<std::thread> threads;
-  for (int p = 0; p < producers; ++p) {
+  for (int p = 0; p < load.producers; ++p) {
     threads.emplace_back([&, p] {
+      const Pacer pacer(load.offered_items_per_s / load.producers, start_ns);
       auto client = BufferClient::Connect(server->address()).value();
       auto context = client->NewContext();
       auto stream = client->stub().Insert(context.get());
-      Window win(window);
+      Window win(load.window);
       std::thread acks([&] {
         v1::InsertResponse response;
         int64_t acked = 0;
@@ -226,13 +120,13 @@ absl::StatusOr<CaseResult> RunGrpc(const std::string& base, int64_t item_bytes, 
           win.Release(response.acks_size());
         }
       });
-      for (int64_t i = 0; i < per_producer; i += per_request) {
-        const int64_t n = std::min(per_request, per_producer - i);
+      for (int64_t i = 0, n = 0; i < per_producer; i += n) {
+        n = pacer.WaitForNextWrite(i, std::min(load.per_request, per_producer - i));
         win.Acquire(n);
         v1::InsertRequest request;
         request.set_sequence(i);
         for (int64_t k = 0; k < n; ++k) {
-          request.add_trajectories(Stamp(base, StrCat("p", p, "-", i + k), NowNs()));
+          request.add_trajectories(Stamp(base, StrCat("p", p, "-", i + k), pacer.SendTime(i + k)));
         }
         if (!stream->Write(request)) break;
       }
@@ -246,7 +140,7 @@ absl::StatusOr<CaseResult> RunGrpc(const std::string& base, int64_t item_bytes, 
   auto context = client->NewContext();
   auto stream = client->stub().Sample(context.get());
   v1::SampleRequest request;
-  request.set_max_batch(static_cast<int32_t>(batch));
+  request.set_max_batch(static_cast<int32_t>(load.batch));
   request.set_timeout_ms(30000);
   stream->Write(request);
   int64_t got = 0;
@@ -257,7 +151,7 @@ absl::StatusOr<CaseResult> RunGrpc(const std::string& base, int64_t item_bytes, 
     const int64_t now = NowNs();
     for (const auto& item : response.items()) {
       const std::string& wire = item.trajectories(0);
-      latencies.push_back(static_cast<double>(now - ParseCreated(wire.data(), wire.size())) / 1e3);
+      latencies.push_back(LatencyUs(wire.data(), wire.size(), now));
     }
     got += response.items_size();
   }
@@ -280,184 +174,6 @@ absl::StatusOr<CaseResult> RunGrpc(const std::string& base, int64_t item_bytes, 
   return Summarize(got, item_bytes, seconds, std::move(latencies));
 }
 
-#ifdef FLYWHEEL_HAVE_HIREDIS
-// ---------------------------------------------------------------- (c) Redis Streams
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
-}
-
-class RedisServer {
- public:
-  static absl::StatusOr<std::unique_ptr<RedisServer>> Start(const std::string& binary,
-                                                            const std::string& dir) {
-    auto server = std::unique_ptr<RedisServer>(new RedisServer());
-    server->port_ = FreePort();
-    std::filesystem::create_directories(dir);
-    const std::string port = std::to_string(server->port_);
-    server->pid_ = fork();
-    if (server->pid_ == 0) {
-      const int devnull = open("/dev/null", O_WRONLY);
-      dup2(devnull, STDOUT_FILENO);
-      execl(binary.c_str(), binary.c_str(), "--bind", "127.0.0.1", "--port", port.c_str(), "--dir",
-            dir.c_str(), "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
-            "--protected-mode", "yes", static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    for (int i = 0; i < 200; ++i) {
-      if (redisContext* c = server->Connect(); c != nullptr) {
-        redisReply* reply = static_cast<redisReply*>(redisCommand(c, "PING"));
-        const bool ok = reply != nullptr && reply->type == REDIS_REPLY_STATUS;
-        if (reply) freeReplyObject(reply);
-        redisFree(c);
-        if (ok) return server;
-      }
-      usleep(20000);
-    }
-    return absl::UnavailableError(StrCat("redis-server did not answer on port ", port));
-  }
-  ~RedisServer() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  redisContext* Connect() const {
-    redisContext* c = redisConnect("127.0.0.1", port_);
-    if (c == nullptr || c->err) {
-      if (c) redisFree(c);
-      return nullptr;
-    }
-    return c;
-  }
-
- private:
-  RedisServer() = default;
-  pid_t pid_ = -1;
-  int port_ = 0;
-};
-
-absl::StatusOr<CaseResult> RunRedis(const RedisServer& redis, const std::string& base,
-                                    int64_t item_bytes, int64_t items, int producers,
-                                    int64_t window, int64_t per_request,
-                                    const std::string& stream_name, int64_t batch) {
-  {
-    redisContext* c = redis.Connect();
-    freeReplyObject(redisCommand(c, "XGROUP CREATE %s learners $ MKSTREAM", stream_name.c_str()));
-    redisFree(c);
-  }
-  const int64_t per_producer = items / producers;
-  const int64_t total = per_producer * producers;
-  std::atomic<bool> failed{false};
-  std::vector<double> latencies;
-  latencies.reserve(total);
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<std::thread> threads;
-  for (int p = 0; p < producers; ++p) {
-    threads.emplace_back([&, p] {
-      redisContext* c = redis.Connect();
-      if (c == nullptr) {
-        failed = true;
-        return;
-      }
-      // The gRPC producer's pattern with hiredis pipelining: XADDs go out `per_request` per
-      // write, at most `window` items unanswered. (Flushing every XADD on its own would cost
-      // Redis one read event per item, which the gRPC side does not pay per item either.)
-      int64_t in_flight = 0;
-      auto read_one = [&] {
-        void* reply = nullptr;
-        if (redisGetReply(c, &reply) != REDIS_OK || reply == nullptr ||
-            static_cast<redisReply*>(reply)->type == REDIS_REPLY_ERROR) {
-          failed = true;
-        }
-        if (reply) freeReplyObject(reply);
-        --in_flight;
-      };
-      for (int64_t i = 0; i < per_producer && !failed; i += per_request) {
-        const int64_t n = std::min(per_request, per_producer - i);
-        while (in_flight + n > window && !failed) read_one();
-        for (int64_t k = 0; k < n; ++k) {
-          const std::string wire = Stamp(base, StrCat("p", p, "-", i + k), NowNs());
-          redisAppendCommand(c, "XADD %s * d %b", stream_name.c_str(), wire.data(), wire.size());
-        }
-        in_flight += n;
-        int done = 0;
-        while (!done && !failed) {
-          if (redisBufferWrite(c, &done) != REDIS_OK) failed = true;
-        }
-      }
-      while (in_flight > 0 && !failed) read_one();
-      redisFree(c);
-    });
-  }
-  redisContext* c = redis.Connect();
-  int64_t got = 0;
-  while (got < total && !failed) {
-    redisReply* reply = static_cast<redisReply*>(
-        redisCommand(c, "XREADGROUP GROUP learners learner COUNT %lld BLOCK 30000 STREAMS %s >",
-                     static_cast<long long>(batch), stream_name.c_str()));
-    if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY || reply->elements == 0) {
-      if (reply) freeReplyObject(reply);
-      break;
-    }
-    const int64_t now = NowNs();
-    redisReply* entries = reply->element[0]->element[1];
-    std::vector<std::string> ids;
-    ids.reserve(entries->elements);
-    for (size_t i = 0; i < entries->elements; ++i) {
-      redisReply* entry = entries->element[i];
-      ids.emplace_back(entry->element[0]->str, entry->element[0]->len);
-      redisReply* value = entry->element[1]->element[1];
-      latencies.push_back(static_cast<double>(now - ParseCreated(value->str, value->len)) / 1e3);
-    }
-    got += static_cast<int64_t>(entries->elements);
-    freeReplyObject(reply);
-    // Acknowledge and delete what was consumed (a queue), pipelined.
-    std::vector<const char*> argv = {"XACK", stream_name.c_str(), "learners"};
-    std::vector<size_t> lens = {4, stream_name.size(), 8};
-    for (const auto& id : ids) {
-      argv.push_back(id.data());
-      lens.push_back(id.size());
-    }
-    redisAppendCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data());
-    argv[0] = "XDEL";
-    argv.erase(argv.begin() + 2);
-    lens[0] = 4;
-    lens.erase(lens.begin() + 2);
-    redisAppendCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data());
-    for (int k = 0; k < 2; ++k) {
-      void* r = nullptr;
-      if (redisGetReply(c, &r) != REDIS_OK) failed = true;
-      if (r) freeReplyObject(r);
-    }
-  }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  redisFree(c);
-  for (auto& t : threads) t.join();
-  if (failed || got < total) {
-    return absl::InternalError(StrCat("Redis case: ", got, " of ", total, " items arrived"));
-  }
-  return Summarize(got, item_bytes, seconds, std::move(latencies));
-}
-#endif  // FLYWHEEL_HAVE_HIREDIS
-
-std::string FindRedisServer() {
-  for (const char* path : {"/usr/bin/redis-server", "/usr/local/bin/redis-server"}) {
-    if (access(path, X_OK) == 0) return path;
-  }
-  return "";
-}
-
 std::vector<std::string> Row(const std::string& name, const CaseResult& r,
                              const std::string& ratio) {
   return {name,
@@ -466,6 +182,61 @@ std::vector<std::string> Row(const std::string& name, const CaseResult& r,
           fmt::format("{:.0f}", r.p50_us),
           fmt::format("{:.0f}", r.p99_us),
           ratio};
+}
+
+double Median(std::vector<double> v) { return v.empty() ? 0.0 : Percentile(std::move(v), 0.5); }
+
+// A network system of the comparison: how to run it on a load, or why it is skipped.
+struct NetworkSystem {
+  std::string key;    // JSON key prefix: grpc_durable, redis, nats
+  std::string label;  // table
+  std::string skipped;
+  std::function<absl::StatusOr<CaseResult>(const BufferLoad&)> run;
+  std::vector<CaseResult> capacity_runs, paced_runs;
+
+  double capacity() const {
+    std::vector<double> v;
+    for (const CaseResult& r : capacity_runs) v.push_back(r.items_per_s);
+    return Median(v);
+  }
+  // The median run over `runs` of one figure.
+  static double MedianOf(const std::vector<CaseResult>& runs, double CaseResult::*field) {
+    std::vector<double> v;
+    for (const CaseResult& r : runs) v.push_back(r.*field);
+    return Median(v);
+  }
+  nlohmann::json ToJson() const {
+    nlohmann::json out = {{"items_per_s", capacity()},
+                          {"mb_per_s", MedianOf(capacity_runs, &CaseResult::mb_per_s)},
+                          {"p50_us_at_capacity", MedianOf(capacity_runs, &CaseResult::p50_us)},
+                          {"p99_us_at_capacity", MedianOf(capacity_runs, &CaseResult::p99_us)},
+                          {"p50_us", MedianOf(paced_runs, &CaseResult::p50_us)},
+                          {"p99_us", MedianOf(paced_runs, &CaseResult::p99_us)}};
+    out["rounds"] = nlohmann::json::array();
+    for (const CaseResult& r : capacity_runs) out["rounds"].push_back(r.ToJson());
+    out["paced_rounds"] = nlohmann::json::array();
+    for (const CaseResult& r : paced_runs) out["paced_rounds"].push_back(r.ToJson());
+    return out;
+  }
+};
+
+// Runs every system that is not skipped `rounds` times on `load`, reversing their order each
+// round, and appends the results to each system's `runs`.
+absl::Status RunAlternating(std::vector<NetworkSystem>& systems, const BufferLoad& load,
+                            int64_t rounds, std::vector<CaseResult> NetworkSystem::*runs) {
+  for (int64_t round = 0; round < rounds; ++round) {
+    for (size_t k = 0; k < systems.size(); ++k) {
+      NetworkSystem& system = systems[round % 2 == 0 ? k : systems.size() - 1 - k];
+      if (!system.skipped.empty()) continue;
+      absl::StatusOr<CaseResult> r = system.run(load);
+      if (!r.ok()) {
+        return absl::Status(r.status().code(),
+                            StrCat(system.label, ", round ", round + 1, ": ", r.status().message()));
+      }
+      (system.*runs).push_back(*r);
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -484,9 +255,13 @@ absl::StatusOr<BenchReport> RunBufferBench(const BenchArgs& args) {
   const bool skip_inprocess = args.GetInt("skip_inprocess", 0) != 0;
   const double scale = args.GetDouble("scale", 1.0);
   const bool skip_network = args.GetInt("skip_network", 0) != 0;
-  const int64_t batch = args.GetInt("batch", 4096);  // consumer batch, both (b) and (c)
+  const int64_t batch = args.GetInt("batch", 4096);  // consumer batch, every system
   const bool skip_redis = args.GetInt("skip_redis", 0) != 0;
+  const bool skip_nats = args.GetInt("skip_nats", 0) != 0;
   const bool skip_grpc = args.GetInt("skip_grpc", 0) != 0;
+  const int64_t rounds = std::max<int64_t>(1, args.GetInt("rounds", quick ? 1 : 3));
+  const double load_fraction = args.GetDouble("load_fraction", 0.5);
+  const double paced_scale = args.GetDouble("paced_scale", 0.25);  // of network_items
   const std::string only_size = args.GetString("size", "");  // "1KiB" or "64KiB": that one only
   const std::vector<Size> sizes = {
       {"1KiB", 1024, quick ? 80000 : 4000000, quick ? 8000 : 400000, 32, window},
@@ -497,7 +272,6 @@ absl::StatusOr<BenchReport> RunBufferBench(const BenchArgs& args) {
       (std::filesystem::temp_directory_path() / StrCat("flywheel_buffer_bench_", getpid()))
           .string();
   std::filesystem::create_directories(dir);
-  const std::string redis_binary = FindRedisServer();
 
   BenchReport report;
   report.config = {
@@ -506,20 +280,33 @@ absl::StatusOr<BenchReport> RunBufferBench(const BenchArgs& args) {
       {"consumer_batch", batch},
       {"scale", scale},
       {"consumers", 1},
+      {"rounds", rounds},
+      {"load_fraction", load_fraction},
+      {"paced_items_fraction", paced_scale},
       {"window_items_per_producer", {{"1KiB", sizes[0].window}, {"64KiB", sizes[1].window}}},
-      {"items_per_grpc_request", {{"1KiB", sizes[0].per_request}, {"64KiB", sizes[1].per_request}}},
+      {"items_per_write", {{"1KiB", sizes[0].per_request}, {"64KiB", sizes[1].per_request}}},
       {"inprocess_items",
        {{"1KiB", sizes[0].inprocess_items}, {"64KiB", sizes[1].inprocess_items}}},
       {"network_items", {{"1KiB", sizes[0].network_items}, {"64KiB", sizes[1].network_items}}},
       {"inprocess", "queue, max_size 8192, payload shared by shared_ptr"},
-      {"grpc", "durable (ack after synced RocksDB WAL, group commit), queue"},
+      {"grpc", "durable (ack after synced RocksDB WAL, group commit), queue; consumer keeps one "
+               "Sample request ahead"},
       {"redis",
        "redis-server appendonly yes, appendfsync everysec; XADD pipelined like the gRPC "
-       "producers (the same items per write and window); XREADGROUP COUNT consumer_batch + "
-       "XACK + XDEL"},
-      {"latency", "per item, producer send to consumer receipt"},
-      {"consumer", "parses every trajectory (learner work) in (b) and (c)"}};
-  report.table = {{"case", "items/s", "MB/s", "p50 us", "p99 us", "vs redis"}};
+       "producers (the same items per write and window); XREADGROUP COUNT consumer_batch NOACK, "
+       "the XDEL of a batch and the next read pipelined in one write before the batch is parsed"},
+      {"redis_fsync_always", "the same with appendfsync always (synced before acknowledged)"},
+      {"nats",
+       "nats-server -js, file storage, work-queue retention; js_PublishAsync with MaxPending = "
+       "window (acknowledged publishes); pull consumer, Fetch consumer_batch, explicit acks sent "
+       "without waiting"},
+      {"order", "the network systems' order reversed every round; items/s medians over rounds"},
+      {"latency",
+       "per item, send time to consumer receipt; p99_us / p50_us at one offered load for every "
+       "system (load_fraction of the slowest system's median capacity, open-loop pacing, send "
+       "time = due time); *_at_capacity: the capacity runs (queueing)"},
+      {"consumer", "parses every trajectory (learner work) in (b), (c) and (d)"}};
+  report.table = {{"case", "items/s", "MB/s", "p50 us", "p99 us", "vs gRPC"}};
   std::string summary;
   for (const Size& size : sizes) {
     if (!only_size.empty() && only_size != size.name) continue;
@@ -534,55 +321,92 @@ absl::StatusOr<BenchReport> RunBufferBench(const BenchArgs& args) {
             : RunInProcess(payload, item_bytes, static_cast<int64_t>(size.inprocess_items * scale),
                            producers, 8192);
     report.results[StrCat("inprocess_", size.name)] = a.ToJson();
-    report.table.push_back(Row(StrCat("(a) in-process ", size.name), a, "-"));
-
-    if (skip_network) continue;
-    CaseResult b;
-    if (!skip_grpc) {
-      ASSIGN_OR_RETURN(b, RunGrpc(base, item_bytes, static_cast<int64_t>(size.network_items * scale),
-                                  producers, size.window, size.per_request, dir, durable, batch));
-    }
-    report.results[StrCat("grpc_durable_", size.name)] = b.ToJson();
-
-    std::optional<CaseResult> c;
-#ifdef FLYWHEEL_HAVE_HIREDIS
-    if (!redis_binary.empty() && !skip_redis) {
-      ASSIGN_OR_RETURN(auto redis, RedisServer::Start(redis_binary, dir + "/redis"));
-      ASSIGN_OR_RETURN(
-          c, RunRedis(*redis, base, item_bytes, static_cast<int64_t>(size.network_items * scale),
-                      producers, size.window, size.per_request, StrCat("trajectories_", size.name),
-                      batch));
-    }
-#endif
-    if (c.has_value()) {
-      const double ratio = b.items_per_s / c->items_per_s;
-      report.results[StrCat("grpc_durable_", size.name)]["ratio_vs_redis"] = ratio;
-      report.results[StrCat("redis_", size.name)] = c->ToJson();
-      report.results[StrCat("redis_", size.name)]["ratio_vs_redis"] = 1.0;
-      report.ratios[StrCat("ratio_vs_redis_", size.name)] = ratio;
-      report.ratios[StrCat("p99_vs_redis_", size.name)] = b.p99_us / c->p99_us;
-      report.table.push_back(
-          Row(StrCat("(b) gRPC durable ", size.name), b, fmt::format("{:.2f}x", ratio)));
-      report.table.push_back(Row(StrCat("(c) Redis Streams ", size.name), *c, "1.00x"));
-      summary += fmt::format("{}{}: gRPC durable {:.2f}x Redis items/s, p99 {:.0f} vs {:.0f} us",
-                             summary.empty() ? "" : "; ", size.name, ratio, b.p99_us, c->p99_us);
-    } else {
-      report.table.push_back(Row(StrCat("(b) gRPC durable ", size.name), b, "n/a"));
-      summary += fmt::format("{}{}: gRPC durable {:.0f} items/s (Redis skipped)",
-                             summary.empty() ? "" : "; ", size.name, b.items_per_s);
-    }
     report.ratios[StrCat("inprocess_items_per_s_", size.name)] = a.items_per_s;
+    report.table.push_back(Row(StrCat("(a) in-process ", size.name), a, "-"));
+    if (skip_network) continue;
+
+    std::vector<NetworkSystem> systems(4);
+    systems[0] = {"grpc_durable", "(b) gRPC durable", skip_grpc ? "--param skip_grpc=1" : "",
+                  [&](const BufferLoad& load) {
+                    return RunGrpc(dir, base, item_bytes, load, durable);
+                  },
+                  {},
+                  {}};
+    systems[1] = {"redis", "(c) Redis Streams", skip_redis ? "--param skip_redis=1" : RedisSkipReason(),
+                  [&](const BufferLoad& load) {
+                    return RunRedisStreams(dir + "/redis", base, item_bytes, load, "everysec");
+                  },
+                  {},
+                  {}};
+    systems[2] = {"nats", "(d) NATS JetStream", skip_nats ? "--param skip_nats=1" : NatsSkipReason(),
+                  [&](const BufferLoad& load) {
+                    return RunNatsJetStream(dir + "/nats", base, item_bytes, load);
+                  },
+                  {},
+                  {}};
+    systems[3] = {"redis_fsync_always", "(e) Redis Streams, fsync always",
+                  skip_redis ? "--param skip_redis=1" : RedisSkipReason(),
+                  [&](const BufferLoad& load) {
+                    return RunRedisStreams(dir + "/redis", base, item_bytes, load, "always");
+                  },
+                  {},
+                  {}};
+    BufferLoad load;
+    load.items = static_cast<int64_t>(size.network_items * scale);
+    load.producers = producers;
+    load.window = size.window;
+    load.per_request = size.per_request;
+    load.batch = batch;
+    RETURN_IF_ERROR(RunAlternating(systems, load, rounds, &NetworkSystem::capacity_runs));
+    double slowest = 0;
+    for (const NetworkSystem& system : systems) {
+      if (!system.skipped.empty()) continue;
+      slowest = slowest == 0 ? system.capacity() : std::min(slowest, system.capacity());
+    }
+    BufferLoad paced = load;
+    paced.offered_items_per_s = load_fraction * slowest;
+    paced.items = std::max<int64_t>(producers, static_cast<int64_t>(load.items * paced_scale));
+    RETURN_IF_ERROR(RunAlternating(systems, paced, rounds, &NetworkSystem::paced_runs));
+    report.results[StrCat("offered_items_per_s_", size.name)] = paced.offered_items_per_s;
+
+    const NetworkSystem& grpc = systems[0];
+    for (const NetworkSystem& system : systems) {
+      const std::string key = StrCat(system.key, "_", size.name);
+      if (!system.skipped.empty()) {
+        report.results[key] = {{"skipped", system.skipped}};
+        report.table.push_back({StrCat(system.label, " ", size.name), "skipped", "", "", "", ""});
+        continue;
+      }
+      report.results[key] = system.ToJson();
+      const bool compared = &system != &grpc && grpc.skipped.empty();
+      CaseResult row;
+      row.items_per_s = system.capacity();
+      row.mb_per_s = NetworkSystem::MedianOf(system.capacity_runs, &CaseResult::mb_per_s);
+      row.p50_us = NetworkSystem::MedianOf(system.paced_runs, &CaseResult::p50_us);
+      row.p99_us = NetworkSystem::MedianOf(system.paced_runs, &CaseResult::p99_us);
+      const double ratio = compared ? grpc.capacity() / system.capacity() : 1.0;
+      report.table.push_back(Row(StrCat(system.label, " ", size.name), row,
+                                 compared ? fmt::format("{:.2f}x", ratio) : "-"));
+      if (!compared) continue;
+      const double p99_ratio = report.results[StrCat("grpc_durable_", size.name)]["p99_us"]
+                                   .get<double>() / row.p99_us;
+      report.ratios[StrCat("ratio_vs_", system.key, "_", size.name)] = ratio;
+      report.ratios[StrCat("p99_vs_", system.key, "_", size.name)] = p99_ratio;
+      summary += fmt::format("{}{}: gRPC durable {:.2f}x {} items/s, p99 gRPC/{} at {:.0f} "
+                             "items/s {:.2f}",
+                             summary.empty() ? "" : "; ", size.name, ratio, system.key,
+                             system.key, paced.offered_items_per_s, p99_ratio);
+    }
   }
-  if (redis_binary.empty()) {
-    report.config["redis_skipped"] = "redis-server not found (apt-get install redis-server)";
-    std::printf("buffer bench: redis-server not found; case (c) skipped\n");
+  for (const auto& [key, reason] :
+       {std::pair{"redis_skipped", RedisSkipReason()}, std::pair{"nats_skipped", NatsSkipReason()}}) {
+    if (!reason.empty()) {
+      report.config[key] = reason;
+      std::printf("buffer bench: %s\n", reason.c_str());
+    }
   }
-#ifndef FLYWHEEL_HAVE_HIREDIS
-  report.config["redis_skipped"] = "built without hiredis (libhiredis-dev)";
-  std::printf("buffer bench: built without hiredis; case (c) skipped\n");
-#endif
   std::filesystem::remove_all(dir);
-  report.summary = summary;
+  report.summary = summary.empty() ? "no network system compared" : summary;
   return report;
 }
 
