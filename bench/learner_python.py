@@ -55,7 +55,7 @@ def read_safetensors(path):
 
 
 def packed_positions(doc_lengths, length):
-    """positions [B, L]: restarting at 0 per document, 0 for padding (as flywheel's PackedLayout)."""
+    """positions [B, L]: restarting at 0 per document, 0 on padding (flywheel's PackedLayout)."""
     positions = torch.zeros(len(doc_lengths), length, dtype=torch.int64)
     for r, docs in enumerate(doc_lengths):
         start = 0
