@@ -3,9 +3,17 @@
 //       transformer — attention within each document, DocumentCausalAttention — truncated-IS
 //       loss, backward with gradient accumulation, clip, AdamW)
 //   (b) python:   plain eager PyTorch (bench/learner_python.py) on the same packed micro-batches,
-//       same weights (a safetensors file written here), same loss, clip and AdamW; its
-//       attention is the ordinary dense [L, L] additive mask (torch 1.13 has no SDPA)
-// and ratio_vs_python = a / b. Both run alternately, `rounds` times each; medians are reported.
+//       same weights (a safetensors file written here), same loss, clip and AdamW, fused q/k/v
+//       and gate/up projections; attention within each document (a loop of batched matmuls
+//       over the documents, what DocumentCausalAttention computes)
+//   (c) python dense: the same script with the dense [L, L] block-diagonal additive mask per
+//       row (torch 1.13 has no SDPA), the form a packed row is often written in
+// and ratio_vs_python = a / b, ratio_vs_python_dense = a / c. The three run alternately,
+// `rounds` times each; medians are reported.
+//
+// Agreement: each side's first step (on the same initial weights and batch, before AdamW moves
+// them) reports its loss and pre-clip gradient norm; the bench fails unless flywheel and each
+// peer agree within kAgreementTolerance (see there), so the ratio compares equal computations.
 //
 // Model-FLOP utilisation: mfu = 6 · N · T / seconds / peak, where N is the parameter count (the
 // tied embedding once: it is the LM head's GEMM), T the real (non-padding) tokens trained per
@@ -17,7 +25,9 @@
 // length-mixed agent trajectories through the learner's packer with carry_over, as the learner
 // runs it (buckets and token budget of a real job, not of the small throughput model).
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -71,10 +81,64 @@ std::vector<Trajectory> MakeBatch(std::mt19937_64& rng, int64_t count, double me
   return batch;
 }
 
+// Loss and gradient norm of flywheel's first step against a peer's. Both sum the same float32
+// terms in different orders (GEMM blocking, per-document vs dense softmax rows, fused vs split
+// gradient buffers), so the figures differ by rounding: float32 carries about 7 significant
+// digits, and the 1e3–1e4 token terms of a loss or the 1e5–1e7 squared gradient entries of a
+// norm accumulate a relative error of order 1e-7…1e-6. An absolute 1e-5 holds while the figures
+// are O(1) (the default model: measured differences 1e-9…1e-7); a larger model's gradient norm
+// need not stay O(1), so the bound is 1e-5 absolute or 1e-5 relative to the larger figure,
+// whichever is looser. A real difference is far above it: a causal mask off by one position
+// moved the --quick batch's loss by 6e-4 (20 %) and its gradient norm by 1e-3.
+constexpr double kAgreementTolerance = 1e-5;
+
+bool Agrees(double a, double b) {
+  const double diff = std::abs(a - b);
+  return diff < kAgreementTolerance ||
+         diff < kAgreementTolerance * std::max(std::abs(a), std::abs(b));
+}
+
+struct FirstStep {
+  double loss = 0;
+  double grad_norm = 0;
+};
+
+// One peer variant of the Python script (`--attention documents` or `dense`).
 struct PythonRun {
-  bool ran = false;
-  std::string skipped;
-  nlohmann::json json;
+  explicit PythonRun(std::string attention) : attention(std::move(attention)) {}
+
+  std::string attention;
+  std::vector<double> seconds;  // per round
+  nlohmann::json json;          // the last round's report
+  double loss_abs_diff = 0;     // worst over the rounds, against flywheel's first step
+  double grad_norm_abs_diff = 0;
+  bool ok = true;
+
+  // Records one round's report; a first step that disagrees with flywheel's is an error.
+  absl::Status Add(nlohmann::json report, const FirstStep& fly) {
+    const double loss = report["first_step"]["loss"].get<double>();
+    const double norm = report["first_step"]["grad_norm"].get<double>();
+    loss_abs_diff = std::max(loss_abs_diff, std::abs(loss - fly.loss));
+    grad_norm_abs_diff = std::max(grad_norm_abs_diff, std::abs(norm - fly.grad_norm));
+    ok = ok && Agrees(loss, fly.loss) && Agrees(norm, fly.grad_norm);
+    seconds.push_back(report["seconds"].get<double>());
+    json = std::move(report);
+    if (!ok) {
+      return absl::InternalError(fmt::format(
+          "learner bench: python {} peer's first step disagrees with flywheel's on the same "
+          "weights and batch: loss {:.9g} vs {:.9g}, grad norm {:.9g} vs {:.9g} (tolerance {:g} "
+          "absolute or relative); the two sides no longer compute the same step",
+          attention, loss, fly.loss, norm, fly.grad_norm, kAgreementTolerance));
+    }
+    return absl::OkStatus();
+  }
+
+  nlohmann::json Agreement() const {
+    return {{"loss_abs_diff", loss_abs_diff},
+            {"grad_norm_abs_diff", grad_norm_abs_diff},
+            {"tolerance", kAgreementTolerance},
+            {"ok", ok}};
+  }
 };
 
 // Writes the weights and the packed step once; returns the peer script's arguments.
@@ -174,7 +238,8 @@ absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
   m.num_layers = args.GetInt("layers", 2);
   m.num_heads = args.GetInt("heads", 4);
   m.num_kv_heads = args.GetInt("kv_heads", 2);
-  m.intermediate_size = args.GetInt("intermediate", 344);
+  // Llama's MLP ratio (344 / 128 = 2.6875) at every width, so a `hidden` sweep keeps the shape.
+  m.intermediate_size = args.GetInt("intermediate", m.hidden_size * 344 / 128);
   m.max_seq_len = 4096;
   m.seed = 1;
   RETURN_IF_ERROR(m.Validate());
@@ -213,23 +278,26 @@ absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
   const auto dir =
       std::filesystem::temp_directory_path() / StrCat("flywheel_learner_bench_", ::getpid());
   std::filesystem::create_directories(dir);
-  PythonRun py;
+  std::string py_skipped;
   std::string py_args;
   if (!run_python) {
-    py.skipped = "python variant off (--param python=off)";
-  } else if (py.skipped = PythonPeerSkipReason(); py.skipped.empty()) {
+    py_skipped = "python variant off (--param python=off)";
+  } else if (py_skipped = PythonPeerSkipReason(); py_skipped.empty()) {
     // Written before flywheel trains, so both start from the same weights.
     ASSIGN_OR_RETURN(py_args, PreparePython(m, o, model, packed, steps, threads, dir));
   }
+  PythonRun py_documents("documents"), py_dense("dense");
 
   PolicyForward forward = [&](const PackedMicroBatch& mb) -> absl::StatusOr<torch::Tensor> {
     ASSIGN_OR_RETURN(AttentionLayout layout, MakePackedLayout(mb.doc_lengths, mb.length));
     return model->forward(mb.tokens, layout);
   };
   LearnerStep learner(o, 1000000, model->parameters(), forward);
-  RETURN_IF_ERROR(learner.Step(batch).status());  // warm-up
+  // Warm-up, and the first step on the initial weights that the peers' first steps must match.
+  ASSIGN_OR_RETURN(LearnerStepResult first, learner.Step(batch));
+  const FirstStep fly_first{first.loss, first.optimizer.grad_norm};
 
-  std::vector<double> fly_runs, py_runs;
+  std::vector<double> fly_runs;
   std::vector<double> fly_losses;
   PhaseTimes phases;  // where flywheel's step time goes, summed over the timed steps
   for (int64_t r = 0; r < rounds; ++r) {
@@ -241,10 +309,16 @@ absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
     }
     fly_runs.push_back(SecondsSince(start));
     if (!py_args.empty()) {
-      ASSIGN_OR_RETURN(py.json, RunPythonPeer(args, "bench/learner_python.py", py_args, threads,
-                                              (dir / "out.json").string()));
-      py.ran = true;
-      py_runs.push_back(py.json["seconds"].get<double>());
+      for (PythonRun* peer : {&py_documents, &py_dense}) {
+        ASSIGN_OR_RETURN(nlohmann::json out,
+                         RunPythonPeer(args, "bench/learner_python.py",
+                                       StrCat(py_args, " --attention ", peer->attention), threads,
+                                       (dir / "out.json").string()));
+        if (absl::Status agreed = peer->Add(std::move(out), fly_first); !agreed.ok()) {
+          std::filesystem::remove_all(dir);
+          return agreed;
+        }
+      }
     }
   }
   std::filesystem::remove_all(dir);
@@ -257,7 +331,8 @@ absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
   const double n_params = static_cast<double>(model->NumParameters());
   const double mfu = 6.0 * n_params * fly_tps / (peak_gflops * 1e9);
 
-  ASSIGN_OR_RETURN(PackingTally packing, MeasurePacking(args, pack_steps, {512, 1024, 2048, 4096}));
+  const std::vector<int64_t> pack_buckets = {512, 1024, 2048, 4096};
+  ASSIGN_OR_RETURN(PackingTally packing, MeasurePacking(args, pack_steps, pack_buckets));
 
   BenchReport report;
   report.config = {{"threads", threads},
@@ -274,6 +349,7 @@ absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
                    {"loss", "truncated_is (cap 2), token mean, grad clip 1, AdamW"},
                    {"mfu_formula", "6 * parameters * real_tokens_per_s / matmul_peak_flops"},
                    {"pack_steps", pack_steps},
+                   {"pack_buckets", pack_buckets},
                    {"model",
                     {{"vocab_size", m.vocab_size},
                      {"hidden_size", m.hidden_size},
@@ -286,6 +362,8 @@ absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
                                 {"seconds", fly_s},
                                 {"seconds_per_round", fly_runs},
                                 {"losses_first_round", fly_losses},
+                                {"first_step",
+                                 {{"loss", fly_first.loss}, {"grad_norm", fly_first.grad_norm}}},
                                 {"phase_seconds_per_step", PerStep(phases)}};
   report.results["packing"] = {{"padding_waste", packing.waste()},
                                {"distinct_shapes", packing.shapes.size()},
@@ -296,22 +374,45 @@ absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
                   {"flywheel LearnerStep", fmt::format("{:.0f}", fly_tps),
                    fmt::format("{:.3f}", fly_s)}};
   std::string summary = fmt::format("flywheel {:.0f} trained tok/s", fly_tps);
-  if (py.ran) {
-    const double py_s = Percentile(py_runs, 0.5);
-    const double py_tps = trained / py_s;
-    report.results["python"] = py.json;
-    report.results["python"]["tokens_per_s"] = py_tps;
-    report.results["python"]["seconds"] = py_s;
-    report.results["python"]["seconds_per_round"] = py_runs;
-    tps["python"] = py_tps;
-    report.ratios["ratio_vs_python"] = fly_tps / py_tps;
-    report.table.push_back(
-        {"python eager", fmt::format("{:.0f}", py_tps), fmt::format("{:.3f}", py_s)});
-    summary += fmt::format(", {:.2f}x python eager", fly_tps / py_tps);
+  if (!py_documents.seconds.empty()) {
+    const struct {
+      const PythonRun& run;
+      const char* key;    // results.<key>, tokens_per_s.<key>
+      const char* ratio;  // top-level ratio
+      const char* label;
+    } peers[] = {{py_documents, "python", "ratio_vs_python", "python eager, per document"},
+                 {py_dense, "python_dense", "ratio_vs_python_dense", "python eager, dense mask"}};
+    nlohmann::json agreement = nlohmann::json::object();
+    bool all_ok = true;
+    for (const auto& peer : peers) {
+      const double py_s = Percentile(peer.run.seconds, 0.5);
+      const double py_tps = trained / py_s;
+      nlohmann::json& r = report.results[peer.key];
+      r = peer.run.json;
+      r["tokens_per_s"] = py_tps;
+      r["seconds"] = py_s;
+      r["seconds_per_round"] = peer.run.seconds;
+      tps[peer.key] = py_tps;
+      report.ratios[peer.ratio] = fly_tps / py_tps;
+      agreement[peer.run.attention] = peer.run.Agreement();
+      all_ok = all_ok && peer.run.ok;
+      report.table.push_back({peer.label, fmt::format("{:.0f}", py_tps),
+                              fmt::format("{:.3f}", py_s)});
+    }
+    agreement["ok"] = all_ok;
+    report.ratios["agreement"] = agreement;
+    summary += fmt::format(", {:.2f}x python per document, {:.2f}x python dense",
+                           report.ratios["ratio_vs_python"].get<double>(),
+                           report.ratios["ratio_vs_python_dense"].get<double>());
+    summary += fmt::format(" (first step agrees: loss |diff| {:.1e}, grad norm |diff| {:.1e})",
+                           std::max(py_documents.loss_abs_diff, py_dense.loss_abs_diff),
+                           std::max(py_documents.grad_norm_abs_diff, py_dense.grad_norm_abs_diff));
   } else {
-    report.results["python"] = {{"skipped", py.skipped}};
+    report.results["python"] = {{"skipped", py_skipped}};
     report.ratios["ratio_vs_python"] = nullptr;
-    std::printf("%s\n", py.skipped.c_str());
+    report.ratios["ratio_vs_python_dense"] = nullptr;
+    report.ratios["agreement"] = nullptr;
+    std::printf("%s\n", py_skipped.c_str());
     summary += "; python skipped";
   }
   report.ratios["tokens_per_s"] = tps;
@@ -319,13 +420,13 @@ absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
   report.ratios["mfu"] = mfu;
   report.ratios["padding_waste"] = packing.waste();
   report.ratios["distinct_shapes"] = packing.shapes.size();
-  report.ratios["buckets"] = 4;
+  report.ratios["buckets"] = pack_buckets.size();
   report.ratios["training_padding_waste"] = packed.padding_waste();
   report.summary = fmt::format(
-      "{}; MFU {:.3f} of {:.1f} GFLOP/s peak; padding waste {:.4f}, {} shapes for 4 buckets "
+      "{}; MFU {:.3f} of {:.1f} GFLOP/s peak; padding waste {:.4f}, {} shapes for {} buckets "
       "over {} steps ({} threads, {} params)",
-      summary, mfu, peak_gflops, packing.waste(), packing.shapes.size(), pack_steps, threads,
-      model->NumParameters());
+      summary, mfu, peak_gflops, packing.waste(), packing.shapes.size(), pack_buckets.size(),
+      pack_steps, threads, model->NumParameters());
   return report;
 }
 

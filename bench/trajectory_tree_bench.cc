@@ -4,6 +4,12 @@
 // the same small transformer forward + backward of a PPO-clip contribution loss, alternating
 // over rounds; the same comparison again with at most J_max paths per execution.
 //
+// Each arm attends the way the learner trains that form: flat rows are documents back to back,
+// so they get the packed layout's per-document attention (PackedLayout's doc_lengths →
+// DocumentCausalAttention, what LearnerStep runs on packed rows); tree rows need the ancestor
+// mask (TreeLayout, dense [L, L] per row). With the dense mask on both, time_ratio also counted
+// the flat arm's wasted cross-document scores, not only the tokens a tree shares.
+//
 // Where the executions come from (`--param source=`):
 //   scripted  the harness with its scripted agent (expert plan + noise), seeds 1..N (default)
 //   training  a short tree-job training run (runtime/tree_job.h): imitation of the scripted
@@ -20,6 +26,7 @@
 
 #include "bench/registry.h"
 #include "flywheel/core/strings.h"
+#include "flywheel/model/attention_layout.h"
 #include "flywheel/model/transformer.h"
 #include "flywheel/runtime/tree_job.h"
 #include "flywheel/trajectory/call_log.h"
@@ -36,11 +43,64 @@ torch::Tensor PpoClip(const torch::Tensor& logp, const torch::Tensor& logmu,
   return -torch::min(ratio * adv, torch::clamp(ratio, 0.8, 1.2) * adv);
 }
 
+// The documents of each row of flat paths (PackFlatPaths: every path a run of tokens whose
+// parent is the column before, from a root): their lengths, as PackedLayout takes them.
+absl::StatusOr<std::vector<std::vector<int64_t>>> FlatDocuments(const PackedTrees& packed) {
+  std::vector<std::vector<int64_t>> docs(packed.rows);
+  for (int64_t r = 0; r < packed.rows; ++r) {
+    const std::vector<int64_t>& parents = packed.parents[r];
+    for (size_t c = 0; c < parents.size(); ++c) {
+      const auto col = static_cast<int64_t>(c);
+      if (parents[c] == -1) {
+        docs[r].push_back(1);
+      } else if (parents[c] == col - 1 && !docs[r].empty()) {
+        ++docs[r].back();
+      } else {
+        return absl::InvalidArgumentError(StrCat("bench trajectory-tree: flat row ", r, " column ",
+                                                 c, " has parent ", parents[c],
+                                                 ", not the column before: not a flat path"));
+      }
+    }
+  }
+  return docs;
+}
+
+// Tensors of a packed batch; for flat paths with the per-document layout (`documents` non-null).
+// The tree layout's mask and positions equal PackedLayout's for flat rows (CheckFlatLayout), so
+// only its documents are added: the forward then attends per document and ignores the mask.
+absl::StatusOr<TreeBatchTensors> BatchTensors(const PackedTrees& packed, bool per_document) {
+  absl::StatusOr<TreeBatchTensors> batch = ToTensors(packed);
+  if (!batch.ok() || !per_document) return batch;
+  absl::StatusOr<std::vector<std::vector<int64_t>>> docs = FlatDocuments(packed);
+  if (!docs.ok()) return docs.status();
+  batch->layout.doc_lengths = std::move(*docs);
+  return batch;
+}
+
+// Once per batch, outside the timing: the flat rows' tree layout is exactly PackedLayout of their
+// documents (same positions, same block-diagonal causal mask), so the per-document forward
+// computes the function the dense one does.
+absl::Status CheckFlatLayout(const PackedTrees& flat) {
+  absl::StatusOr<TreeBatchTensors> tree = ToTensors(flat);
+  if (!tree.ok()) return tree.status();
+  absl::StatusOr<std::vector<std::vector<int64_t>>> docs = FlatDocuments(flat);
+  if (!docs.ok()) return docs.status();
+  absl::StatusOr<AttentionLayout> packed = MakePackedLayout(*docs, flat.length);
+  if (!packed.ok()) return packed.status();
+  if (!torch::equal(packed->positions, tree->layout.positions) ||
+      !torch::equal(packed->allowed, tree->layout.allowed)) {
+    return absl::InternalError(
+        "bench trajectory-tree: the flat rows' tree layout differs from PackedLayout of their "
+        "documents; the per-document forward would train a different function");
+  }
+  return absl::OkStatus();
+}
+
 // One learner step on a packed batch: forward, loss, backward. Returns seconds.
-absl::StatusOr<double> Step(Transformer& model, const PackedTrees& packed) {
+absl::StatusOr<double> Step(Transformer& model, const PackedTrees& packed, bool per_document) {
   const auto start = std::chrono::steady_clock::now();
   model->zero_grad();
-  absl::StatusOr<TreeBatchTensors> batch = ToTensors(packed);
+  absl::StatusOr<TreeBatchTensors> batch = BatchTensors(packed, per_document);
   if (!batch.ok()) return batch.status();
   const torch::Tensor logits = model->forward(batch->tokens, batch->layout);
   const torch::Tensor logp = ContributionLogprobs(logits, *batch, SamplingParams{});
@@ -214,18 +274,20 @@ absl::StatusOr<BenchReport> RunTrajectoryTreeBench(const BenchArgs& args) {
     if (!tree.ok()) return tree.status();
     c.flat = std::move(*flat);
     c.tree = std::move(*tree);
-    // Warm-up of both, which also checks the exact gradients agree.
-    if (absl::StatusOr<double> s = Step(*model, c.flat); !s.ok()) return s.status();
+    if (absl::Status s = CheckFlatLayout(c.flat); !s.ok()) return s;
+    // Warm-up of both, which also checks the exact gradients agree (flat per document, tree
+    // through the dense ancestor mask: the same loss by two attention paths).
+    if (absl::StatusOr<double> s = Step(*model, c.flat, true); !s.ok()) return s.status();
     const std::vector<torch::Tensor> gf = Grads(*model);
-    if (absl::StatusOr<double> s = Step(*model, c.tree); !s.ok()) return s.status();
+    if (absl::StatusOr<double> s = Step(*model, c.tree, false); !s.ok()) return s.status();
     const std::vector<torch::Tensor> gt = Grads(*model);
     for (size_t i = 0; i < gf.size(); ++i) {
       grad_diff = std::max(grad_diff, (gf[i] - gt[i]).abs().max().item<double>());
     }
     for (int64_t r = 0; r < rounds; ++r) {  // alternate, so drift hits both alike
-      absl::StatusOr<double> f = Step(*model, c.flat);
+      absl::StatusOr<double> f = Step(*model, c.flat, true);
       if (!f.ok()) return f.status();
-      absl::StatusOr<double> t = Step(*model, c.tree);
+      absl::StatusOr<double> t = Step(*model, c.tree, false);
       if (!t.ok()) return t.status();
       c.flat_s += *f;
       c.tree_s += *t;
@@ -250,7 +312,9 @@ absl::StatusOr<BenchReport> RunTrajectoryTreeBench(const BenchArgs& args) {
       {"summarize_after_tokens", harness.summarize_after_tokens},
       {"noise", harness.noise},
       {"model", {{"vocab", mo.vocab_size}, {"hidden", mo.hidden_size}, {"layers", mo.num_layers}}},
-      {"loss", "PPO-clip (0.8, 1.2), exact weighting, token mean"}};
+      {"loss", "PPO-clip (0.8, 1.2), exact weighting, token mean"},
+      {"flat_attention", "per document (PackedLayout doc_lengths, DocumentCausalAttention)"},
+      {"tree_attention", "dense ancestor mask per row (TreeLayout)"}};
   const double n = static_cast<double>(static_cast<int64_t>(runs.size()) * rounds);
   report.table = {{"J_max", "tokens flat", "tokens tree", "rows flat/tree", "flat s/exec",
                    "tree s/exec", "time ratio", "best round"}};
