@@ -168,7 +168,8 @@ class FusedModel:
                                   w[a + "v_proj.weight"]]).contiguous(),
                 "o": w[a + "o_proj.weight"],
                 "ln2": w[p + "post_attention_layernorm.weight"],
-                "gate_up": torch.cat([w[m + "gate_proj.weight"], w[m + "up_proj.weight"]]).contiguous(),
+                "gate_up": torch.cat([w[m + "gate_proj.weight"],
+                                      w[m + "up_proj.weight"]]).contiguous(),
                 "down": w[m + "down_proj.weight"],
             })
         inv = cfg["rope_theta"] ** (-torch.arange(0, self.d, 2, dtype=torch.float32) / self.d)
@@ -231,7 +232,8 @@ class FusedModel:
         """Traces the decode step for batch b on a scratch cache of `length` positions: the graph
         writes the cache it is given in place and returns the logits."""
         k_cache, v_cache = self.new_cache(b, length)
-        example = (torch.zeros(b, 1, dtype=torch.int64), self.cos[:2], self.sin[:2], k_cache, v_cache)
+        example = (torch.zeros(b, 1, dtype=torch.int64), self.cos[:2], self.sin[:2], k_cache,
+                   v_cache)
         with warnings.catch_warnings():
             # The tracer warns that `l > 1` becomes a constant: it is meant to, the step is l == 1.
             warnings.simplefilter("ignore", torch.jit.TracerWarning)
