@@ -62,7 +62,7 @@ out=$("$FLYWHEEL" env play "$SOURCE/examples/guess.toml" --policy expert --episo
 grep -q "mean reward 1.900" <<<"$out" || fail "the guess expert did not solve every episode: $out"
 
 out=$("$FLYWHEEL" bench env_executor --quick --out "$TMP/e.json") || fail "bench env_executor failed: $out"
-check_json "$TMP/e.json" 'throughput_vs_blocking_pool>0'
+check_json "$TMP/e.json" 'throughput_vs_blocking_pool>0' 'throughput_vs_event_loop>0' 'results.*.mean_reward>0'
 
 out=$(cd "$SOURCE" && "$FLYWHEEL" env play examples/guess_process.toml --policy random --episodes 20) ||
   fail "env play of the process example failed: $out"
