@@ -30,6 +30,16 @@ extern char** environ;
 namespace flywheel {
 namespace {
 
+// Whether malloc is a sanitizer's (RSS and mallinfo2 then measure it, not the server).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitizerAllocator = true;
+#elif defined(__has_feature)
+constexpr bool kSanitizerAllocator =
+    __has_feature(address_sanitizer) || __has_feature(thread_sanitizer);
+#else
+constexpr bool kSanitizerAllocator = false;
+#endif
+
 using ::testing::HasSubstr;
 
 // VmRSS of this process.
@@ -461,8 +471,13 @@ TEST(BufferBoundsTest, ClientsThatNeverReadStayWithinTheStreamBoundAndAreCutOff)
   EXPECT_GE(Refused("idle") - idle_before, 1);
   EXPECT_GT(peak.load(), 0);
   EXPECT_LE(peak.load(), static_cast<double>(streams_bound));
-  EXPECT_LT(heap_rise, bound);
-  EXPECT_LT(rise, 2 * bound);  // RSS keeps what malloc freed but did not return
+  // Under a sanitizer the allocator is the sanitizer's: mallinfo2 does not move and freed memory
+  // waits in ASan's quarantine, so RSS measures the sanitizer, not the server (scripts/sanitize
+  // asan: a rise of 427 MiB against the bound of 288, with no live heap to count).
+  if (!kSanitizerAllocator) {
+    EXPECT_LT(heap_rise, bound);
+    EXPECT_LT(rise, 2 * bound);  // RSS keeps what malloc freed but did not return
+  }
   EXPECT_TRUE(WaitFor([&] { return held->value() == 0; }, absl::Seconds(5)));
 }
 
