@@ -96,15 +96,11 @@ absl::StatusOr<CaseResult> RunGrpc(const std::string& dir, const std::string& ba
                    BufferServer::Start(std::shared_ptr<Buffer>(std::move(buffer)), server_options));
   const int64_t per_producer = load.per_producer();
   const int64_t total = load.total();
-  std::atomic<bool> failed{false};
-  std::vector<double> latencies;
-  latencies.reserve(total);
-  const auto start = std::chrono::steady_clock::now();
-  const int64_t start_ns = NowNs();
+  RunRecord run(load);
   std::vector<std::thread> threads;
   for (int p = 0; p < load.producers; ++p) {
     threads.emplace_back([&, p] {
-      const Pacer pacer(load.offered_items_per_s / load.producers, start_ns);
+      const Pacer pacer = run.pacer();
       auto client = BufferClient::Connect(server->address()).value();
       auto context = client->NewContext();
       auto stream = client->stub().Insert(context.get());
@@ -114,7 +110,7 @@ absl::StatusOr<CaseResult> RunGrpc(const std::string& dir, const std::string& ba
         int64_t acked = 0;
         while (acked < per_producer && stream->Read(&response)) {
           for (const auto& ack : response.acks()) {
-            if (ack.code() != 0) failed = true;
+            if (ack.code() != 0) run.failed = true;
           }
           acked += response.acks_size();
           win.Release(response.acks_size());
@@ -151,12 +147,11 @@ absl::StatusOr<CaseResult> RunGrpc(const std::string& dir, const std::string& ba
     const int64_t now = NowNs();
     for (const auto& item : response.items()) {
       const std::string& wire = item.trajectories(0);
-      latencies.push_back(LatencyUs(wire.data(), wire.size(), now));
+      run.latencies_us.push_back(LatencyUs(wire.data(), wire.size(), now));
     }
     got += response.items_size();
   }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  run.stop();
   if (server->buffer().store() != nullptr) {
     const DurableStore& store = *server->buffer().store();
     std::printf("buffer bench: gRPC %lld items, %lld batches appended, %lld WAL syncs, "
@@ -168,10 +163,7 @@ absl::StatusOr<CaseResult> RunGrpc(const std::string& dir, const std::string& ba
   context->TryCancel();
   for (auto& t : threads) t.join();
   server->Shutdown();
-  if (failed || got < total) {
-    return absl::InternalError(StrCat("gRPC case: ", got, " of ", total, " items arrived"));
-  }
-  return Summarize(got, item_bytes, seconds, std::move(latencies));
+  return run.Finish("gRPC", got, item_bytes);
 }
 
 std::vector<std::string> Row(const std::string& name, const CaseResult& r,

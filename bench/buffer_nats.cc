@@ -153,24 +153,17 @@ absl::StatusOr<CaseResult> RunNatsJetStream(const std::string& dir, const std::s
   natsSubscription_SetPendingLimits(sub, -1, -1);
 
   const int64_t total = load.total();
-  std::atomic<bool> failed{false};
-  std::vector<double> latencies;
-  latencies.reserve(total);
-  const auto start = std::chrono::steady_clock::now();
-  const int64_t start_ns = NowNs();
+  RunRecord run(load);
   std::vector<std::thread> producers;
   for (int p = 0; p < load.producers; ++p) {
-    producers.emplace_back([&, p] {
-      Produce(url, p, base, load, Pacer(load.offered_items_per_s / load.producers, start_ns),
-              &failed);
-    });
+    producers.emplace_back([&, p] { Produce(url, p, base, load, run.pacer(), &run.failed); });
   }
   // Fetch takes what is stored at once (a no-wait request); only when the stream is drained does
   // it wait, and then for one message, so that a fetch neither blocks for a full batch nor
   // returns empty in a busy loop.
   int64_t got = 0;
   bool drained = false;
-  while (got < total && !failed) {
+  while (got < total && !run.failed) {
     natsMsgList list{};
     if (drained) {
       s = natsSubscription_Fetch(&list, sub, 1, 30000, &code);
@@ -193,22 +186,20 @@ absl::StatusOr<CaseResult> RunNatsJetStream(const std::string& dir, const std::s
     const int64_t now = NowNs();
     for (int i = 0; i < list.Count; ++i) {
       natsMsg* msg = list.Msgs[i];
-      latencies.push_back(LatencyUs(natsMsg_GetData(msg), natsMsg_GetDataLength(msg), now));
-      if (natsMsg_Ack(msg, nullptr) != NATS_OK) failed = true;
+      run.latencies_us.push_back(LatencyUs(natsMsg_GetData(msg), natsMsg_GetDataLength(msg), now));
+      if (natsMsg_Ack(msg, nullptr) != NATS_OK) run.failed = true;
     }
     got += list.Count;
     natsMsgList_Destroy(&list);
   }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  run.stop();
   for (auto& t : producers) t.join();
   natsSubscription_Destroy(sub);
-  if (failed || got < total) {
-    return absl::InternalError(
-        StrCat("NATS JetStream case: ", got, " of ", total, " items arrived",
-               s != NATS_OK ? StrCat(" (fetch: ", natsStatus_GetText(s), ")") : ""));
+  if (got < total && s != NATS_OK) {
+    return absl::InternalError(StrCat("NATS JetStream case: ", got, " of ", total,
+                                      " items arrived (fetch: ", natsStatus_GetText(s), ")"));
   }
-  return Summarize(got, item_bytes, seconds, std::move(latencies));
+  return run.Finish("NATS JetStream", got, item_bytes);
 }
 #endif  // FLYWHEEL_HAVE_NATS
 

@@ -43,6 +43,22 @@ CaseResult Summarize(int64_t items, int64_t item_bytes, double seconds,
   return r;
 }
 
+RunRecord::RunRecord(const BufferLoad& load)
+    : load_(load), start_(std::chrono::steady_clock::now()), start_ns_(NowNs()) {
+  latencies_us.reserve(load.total());
+}
+
+void RunRecord::stop() { seconds_ = SecondsSince(start_); }
+
+absl::StatusOr<CaseResult> RunRecord::Finish(const std::string& system, int64_t got,
+                                             int64_t item_bytes) {
+  if (failed || got < load_.total()) {
+    return absl::InternalError(
+        StrCat(system, " case: ", got, " of ", load_.total(), " items arrived"));
+  }
+  return Summarize(got, item_bytes, seconds_, std::move(latencies_us));
+}
+
 Pacer::Pacer(double items_per_s, int64_t start_ns)
     : interval_ns_(items_per_s > 0 ? 1e9 / items_per_s : 0), start_ns_(start_ns) {}
 

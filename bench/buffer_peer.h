@@ -5,6 +5,8 @@
 
 #include <sys/types.h>
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -67,6 +69,27 @@ class Pacer {
  private:
   double interval_ns_;
   int64_t start_ns_;
+};
+
+// One run's clocks and records, shared by its producers and consumer: start the producers with
+// pacer(), record each received item's latency, stop() when the consumer has all (before the
+// producers are joined), then Finish().
+class RunRecord {
+ public:
+  explicit RunRecord(const BufferLoad& load);
+  Pacer pacer() const { return Pacer(load_.offered_items_per_s / load_.producers, start_ns_); }
+  void stop();
+  // The run's figures, or an error naming `system` when an item is missing or anything failed.
+  absl::StatusOr<CaseResult> Finish(const std::string& system, int64_t got, int64_t item_bytes);
+
+  std::atomic<bool> failed{false};
+  std::vector<double> latencies_us;
+
+ private:
+  BufferLoad load_;
+  std::chrono::steady_clock::time_point start_;
+  int64_t start_ns_;
+  double seconds_ = 0;
 };
 
 // A bounded count of items in flight per producer stream (the pipelining window).

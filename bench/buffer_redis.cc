@@ -137,21 +137,15 @@ absl::StatusOr<CaseResult> RunRedisStreams(const std::string& dir, const std::st
   freeReplyObject(redisCommand(consumer.c, "XGROUP CREATE %s learners $ MKSTREAM", stream.c_str()));
 
   const int64_t total = load.total();
-  std::atomic<bool> failed{false};
-  std::vector<double> latencies;
-  latencies.reserve(total);
-  const auto start = std::chrono::steady_clock::now();
-  const int64_t start_ns = NowNs();
+  RunRecord run(load);
   std::vector<std::thread> producers;
   for (int p = 0; p < load.producers; ++p) {
-    producers.emplace_back([&, p] {
-      Produce(port, p, stream, base, load,
-              Pacer(load.offered_items_per_s / load.producers, start_ns), &failed);
-    });
+    producers.emplace_back(
+        [&, p] { Produce(port, p, stream, base, load, run.pacer(), &run.failed); });
   }
   int64_t got = 0;
   AppendRead(consumer.c, stream, load.batch);
-  while (got < total && !failed) {
+  while (got < total && !run.failed) {
     redisReply* reply = consumer.Read();
     if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY || reply->elements == 0) {
       if (reply) freeReplyObject(reply);
@@ -169,23 +163,19 @@ absl::StatusOr<CaseResult> RunRedisStreams(const std::string& dir, const std::st
     redisAppendCommandArgv(consumer.c, static_cast<int>(argv.size()), argv.data(), lens.data());
     got += static_cast<int64_t>(entries->elements);
     if (got < total) AppendRead(consumer.c, stream, load.batch);
-    if (!consumer.Flush()) failed = true;
+    if (!consumer.Flush()) run.failed = true;
     for (size_t i = 0; i < entries->elements; ++i) {
       redisReply* value = entries->element[i]->element[1]->element[1];
-      latencies.push_back(LatencyUs(value->str, value->len, now));
+      run.latencies_us.push_back(LatencyUs(value->str, value->len, now));
     }
     freeReplyObject(reply);
     redisReply* deleted = consumer.Read();  // the XDEL's count
-    if (deleted == nullptr || deleted->type != REDIS_REPLY_INTEGER) failed = true;
+    if (deleted == nullptr || deleted->type != REDIS_REPLY_INTEGER) run.failed = true;
     if (deleted) freeReplyObject(deleted);
   }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  run.stop();
   for (auto& t : producers) t.join();
-  if (failed || got < total) {
-    return absl::InternalError(StrCat("Redis case: ", got, " of ", total, " items arrived"));
-  }
-  return Summarize(got, item_bytes, seconds, std::move(latencies));
+  return run.Finish("Redis", got, item_bytes);
 }
 #endif  // FLYWHEEL_HAVE_HIREDIS
 

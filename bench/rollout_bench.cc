@@ -219,6 +219,28 @@ class PeerFiles {
 
 // `variant`: "traced" (fused projections, RoPE table, torch.jit.trace'd decode step: the
 // strongest peer) or "eager" (the plain eager implementation); see bench/rollout_python.py.
+// `batch` prompts of `prompt_len` random tokens, the same for a given model (seeded).
+void AddRandomPrompts(Setup& s, int64_t batch, int64_t prompt_len) {
+  std::mt19937_64 rng(7);
+  for (int64_t i = 0; i < batch; ++i) {
+    std::vector<int64_t> prompt(prompt_len);
+    for (auto& t : prompt) t = static_cast<int64_t>(rng() % s.model.vocab_size);
+    s.prompts.push_back(prompt);
+  }
+}
+
+// The engine's greedy tokens (top_k 1) for the first two prompts, `check` tokens each: what
+// both Python peers must reproduce to count as the same model.
+absl::StatusOr<std::vector<std::vector<int64_t>>> GreedyReference(const Setup& s, int64_t check) {
+  std::vector<std::vector<int64_t>> greedy;
+  SamplingParams greedy_params;
+  greedy_params.top_k = 1;
+  Setup two = s;
+  two.prompts.resize(std::min<size_t>(2, s.prompts.size()));
+  RETURN_IF_ERROR(RunEngine(two, greedy_params, check, &greedy).status());
+  return greedy;
+}
+
 absl::StatusOr<PythonResult> RunPython(const Setup& s, const BenchArgs& args, int64_t check,
                                        const PeerFiles& files, const std::string& variant,
                                        const std::string& environment = "") {
@@ -317,22 +339,10 @@ absl::StatusOr<nlohmann::json> RunSweepCase(const BenchArgs& args, const SweepCa
   (void)SetBlasThreads(static_cast<int>(s.threads));  // no-op where the BLAS is not OpenBLAS
   ASSIGN_OR_RETURN(Transformer model, MakeTransformer(s.model));
   ASSIGN_OR_RETURN(s.snapshot, MakeSnapshot(model, 1));
-  std::mt19937_64 rng(7);
-  for (int64_t i = 0; i < batch; ++i) {
-    std::vector<int64_t> prompt(prompt_len);
-    for (auto& t : prompt) t = static_cast<int64_t>(rng() % vocab);
-    s.prompts.push_back(prompt);
-  }
+  AddRandomPrompts(s, batch, prompt_len);
   const int64_t generated = batch * s.new_tokens;
   const int64_t check = std::min<int64_t>(8, s.new_tokens);
-  std::vector<std::vector<int64_t>> greedy;
-  SamplingParams greedy_params;
-  greedy_params.top_k = 1;
-  {
-    Setup two = s;
-    two.prompts.resize(std::min<int64_t>(2, batch));
-    RETURN_IF_ERROR(RunEngine(two, greedy_params, check, &greedy).status());
-  }
+  ASSIGN_OR_RETURN(const std::vector<std::vector<int64_t>> greedy, GreedyReference(s, check));
   // Warm-up, with the default backend `auto`; the timed rounds then run the backend it chose.
   // Its choice is a one-time cost of an engine's life (a prefill and 8 decode steps on each
   // backend) that a long-lived engine amortises but a 32-token round of a large model does not
@@ -539,24 +549,12 @@ absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args) {
   (void)SetBlasThreads(static_cast<int>(s.threads));  // no-op where the BLAS is not OpenBLAS
   ASSIGN_OR_RETURN(Transformer model, MakeTransformer(s.model));
   ASSIGN_OR_RETURN(s.snapshot, MakeSnapshot(model, 1));
-  std::mt19937_64 rng(7);
-  for (int64_t i = 0; i < batch; ++i) {
-    std::vector<int64_t> prompt(prompt_len);
-    for (auto& t : prompt) t = static_cast<int64_t>(rng() % s.model.vocab_size);
-    s.prompts.push_back(prompt);
-  }
+  AddRandomPrompts(s, batch, prompt_len);
   const int64_t generated = batch * s.new_tokens;
 
   // (a) engine, after a short warm-up; greedy tokens for the Python cross-check.
   const int64_t check = std::min<int64_t>(8, s.new_tokens);
-  std::vector<std::vector<int64_t>> greedy;
-  SamplingParams greedy_params;
-  greedy_params.top_k = 1;
-  {
-    Setup two = s;
-    two.prompts.resize(std::min<int64_t>(2, batch));
-    RETURN_IF_ERROR(RunEngine(two, greedy_params, check, &greedy).status());
-  }
+  ASSIGN_OR_RETURN(const std::vector<std::vector<int64_t>> greedy, GreedyReference(s, check));
   const bool run_torch = args.GetString("torch_backend", "on") != "off";
   std::vector<int64_t> targets = simd::SupportedTargets();
   if (args.GetString("targets", "all") == "best") targets.resize(1);
