@@ -5,6 +5,8 @@
 #include "flywheel/buffer/client.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
+#include "flywheel/model/torch_status.h"
+#include "flywheel/model/transformer.h"
 #include "flywheel/rpc/auth.h"
 #include "flywheel/weights/snapshot_stream.h"
 
@@ -59,6 +61,7 @@ absl::StatusOr<FetchedWeights> WeightsClient::Fetch(int64_t have_version,
   auto reader = stub_->FetchWeights(&context, request);
   FetchedWeights fetched;
   WeightsAssembler assembler;
+  Transformer model{nullptr};
   v1::WeightsChunk chunk;
   absl::Status stream_error = absl::OkStatus();
   bool up_to_date = false;
@@ -68,11 +71,26 @@ absl::StatusOr<FetchedWeights> WeightsClient::Fetch(int64_t have_version,
       fetched.latest_version = chunk.version();
       continue;
     }
+    // The model the snapshot will be built into, built before the first chunk is taken apart:
+    // its parameters are what the manifest must list before the assembler allocates.
+    if (stream_error.ok() && !model) {
+      stream_error = TorchCall(StrCat("weights from ", address_, ": build the model"),
+                               [&] { model = Transformer(options); });
+      if (stream_error.ok()) {
+        absl::StatusOr<std::vector<WeightsTensorSpec>> specs = ParameterSpecs(model);
+        if (specs.ok()) assembler.Expect(*std::move(specs));
+        stream_error = specs.status();
+      }
+    }
     if (stream_error.ok()) stream_error = assembler.Add(chunk);
     if (!stream_error.ok()) context.TryCancel();  // read what is left, then Finish
   }
   const grpc::Status finished = reader->Finish();
   const std::string what = StrCat("weights service at ", address_, ": fetch");
+  // A manifest for another model is the configs' mismatch, not a damaged stream.
+  if (stream_error.code() == absl::StatusCode::kInvalidArgument) {
+    return Annotate(stream_error, what);
+  }
   if (!stream_error.ok()) return absl::DataLossError(StrCat(what, ": ", stream_error.message()));
   RETURN_IF_ERROR(FromGrpc(finished, what));
   if (up_to_date) return fetched;
@@ -81,7 +99,8 @@ absl::StatusOr<FetchedWeights> WeightsClient::Fetch(int64_t have_version,
   fetched.latest_version = assembler.version();
   fetched.bytes = assembler.bytes_received();
   fetched.chunks = assembler.chunks();
-  ASSIGN_OR_RETURN(fetched.snapshot, SnapshotFromTensors(options, assembler.version(), *tensors));
+  ASSIGN_OR_RETURN(fetched.snapshot,
+                   SnapshotFromTensors(std::move(model), assembler.version(), *tensors));
   return fetched;
 }
 

@@ -109,11 +109,42 @@ absl::Status WeightsAssembler::AllocateTensors() {
   return absl::OkStatus();
 }
 
+absl::Status WeightsAssembler::CheckExpected() const {
+  if (!expected_.has_value()) return absl::OkStatus();
+  std::unordered_map<std::string, const WeightsTensorSpec*> expected;
+  for (const WeightsTensorSpec& spec : *expected_) expected.emplace(spec.name, &spec);
+  const std::string version = StrCat("weights version ", checker_.version());
+  for (const WeightsTensorSpec& got : checker_.manifest()) {
+    const std::string where = StrCat(version, ", tensor ", got.name);
+    auto it = expected.find(got.name);
+    if (it == expected.end()) {
+      return absl::InvalidArgumentError(
+          StrCat(where, ": this model has no such parameter (the learner's [model] differs)"));
+    }
+    const WeightsTensorSpec& want = *it->second;
+    if (got.shape != want.shape || got.dtype != want.dtype) {
+      return absl::InvalidArgumentError(
+          StrCat(where, ": ", got.dtype, " ", ShapeString(got.shape), " but this model holds ",
+                 want.dtype, " ", ShapeString(want.shape), " (check [model] in both configs)"));
+    }
+    expected.erase(it);  // a name listed twice is then "no such parameter"
+  }
+  if (!expected.empty()) {
+    return absl::InvalidArgumentError(
+        StrCat(version, ", tensor ", expected.begin()->first,
+               ": missing (the learner's [model] differs from this process's)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status WeightsAssembler::Add(const v1::WeightsChunk& chunk) {
   const bool first = !checker_.started();
   ChunkPlacement placement;
   RETURN_IF_ERROR(checker_.Add(chunk, &placement));
-  if (first) RETURN_IF_ERROR(AllocateTensors());
+  if (first) {
+    RETURN_IF_ERROR(CheckExpected());
+    RETURN_IF_ERROR(AllocateTensors());
+  }
   if (placement.size > 0) {
     std::memcpy(static_cast<char*>(tensors_[placement.tensor].second.data_ptr()) +
                     placement.offset,
@@ -129,8 +160,29 @@ absl::StatusOr<NamedTensors> WeightsAssembler::Finish() {
   return std::move(tensors_);
 }
 
+absl::StatusOr<std::vector<WeightsTensorSpec>> ParameterSpecs(const Transformer& model) {
+  std::vector<WeightsTensorSpec> specs;
+  for (const auto& item : model->named_parameters()) {
+    WeightsTensorSpec spec;
+    spec.name = item.key();
+    ASSIGN_OR_RETURN(spec.dtype, DtypeName(item.value().scalar_type()));
+    spec.shape = item.value().sizes().vec();
+    spec.byte_size = static_cast<int64_t>(item.value().nbytes());
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
 absl::StatusOr<std::shared_ptr<const WeightSnapshot>> SnapshotFromTensors(
     const ModelOptions& options, int64_t version, const NamedTensors& tensors) {
+  Transformer model{nullptr};
+  RETURN_IF_ERROR(TorchCall(StrCat("weights version ", version, ": build the model"),
+                            [&] { model = Transformer(options); }));
+  return SnapshotFromTensors(std::move(model), version, tensors);
+}
+
+absl::StatusOr<std::shared_ptr<const WeightSnapshot>> SnapshotFromTensors(
+    Transformer model, int64_t version, const NamedTensors& tensors) {
   std::unordered_map<std::string, const torch::Tensor*> by_name;
   for (const auto& [name, tensor] : tensors) {
     if (!by_name.emplace(name, &tensor).second) {
@@ -141,8 +193,8 @@ absl::StatusOr<std::shared_ptr<const WeightSnapshot>> SnapshotFromTensors(
   auto snapshot = std::make_shared<WeightSnapshot>();
   snapshot->version = version;
   absl::Status checked = absl::OkStatus();
-  RETURN_IF_ERROR(TorchCall(StrCat("weights version ", version, ": build the model"), [&] {
-    snapshot->model = Transformer(options);
+  snapshot->model = std::move(model);
+  RETURN_IF_ERROR(TorchCall(StrCat("weights version ", version, ": load the tensors"), [&] {
     torch::NoGradGuard no_grad;
     size_t matched = 0;
     for (auto& item : snapshot->model->named_parameters()) {

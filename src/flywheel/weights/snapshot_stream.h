@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,12 @@ bool ChunkTensors(int64_t version, const NamedTensors& tensors, int64_t max_chun
 // manifest's tensors and copies each chunk's bytes where the checker placed them.
 class WeightsAssembler {
  public:
+  // The tensors the receiving model holds (ParameterSpecs). Once set, a manifest that names
+  // another tensor, another shape or dtype, or leaves one out is refused before anything is
+  // allocated: the manifest comes from the network, and without this only the checker's
+  // per-tensor bound (kMaxWeightsTensorElements) stands between it and a terabyte allocation.
+  void Expect(std::vector<WeightsTensorSpec> specs) { expected_ = std::move(specs); }
+
   absl::Status Add(const v1::WeightsChunk& chunk);
   // The tensors, once the chunk marked last has arrived and every byte is there.
   absl::StatusOr<NamedTensors> Finish();
@@ -60,17 +67,26 @@ class WeightsAssembler {
  private:
   // An empty tensor per manifest entry, once the first chunk was accepted.
   absl::Status AllocateTensors();
+  // The manifest against expected_, when set.
+  absl::Status CheckExpected() const;
 
   WeightsChunkChecker checker_;
+  std::optional<std::vector<WeightsTensorSpec>> expected_;
   NamedTensors tensors_;
   bool finished_ = false;
 };
+
+// Name, dtype, shape and bytes of each of `model`'s parameters, as a manifest lists them.
+absl::StatusOr<std::vector<WeightsTensorSpec>> ParameterSpecs(const Transformer& model);
 
 // A snapshot of a model built from `options` holding exactly `tensors` as its parameters. A
 // missing or unexpected tensor, or one whose shape or dtype differs from the model's, is an
 // error naming it (the learner and the actor were started with different [model] configs).
 absl::StatusOr<std::shared_ptr<const WeightSnapshot>> SnapshotFromTensors(
     const ModelOptions& options, int64_t version, const NamedTensors& tensors);
+// The same into `model`, freshly built from the options (its parameters are overwritten).
+absl::StatusOr<std::shared_ptr<const WeightSnapshot>> SnapshotFromTensors(
+    Transformer model, int64_t version, const NamedTensors& tensors);
 
 }  // namespace flywheel
 

@@ -71,6 +71,67 @@ TEST(SnapshotStreamTest, ChunksAreBoundedAndReassembleBitExact) {
   EXPECT_EQ((*snapshot)->version, 5);
 }
 
+// What a process expects: the parameters of its own model.
+std::vector<WeightsTensorSpec> TinySpecs() {
+  auto model = MakeTransformer(TinyModel());
+  EXPECT_TRUE(model.ok()) << model.status();
+  auto specs = ParameterSpecs(*model);
+  EXPECT_TRUE(specs.ok()) << specs.status();
+  return *specs;
+}
+
+TEST(SnapshotStreamTest, ExpectedManifestAcceptsTheSameModel) {
+  WeightsAssembler assembler;
+  assembler.Expect(TinySpecs());
+  ASSERT_TRUE(Feed(Chunks(TinyTensors(), 256), assembler).ok());
+}
+
+TEST(SnapshotStreamTest, ManifestForAnotherModelIsRefusedBeforeAllocating) {
+  std::vector<v1::WeightsChunk> chunks = Chunks(TinyTensors(), 256);
+  // A manifest that declares the embedding as 2^20 x 2^20 float32 (4 TiB, within the checker's
+  // per-tensor bound): allocating it would end the process; it must be refused by name first.
+  v1::WeightsChunk& first = chunks.front();
+  for (auto& info : *first.mutable_manifest()) {
+    if (info.name() != "model.embed_tokens.weight") continue;
+    info.clear_shape();
+    info.add_shape(int64_t{1} << 20);
+    info.add_shape(int64_t{1} << 20);
+    info.set_byte_size((int64_t{1} << 40) * 4);
+  }
+  WeightsAssembler assembler;
+  assembler.Expect(TinySpecs());
+  const absl::Status status = assembler.Add(first);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find("model.embed_tokens.weight: F32 [1048576, 1048576] but this "
+                                  "model holds F32 ["),
+            absl::string_view::npos)
+      << status;
+}
+
+TEST(SnapshotStreamTest, ExpectedManifestNamesAMissingOrForeignTensor) {
+  NamedTensors tensors = TinyTensors();
+  {
+    NamedTensors fewer(tensors.begin(), tensors.end() - 1);
+    WeightsAssembler assembler;
+    assembler.Expect(TinySpecs());
+    const absl::Status status = Feed(Chunks(fewer, 256), assembler);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_NE(status.message().find(tensors.back().first + ": missing"), absl::string_view::npos)
+        << status;
+  }
+  {
+    NamedTensors renamed = tensors;
+    renamed[0].first = "model.layers.99.mlp.up_proj.weight";
+    WeightsAssembler assembler;
+    assembler.Expect(TinySpecs());
+    const absl::Status status = Feed(Chunks(renamed, 256), assembler);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_NE(status.message().find("layers.99.mlp.up_proj.weight: this model has no such"),
+              absl::string_view::npos)
+        << status;
+  }
+}
+
 TEST(SnapshotStreamTest, TruncatedStreamNamesTheIncompleteTensor) {
   const std::vector<v1::WeightsChunk> chunks = Chunks(TinyTensors(), 256);
   std::vector<v1::WeightsChunk> cut(chunks.begin(), chunks.begin() + chunks.size() / 2);
