@@ -267,6 +267,9 @@ int RunClientProcess(const std::string& kind, const std::string& address, int n,
     writers.emplace_back([&, t] {
       grpc::ClientContext context;
       context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+      // A connection attempt that fails once under load (seen: UNAVAILABLE, "failed to connect
+      // to all addresses") is retried: the test is about streams that connect and never read.
+      context.set_wait_for_ready(true);
       auto stream = stubs[static_cast<size_t>(t)]->Insert(&context);
       for (int i = 0; i < 2000 && stream->Write(request); ++i) {
       }
@@ -274,9 +277,13 @@ int RunClientProcess(const std::string& kind, const std::string& address, int n,
       v1::InsertResponse response;
       while (stream->Read(&response)) {
       }
-      const grpc::StatusCode code = stream->Finish().error_code();
+      const grpc::Status status = stream->Finish();
+      const grpc::StatusCode code = status.error_code();
       if (code == grpc::StatusCode::CANCELLED || code == grpc::StatusCode::RESOURCE_EXHAUSTED) {
         ++ended;
+      } else {
+        std::fprintf(stderr, "never_read stream %d ended with code %d: %s\n", t,
+                     static_cast<int>(code), status.error_message().c_str());
       }
     });
   }
