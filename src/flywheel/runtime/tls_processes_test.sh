@@ -116,7 +116,9 @@ EMETRICS="$TMP/runs/tls-elastic/metrics.jsonl"
 [[ -f "$EMETRICS" && $(last_step "$EMETRICS") == 4 ]] || fail "the elastic run did not reach max_steps"
 wait_exit "$CELL_PID" 20
 [[ "$STATUS" == 0 ]] || fail "the cell over TLS did not exit 0 (status $STATUS)"
-grep -q '"event":"cell_placed"' "$TMP/runs/tls-elastic/scheduler.jsonl" ||
+# The cell's registration is its call over TLS; whether the core then placed it before its four
+# steps were done is a race with the core's own rollout, not a property of the transport.
+grep -q "registered with the core at $SCHEDULER" "$TMP/cell.log" ||
   fail "the cell never registered with the core over TLS"
 
 kill -TERM "$BUFFER_PID"
