@@ -739,15 +739,21 @@ absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args) {
                            engine_tps / torch_tps, min_vs_torch);
   }
   if (py.ran) {
+    // A peer's results: the last round's output, plus its medians and the greedy check.
+    auto record_peer = [&](const std::string& key, const nlohmann::json& out,
+                           const std::vector<double>& runs, const std::vector<double>& cpu) {
+      nlohmann::json& r = report.results[key];
+      r = out;
+      r["tokens_per_s"] = generated / Median(runs);
+      r["seconds"] = Median(runs);
+      r["seconds_per_round"] = runs;
+      r["greedy_matches_engine"] = out["greedy_tokens"] == nlohmann::json(greedy);
+      r["cpu_tokens_per_s"] = generated / Median(cpu);
+      r["cpu_seconds_per_round"] = cpu;
+      return r["greedy_matches_engine"].get<bool>();
+    };
     const double py_s = Median(python_runs);
-    const bool same = py.json["greedy_tokens"] == nlohmann::json(greedy);
-    report.results["python"] = py.json;  // the last round's output, plus:
-    report.results["python"]["tokens_per_s"] = py_tps;
-    report.results["python"]["seconds"] = py_s;
-    report.results["python"]["seconds_per_round"] = python_runs;
-    report.results["python"]["greedy_matches_engine"] = same;
-    report.results["python"]["cpu_tokens_per_s"] = generated / Median(python_cpu);
-    report.results["python"]["cpu_seconds_per_round"] = python_cpu;
+    const bool same = record_peer("python", py.json, python_runs, python_cpu);
     tps["python"] = py_tps;
     report.ratios["speedup_vs_python"] = engine_tps / py_tps;
     report.ratios["speedup_vs_python_per_target"] = vs_python;
@@ -763,14 +769,7 @@ absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args) {
     // before the traced peer existed).
     const double eager_s = Median(eager_runs);
     const double eager_tps = generated / eager_s;
-    const bool eager_same = py_eager.json["greedy_tokens"] == nlohmann::json(greedy);
-    report.results["python_eager"] = py_eager.json;
-    report.results["python_eager"]["tokens_per_s"] = eager_tps;
-    report.results["python_eager"]["seconds"] = eager_s;
-    report.results["python_eager"]["seconds_per_round"] = eager_runs;
-    report.results["python_eager"]["greedy_matches_engine"] = eager_same;
-    report.results["python_eager"]["cpu_tokens_per_s"] = generated / Median(eager_cpu);
-    report.results["python_eager"]["cpu_seconds_per_round"] = eager_cpu;
+    const bool eager_same = record_peer("python_eager", py_eager.json, eager_runs, eager_cpu);
     tps["python_eager"] = eager_tps;
     report.ratios["speedup_vs_python_eager"] = engine_tps / eager_tps;
     report.ratios["speedup_vs_python_eager_cpu_time"] =
