@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -57,6 +58,8 @@ absl::Status EmitReport(const std::string& bench, const BenchArgs& args, const B
 
 // Percentile of `samples` (q in [0, 1]); sorts a copy.
 double Percentile(std::vector<double> samples, double q);
+// Percentile(samples, 0.5): the figure reported over alternating rounds; 0 when empty.
+inline double Median(std::vector<double> samples) { return Percentile(std::move(samples), 0.5); }
 
 // Seconds of steady-clock time since `start`.
 double SecondsSince(std::chrono::steady_clock::time_point start);

@@ -176,8 +176,6 @@ std::vector<std::string> Row(const std::string& name, const CaseResult& r,
           ratio};
 }
 
-double Median(std::vector<double> v) { return v.empty() ? 0.0 : Percentile(std::move(v), 0.5); }
-
 // A network system of the comparison: how to run it on a load, or why it is skipped.
 struct NetworkSystem {
   std::string key;    // JSON key prefix: grpc_durable, redis, nats

@@ -129,13 +129,6 @@ absl::StatusOr<SideResult> RunSide(const ElasticSettings& s, const Side& side, i
   return r;
 }
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // Median time to target over rounds; a round that never reached it counts as
 // the wall budget (a lower bound on its time), and the result says how many reached it.
 struct Figures {

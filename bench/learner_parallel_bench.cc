@@ -328,8 +328,6 @@ double TheoryBytes(ShardingMode mode, const ParamBytes& p, int n, double k) {
   return 0;
 }
 
-double Median(std::vector<double> v) { return Percentile(std::move(v), 0.5); }
-
 // The figures of one side, from its timed steps.
 nlohmann::json SideJson(const Side& side, const GlobalBatches& global, const ParamBytes& p) {
   const double tps = static_cast<double>(global.total_real_tokens) / Median(side.round_seconds);

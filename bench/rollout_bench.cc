@@ -64,8 +64,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Median(std::vector<double> v) { return Percentile(std::move(v), 0.5); }
-
 struct Setup {
   ModelOptions model;
   std::shared_ptr<const WeightSnapshot> snapshot;
