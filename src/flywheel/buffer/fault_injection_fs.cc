@@ -153,6 +153,10 @@ void FaultInjectionFileSystem::CutPower() {
   power_off_ = true;
 }
 
+void FaultInjectionFileSystem::FreezeIo() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  io_mu_.Lock();  // never released: the process ends with its machine
+}
+
 void FaultInjectionFileSystem::RestorePower() {
   absl::MutexLock lock(&mu_);
   power_off_ = false;

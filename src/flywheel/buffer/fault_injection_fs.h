@@ -12,6 +12,10 @@
 //                       synced length, each file created (or renamed into place) since its
 //                       directory's last fsync removed
 //   RestorePower()      the machine is back; reopen the database on the same file system
+//   FreezeIo()          instead of CutPower, for a process that ends with its machine: every
+//                       later operation waits forever rather than failing (RocksDB's debug
+//                       builds abort on a write after a failed one, which a process whose
+//                       machine is off would never live to see); returns once none is in flight
 //
 // Faults that leave the machine running: SetDiskFull (appends fail with ENOSPC, as on a full
 // disk) and SetSyncFails (fsync fails with EIO). A rename that was not followed by an fsync of
@@ -48,6 +52,7 @@ class FaultInjectionFileSystem : public rocksdb::FileSystemWrapper {
   void CutPower();
   absl::Status DropUnsyncedData();
   void RestorePower();
+  void FreezeIo();
   void SetDiskFull(bool full);
   void SetSyncFails(bool fails);
 
