@@ -5,6 +5,7 @@
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/learner/advantages.h"
+#include "flywheel/model/placement.h"
 #include "flywheel/model/torch_status.h"
 #include "flywheel/trajectory/path_selection.h"
 #include "flywheel/trajectory/tree_training.h"
@@ -107,7 +108,12 @@ absl::StatusOr<TreeStepResult> TreeLearner::Train(const std::vector<Execution>& 
   const LossOptions& lo = options_.loss;
   RETURN_IF_ERROR(TorchCall("tree learner step: forward/backward", [&] {
     optimizer_.ZeroGrad();
-    const torch::Tensor logits = model_->forward(tensors.tokens, tensors.layout);
+    torch::Tensor logits;
+    {
+      AutocastScope autocast(model_->parameters().front().device(),
+                             ModelDtype(model_->options()));
+      logits = model_->forward(tensors.tokens, tensors.layout);
+    }
     const torch::Tensor logp = ContributionLogprobs(logits, tensors, options_.sampling);
     // Decoupled PPO: one step per batch, so π_prox is this forward, detached.
     const TokenLoss term = [&lo, imitation](const torch::Tensor& lp, const torch::Tensor& mu,

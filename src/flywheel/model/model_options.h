@@ -77,6 +77,12 @@ struct ModelOptions {
   bool attention_bias = false;  // bias on q/k/v projections (Qwen2); Llama has none
   bool qk_norm = false;  // RMSNorm over each query and key head before RoPE (Qwen3)
   int64_t seed = 0;      // initialisation seed
+  // Where the model computes (placement.h): "cpu", "cuda" (the current CUDA device) or "cuda:N".
+  std::string device = "cpu";
+  // The precision it computes in: "float32", or "bfloat16" — the learner then keeps float32
+  // master weights and optimiser state and runs its forward under autocast; the rollout engine
+  // decodes with bfloat16 copies of the weights and a bfloat16 KV cache.
+  std::string dtype = "float32";
 
   template <typename V>
   void VisitFields(V& v) {
@@ -97,6 +103,9 @@ struct ModelOptions {
     v.Field("attention_bias", attention_bias, "bias on q/k/v projections (Qwen2 style)");
     v.Field("qk_norm", qk_norm, "RMSNorm over each query and key head before RoPE (Qwen3 style)");
     v.Field("seed", seed, "initialisation seed");
+    v.Field("device", device, "cpu | cuda | cuda:N (a CUDA build of LibTorch and a GPU)");
+    v.Field("dtype", dtype,
+            "float32 | bfloat16 (float32 master weights; bfloat16 matmuls and KV cache)");
     v.Section("rope_scaling", rope_scaling);
   }
 
@@ -124,6 +133,16 @@ struct ModelOptions {
       return absl::InvalidArgumentError(
           StrCat("model.head_dim (", HeadDim(),
                  ", or hidden_size / num_heads) must be even (rotary embeddings rotate pairs)"));
+    }
+    if (device != "cpu" && device != "cuda" &&
+        !(device.starts_with("cuda:") && device.size() > 5 &&
+          device.find_first_not_of("0123456789", 5) == std::string::npos)) {
+      return absl::InvalidArgumentError(
+          StrCat("model.device = \"", device, "\": use \"cpu\", \"cuda\" or \"cuda:N\""));
+    }
+    if (dtype != "float32" && dtype != "bfloat16") {
+      return absl::InvalidArgumentError(
+          StrCat("model.dtype = \"", dtype, "\": use \"float32\" or \"bfloat16\""));
     }
     if (num_heads % num_kv_heads != 0) {
       return absl::InvalidArgumentError(StrCat("model.num_heads (", num_heads,

@@ -25,9 +25,10 @@ struct WeightSnapshot {
   std::shared_ptr<const CpuDecoderWeights> cpu_weights;
 };
 
-// Deep-copies `model`'s parameters (on `model`'s device) into a new snapshot tagged `version`,
-// with projections fused for decoding (FuseProjectionsForInference) and, for float32 weights on
-// the CPU, the CPU decoder's copy (cpu_weights).
+// Deep-copies `model`'s parameters into a new snapshot tagged `version`, on model.device in
+// model.dtype (placement.h: bfloat16 copies of float32 master weights), with projections fused
+// for decoding (FuseProjectionsForInference) and, for float32 weights on the CPU, the CPU
+// decoder's copy (cpu_weights).
 absl::StatusOr<std::shared_ptr<const WeightSnapshot>> MakeSnapshot(const Transformer& model,
                                                                    int64_t version);
 

@@ -1,7 +1,9 @@
 #include "flywheel/runtime/embedded_job.h"
 
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -110,6 +112,36 @@ TEST(EmbeddedJobTest, ResumeWithoutACheckpointIsAClearError) {
   ASSERT_FALSE(resumed.ok());
   EXPECT_NE(resumed.status().message().find("no complete checkpoint"), std::string::npos)
       << resumed.status();
+}
+
+TEST(EmbeddedJobTest, BfloatSixteenTrainsAndDecodes) {
+  // Learner under bfloat16 autocast with float32 master weights, actors on bfloat16 snapshots
+  // (the LibTorch decode path with a bfloat16 KV cache), checkpoints of the float32 weights.
+  const JobConfig config =
+      Load("bf16", {"model.dtype=\"bfloat16\"", "run.max_steps=3", "learner.checkpoint_every=3"});
+  absl::StatusOr<EmbeddedJobResult> result = RunEmbeddedJob(config, Quiet());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->final_step, 3);
+  for (const nlohmann::json& m : ReadMetrics(config)) {
+    EXPECT_TRUE(std::isfinite(m["loss"].get<double>())) << m;
+    EXPECT_GT(m["trajectories"].get<int64_t>(), 0) << m;
+  }
+  // The checkpoint resumes into the same job.
+  JobConfig more = config;
+  more.run.max_steps = 4;
+  absl::StatusOr<EmbeddedJobResult> resumed = RunEmbeddedJob(more, Quiet(true));
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->final_step, 4);
+}
+
+TEST(EmbeddedJobTest, AGpuDeviceWithoutOneIsAClearError) {
+  if (torch::cuda::is_available()) GTEST_SKIP() << "this machine has a GPU";
+  const JobConfig config = Load("cuda", {"model.device=\"cuda\"", "run.max_steps=1"});
+  absl::StatusOr<EmbeddedJobResult> result = RunEmbeddedJob(config, Quiet());
+  ASSERT_FALSE(result.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(result.status())) << result.status();
+  EXPECT_NE(result.status().message().find("model.device = \"cuda\""), std::string::npos)
+      << result.status();
 }
 
 TEST(EmbeddedJobTest, BadInputGivesClearErrors) {

@@ -60,6 +60,14 @@ absl::Status JobConfig::Validate() const {
                " with tree.enabled: the tree job trains on one learner rank; set "
                "learner.world_size = 1"));
   }
+  if (model.dtype != "float32" && learner.sharding == ShardingMode::kFull) {
+    // Its backward re-runs each gathered layer outside the forward's autocast, in float32: the
+    // gradient would not be the bfloat16 forward's.
+    return absl::InvalidArgumentError(
+        StrCat("model.dtype = \"", model.dtype,
+               "\" with learner.sharding = \"full\" is not supported; use learner.sharding = "
+               "\"none\" or model.dtype = \"float32\""));
+  }
   if (env.kind == EnvKind::kCopy) RETURN_IF_ERROR(ValidateCopyLengths(*this));
   if (learner.tensor_parallel > 1) {
     // The tensor-parallel mesh (learner/tensor_parallel.h) trains inside LearnerStep; the jobs

@@ -6,6 +6,8 @@
 #include "flywheel/core/strings.h"
 #include "flywheel/model/hf_config.h"
 #include "flywheel/model/hf_weights.h"
+#include "flywheel/model/placement.h"
+#include "flywheel/model/torch_status.h"
 
 namespace flywheel {
 
@@ -34,14 +36,26 @@ absl::StatusOr<ModelOptions> ResolveModelOptions(const JobConfig& config,
 }
 
 absl::StatusOr<Transformer> MakeInitialModel(const ModelOptions& options) {
-  if (options.path.empty()) return MakeTransformer(options);
-  HfWeightsSummary read;
-  absl::StatusOr<Transformer> model = LoadHfModel(options.path, options, &read);
-  if (!model.ok()) return Annotate(model.status(), StrCat("model.path = \"", options.path, "\""));
-  spdlog::info("model.path {}: {} parameters ({} tensors, {} MB) from {} file(s), stored as {}",
-               options.path, (*model)->NumParameters(), read.tensors, read.bytes >> 20,
-               read.files.size(),
-               read.dtype == torch::ScalarType::Undefined ? "mixed dtypes" : HfDtypeName(read.dtype));
+  // Checked first: a model that cannot go where it is asked to is not worth loading.
+  ASSIGN_OR_RETURN(const torch::Device device, ModelDevice(options));
+  absl::StatusOr<Transformer> model;
+  if (options.path.empty()) {
+    model = MakeTransformer(options);
+  } else {
+    HfWeightsSummary read;
+    model = LoadHfModel(options.path, options, &read);
+    if (!model.ok()) {
+      return Annotate(model.status(), StrCat("model.path = \"", options.path, "\""));
+    }
+    spdlog::info(
+        "model.path {}: {} parameters ({} tensors, {} MB) from {} file(s), stored as {}",
+        options.path, (*model)->NumParameters(), read.tensors, read.bytes >> 20,
+        read.files.size(),
+        read.dtype == torch::ScalarType::Undefined ? "mixed dtypes" : HfDtypeName(read.dtype));
+  }
+  if (!model.ok() || device.is_cpu()) return model;
+  RETURN_IF_ERROR(TorchCall(StrCat("move the model to ", options.device),
+                            [&] { (*model)->to(device); }));
   return model;
 }
 

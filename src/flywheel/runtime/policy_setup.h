@@ -24,8 +24,9 @@ absl::StatusOr<ModelOptions> ResolveModelOptions(const JobConfig& config,
 
 // The model a job trains from, for resolved `options`: without model.path a new model initialised
 // from options.seed (MakeTransformer); with it, the directory's weights (LoadHfModel, float32
-// whatever the stored dtype, which is logged). Every place a job builds its initial model calls
-// this, so all ranks and cells start from the same weights.
+// whatever the stored dtype, which is logged), on model.device (float32 there too: the master
+// weights; placement.h). Every place a job builds its initial model calls this, so all ranks and
+// cells start from the same weights.
 absl::StatusOr<Transformer> MakeInitialModel(const ModelOptions& options);
 
 }  // namespace flywheel

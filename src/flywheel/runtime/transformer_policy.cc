@@ -2,14 +2,20 @@
 
 #include "flywheel/core/status_macros.h"
 #include "flywheel/model/attention_layout.h"
+#include "flywheel/model/placement.h"
 #include "flywheel/model/torch_status.h"
 
 namespace flywheel {
 
 PolicyForward TransformerPolicy(Transformer model) {
-  return [model](const PackedMicroBatch& mb) -> absl::StatusOr<torch::Tensor> {
+  const torch::ScalarType dtype = ModelDtype(model->options());
+  return [model, dtype](const PackedMicroBatch& mb) -> absl::StatusOr<torch::Tensor> {
     ASSIGN_OR_RETURN(AttentionLayout layout, MakePackedLayout(mb.doc_lengths, mb.length));
-    return TorchCallOr("policy forward", [&] { return model->forward(mb.tokens, layout); });
+    return TorchCallOr("policy forward", [&] {
+      // The parameters stay float32 (the master weights); bfloat16 is the forward's compute.
+      AutocastScope autocast(model->parameters().front().device(), dtype);
+      return model->forward(mb.tokens, layout);
+    });
   };
 }
 

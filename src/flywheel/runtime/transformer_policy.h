@@ -1,5 +1,5 @@
 // The policy forward every trainer of a job runs: the transformer over a packed micro-batch,
-// with the block-diagonal attention of its documents.
+// with the block-diagonal attention of its documents, in model.dtype (placement.h).
 #ifndef FLYWHEEL_RUNTIME_TRANSFORMER_POLICY_H_
 #define FLYWHEEL_RUNTIME_TRANSFORMER_POLICY_H_
 

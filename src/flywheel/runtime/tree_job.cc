@@ -54,6 +54,11 @@ absl::StatusOr<TreeJobResult> RunTreeJob(const JobConfig& config, const TreeJobR
                    MakeRepairHarnessTokenizer(harness.repair));
   ASSIGN_OR_RETURN(const ModelOptions model_options,
                    ResolveModelOptions(config, *tokenizer, "the repair harness tokenizer"));
+  if (model_options.device != "cpu") {
+    // Its tree tensors (prefix sharing, per-contribution weights) are built on the host.
+    return absl::UnimplementedError(StrCat("model.device = \"", model_options.device,
+                                           "\": the tree job trains on the CPU only"));
+  }
   ASSIGN_OR_RETURN(const BlasChoice blas,
                    ChooseBlasThreads(BlasRole::kEmbedded, config.run.blas_threads, model_options,
                                      config.learner.token_budget));

@@ -7,6 +7,7 @@
 
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
+#include "flywheel/model/placement.h"
 #include "flywheel/model/torch_status.h"
 
 namespace flywheel {
@@ -233,9 +234,15 @@ absl::StatusOr<std::shared_ptr<const WeightSnapshot>> SnapshotFromTensors(
         }
       }
     }
-    snapshot->model->FuseProjectionsForInference();
   }));
   RETURN_IF_ERROR(checked);
+  // Received as the learner's float32 master weights on the host; decoded where and in the
+  // precision this process's [model] says.
+  ASSIGN_OR_RETURN(const torch::Device device, ModelDevice(snapshot->model->options()));
+  RETURN_IF_ERROR(TorchCall(StrCat("weights version ", version, ": place on ", device.str()), [&] {
+    snapshot->model->to(device, ModelDtype(snapshot->model->options()));
+    snapshot->model->FuseProjectionsForInference();
+  }));
   return std::shared_ptr<const WeightSnapshot>(std::move(snapshot));
 }
 
