@@ -1,7 +1,15 @@
 #include "flywheel/model/document_attention.h"
 
+#include <torch/version.h>
+
 #include <algorithm>
 #include <limits>
+
+// LibTorch 2.1+ has scaled_dot_product_attention with an explicit scale: on CUDA it runs the
+// flash / memory-efficient kernels, which never materialise a document's [n, n] scores.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+#define FLYWHEEL_FUSED_ATTENTION 1
+#endif
 
 namespace flywheel {
 namespace {
@@ -51,17 +59,33 @@ torch::Tensor DocumentCausalAttention(const torch::Tensor& q, const torch::Tenso
   const torch::Tensor causal =
       torch::full({longest, longest}, -std::numeric_limits<float>::infinity(), q.options()).triu(1);
 
+  // The CPU path (and LibTorch 1.13's) is the one CI tests; the GPU build fuses on CUDA only.
+  bool fused = false;
+#ifdef FLYWHEEL_FUSED_ATTENTION
+  fused = q.is_cuda();
+#endif
   std::vector<torch::Tensor> pieces;
   for (int64_t b = 0; b < rows; ++b) {
     int64_t offset = b * length;
     for (int64_t n : doc_lengths[b]) {
       const torch::Tensor qd = qf.narrow(0, offset, n).transpose(0, 1);  // [H, n, D]
-      const torch::Tensor kd = RepeatKv(kf.narrow(0, offset, n).permute({1, 2, 0}), groups);
       const torch::Tensor vd = RepeatKv(vf.narrow(0, offset, n).transpose(0, 1), groups);
-      // scores = mask + scale · q kᵀ in one GEMM pass: [H, n, n].
-      const torch::Tensor scores =
-          torch::baddbmm(causal.narrow(0, 0, n).narrow(1, 0, n), qd, kd, 1.0, scale);
-      const torch::Tensor out = torch::bmm(torch::softmax(scores, -1), vd);  // [H, n, D]
+      torch::Tensor out;  // [H, n, D]
+      if (fused) {
+#ifdef FLYWHEEL_FUSED_ATTENTION
+        const torch::Tensor kd = RepeatKv(kf.narrow(0, offset, n).transpose(0, 1), groups);
+        out = at::scaled_dot_product_attention(qd.unsqueeze(0), kd.unsqueeze(0), vd.unsqueeze(0),
+                                               /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                               /*is_causal=*/true, scale)
+                  .squeeze(0);
+#endif
+      } else {
+        const torch::Tensor kd = RepeatKv(kf.narrow(0, offset, n).permute({1, 2, 0}), groups);
+        // scores = mask + scale · q kᵀ in one GEMM pass: [H, n, n].
+        const torch::Tensor scores =
+            torch::baddbmm(causal.narrow(0, 0, n).narrow(1, 0, n), qd, kd, 1.0, scale);
+        out = torch::bmm(torch::softmax(scores, -1), vd);
+      }
       pieces.push_back(out.transpose(0, 1).reshape({n, heads * dim}));
       offset += n;
     }
