@@ -20,8 +20,8 @@ namespace flywheel {
 
 // The key under which a torch::optim optimizer keeps a parameter's state (state()): the
 // TensorImpl's address as text ("0x…", c10::guts::to_string's spelling) in 1.13, the address
-// itself in 2.x, where c10::guts::to_string is gone. Taken from the map's own key type, so it
-// follows whichever LibTorch the build uses.
+// itself (void*) in 2.x. Taken from the map's own key type, so it follows whichever LibTorch the
+// build uses, and spelled without c10::guts, which 2.x is retiring.
 using OptimizerStateKey = typename std::remove_cvref_t<
     decltype(std::declval<const torch::optim::Optimizer&>().state())>::key_type;
 
