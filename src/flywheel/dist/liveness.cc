@@ -69,7 +69,7 @@ std::string Liveness::Key(int id) const { return StrCat(options_.key_prefix, id)
 absl::Status Liveness::Beat() {
   const std::string now = StrCat(absl::ToUnixMicros(absl::Now()));
   absl::Status s = TorchCall(StrCat("liveness: heartbeat of rank ", id_), [&] {
-    store_->set(Key(id_), {now.begin(), now.end()});
+    store_->set(Key(id_), std::vector<uint8_t>(now.begin(), now.end()));
   });
   if (s.ok()) beats_.fetch_add(1, std::memory_order_relaxed);
   absl::MutexLock lock(&mu_);

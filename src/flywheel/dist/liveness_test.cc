@@ -175,7 +175,7 @@ TEST(LivenessChild, AllReduceUntilAPeerDies) {
       die(explained);
     }
     if (t[0].item<float>() != static_cast<float>(world)) die(absl::InternalError("wrong sum"));
-    if (step == 20) (*rendezvous)->store()->set(StrCat("progress/", rank), {1});
+    if (step == 20) (*rendezvous)->store()->set(StrCat("progress/", rank), std::vector<uint8_t>{1});
   }
   die(absl::DeadlineExceededError("no peer died within 120 s"));
 }

@@ -85,7 +85,8 @@ absl::Status Membership::ProposeEpoch(int64_t epoch, const std::vector<int>& mem
   RETURN_IF_ERROR(TorchCall(StrCat("membership: proposing epoch ", epoch), [&] {
     // Set only if absent, atomically: the first proposal of an epoch is the one everybody sees.
     std::vector<uint8_t> value =
-        store_->compareSet(MembersKey(epoch), {}, {wanted.begin(), wanted.end()});
+        store_->compareSet(MembersKey(epoch), std::vector<uint8_t>(),
+                           std::vector<uint8_t>(wanted.begin(), wanted.end()));
     current.assign(value.begin(), value.end());
   }));
   if (current != wanted) {

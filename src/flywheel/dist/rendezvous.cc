@@ -42,7 +42,7 @@ absl::Status Abort(c10d::Store& store, const absl::Status& status) {
   const std::string value = StrCat(static_cast<int>(status.code()), "\n", status.message());
   // Best effort: the rank that fails reports its own error in any case.
   (void)TorchCall("rendezvous: publishing the error",
-                  [&] { store.compareSet(kErrorKey, {}, Bytes(value)); });
+                  [&] { store.compareSet(kErrorKey, std::vector<uint8_t>(), Bytes(value)); });
   return status;
 }
 

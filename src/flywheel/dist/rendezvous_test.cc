@@ -74,7 +74,7 @@ TEST(RendezvousTest, RanksJoinAndShareTheStore) {
   EXPECT_EQ((*joined[2])->rank(), 2);
   EXPECT_EQ((*joined[2])->world_size(), 3);
   EXPECT_EQ((*joined[0])->port(), port);
-  (*joined[1])->store()->set("from-1", {42});
+  (*joined[1])->store()->set("from-1", std::vector<uint8_t>{42});
   EXPECT_EQ((*joined[2])->store()->get("from-1"), std::vector<uint8_t>{42});
   auto second = (*joined[0])->Connect();
   ASSERT_TRUE(second.ok()) << second.status();

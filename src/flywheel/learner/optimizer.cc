@@ -4,6 +4,7 @@
 
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
+#include "flywheel/core/torch_compat.h"
 #include "flywheel/model/torch_status.h"
 
 namespace flywheel {
@@ -89,7 +90,7 @@ absl::StatusOr<OptimizerStepInfo> Optimizer::Step() {
 
 Optimizer::Moments Optimizer::MomentsOf(const torch::Tensor& parameter) const {
   const auto& state = adamw_->state();
-  auto it = state.find(c10::guts::to_string(parameter.unsafeGetTensorImpl()));
+  auto it = state.find(OptimizerStateKeyOf(parameter));
   if (it == state.end()) {
     return {torch::zeros_like(parameter), torch::zeros_like(parameter), 0};
   }
@@ -99,7 +100,7 @@ Optimizer::Moments Optimizer::MomentsOf(const torch::Tensor& parameter) const {
 
 int64_t Optimizer::StateBytes(const torch::Tensor& parameter) const {
   const auto& state = adamw_->state();
-  auto it = state.find(c10::guts::to_string(parameter.unsafeGetTensorImpl()));
+  auto it = state.find(OptimizerStateKeyOf(parameter));
   if (it == state.end()) return 0;
   const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
   int64_t bytes = 0;
@@ -116,7 +117,7 @@ void Optimizer::SetMoments(const torch::Tensor& parameter, Moments moments) {
       moments.exp_avg.detach().reshape(parameter.sizes()).clone(at::MemoryFormat::Contiguous));
   s->exp_avg_sq(
       moments.exp_avg_sq.detach().reshape(parameter.sizes()).clone(at::MemoryFormat::Contiguous));
-  adamw_->state()[c10::guts::to_string(parameter.unsafeGetTensorImpl())] = std::move(s);
+  adamw_->state()[OptimizerStateKeyOf(parameter)] = std::move(s);
 }
 
 absl::Status Optimizer::Save(torch::serialize::OutputArchive& archive) const {
