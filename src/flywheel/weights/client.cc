@@ -75,7 +75,7 @@ absl::StatusOr<FetchedWeights> WeightsClient::Fetch(int64_t have_version,
     // its parameters are what the manifest must list before the assembler allocates.
     if (stream_error.ok() && !model) {
       stream_error = TorchCall(StrCat("weights from ", address_, ": build the model"),
-                               [&] { model = Transformer(options); });
+                               [&] { model = ReceivingModel(options); });
       if (stream_error.ok()) {
         absl::StatusOr<std::vector<WeightsTensorSpec>> specs = ParameterSpecs(model);
         if (specs.ok()) assembler.Expect(*std::move(specs));

@@ -161,6 +161,12 @@ absl::StatusOr<NamedTensors> WeightsAssembler::Finish() {
   return std::move(tensors_);
 }
 
+Transformer ReceivingModel(const ModelOptions& options) {
+  Transformer model(options);
+  model->to(ModelDtype(options));
+  return model;
+}
+
 absl::StatusOr<std::vector<WeightsTensorSpec>> ParameterSpecs(const Transformer& model) {
   std::vector<WeightsTensorSpec> specs;
   for (const auto& item : model->named_parameters()) {
@@ -178,7 +184,7 @@ absl::StatusOr<std::shared_ptr<const WeightSnapshot>> SnapshotFromTensors(
     const ModelOptions& options, int64_t version, const NamedTensors& tensors) {
   Transformer model{nullptr};
   RETURN_IF_ERROR(TorchCall(StrCat("weights version ", version, ": build the model"),
-                            [&] { model = Transformer(options); }));
+                            [&] { model = ReceivingModel(options); }));
   return SnapshotFromTensors(std::move(model), version, tensors);
 }
 

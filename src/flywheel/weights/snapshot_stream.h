@@ -76,10 +76,15 @@ class WeightsAssembler {
   bool finished_ = false;
 };
 
+// The model weights streamed for `options` are received into: on the host, in model.dtype, as
+// the learner's snapshots are (so a learner and its actors agree on model.dtype, or the
+// manifest's dtypes are refused by name). Throws c10::Error as the Transformer constructor.
+Transformer ReceivingModel(const ModelOptions& options);
+
 // Name, dtype, shape and bytes of each of `model`'s parameters, as a manifest lists them.
 absl::StatusOr<std::vector<WeightsTensorSpec>> ParameterSpecs(const Transformer& model);
 
-// A snapshot of a model built from `options` holding exactly `tensors` as its parameters. A
+// A snapshot of ReceivingModel(options) holding exactly `tensors` as its parameters. A
 // missing or unexpected tensor, or one whose shape or dtype differs from the model's, is an
 // error naming it (the learner and the actor were started with different [model] configs).
 absl::StatusOr<std::shared_ptr<const WeightSnapshot>> SnapshotFromTensors(

@@ -80,6 +80,33 @@ std::vector<WeightsTensorSpec> TinySpecs() {
   return *specs;
 }
 
+TEST(SnapshotStreamTest, BfloatSixteenSnapshotsStreamAsBfloatSixteenAndOnlyToBfloatSixteen) {
+  ModelOptions options = TinyModel();
+  options.dtype = "bfloat16";
+  auto model = MakeTransformer(options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto sent = MakeSnapshot(*model, 5);
+  ASSERT_TRUE(sent.ok()) << sent.status();
+  auto tensors = SnapshotTensors(**sent);
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  auto specs = ParameterSpecs(ReceivingModel(options));
+  ASSERT_TRUE(specs.ok()) << specs.status();
+  WeightsAssembler assembler;
+  assembler.Expect(*specs);
+  ASSERT_TRUE(Feed(Chunks(*tensors, 256), assembler).ok());  // half the bytes of float32
+  auto received = SnapshotFromTensors(options, 5, *tensors);
+  ASSERT_TRUE(received.ok()) << received.status();
+  for (const auto& item : (*received)->model->named_parameters()) {
+    EXPECT_EQ(item.value().scalar_type(), torch::kBFloat16) << item.key();
+  }
+  // An actor configured for float32 refuses them by name.
+  WeightsAssembler float32;
+  float32.Expect(TinySpecs());
+  const absl::Status refused = Feed(Chunks(*tensors, 256), float32);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_NE(refused.message().find("BF16"), absl::string_view::npos) << refused;
+}
+
 TEST(SnapshotStreamTest, ExpectedManifestAcceptsTheSameModel) {
   WeightsAssembler assembler;
   assembler.Expect(TinySpecs());
