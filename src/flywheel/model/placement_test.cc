@@ -5,6 +5,7 @@
 #include <torch/cuda.h>
 
 #include "flywheel/model/attention_layout.h"
+#include "flywheel/model/test_util.h"
 #include "flywheel/model/transformer.h"
 #include "flywheel/model/weight_snapshot.h"
 
@@ -13,17 +14,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-ModelOptions Tiny() {
-  ModelOptions o;
-  o.vocab_size = 50;
-  o.hidden_size = 32;
-  o.num_layers = 2;
-  o.num_heads = 4;
-  o.num_kv_heads = 2;
-  o.intermediate_size = 48;
-  o.seed = 7;
-  return o;
-}
+ModelOptions Tiny() { return testing::TinyModelOptions(); }
 
 TEST(PlacementTest, DeviceAndDtypeNamesAreChecked) {
   for (const char* ok : {"cpu", "cuda", "cuda:0", "cuda:12"}) {
@@ -80,7 +71,7 @@ TEST(PlacementTest, BfloatSixteenForwardKeepsFloat32MasterWeightsAndGradients) {
   torch::manual_seed(1);
   auto model = MakeTransformer(Tiny());
   ASSERT_TRUE(model.ok()) << model.status();
-  const torch::Tensor tokens = torch::randint(0, 50, {2, 12});
+  const torch::Tensor tokens = torch::randint(0, 40, {2, 12});
   // Two rows of packed documents: the learner's document-attention path.
   const AttentionLayout layout = *MakePackedLayout({{5, 7}, {12}}, 12);
   const torch::Tensor exact = (*model)->forward(tokens, layout).detach();
@@ -117,7 +108,7 @@ TEST(PlacementTest, ABfloatSixteenSnapshotHoldsRoundedCopiesAndDecodesWithTorchO
     EXPECT_TRUE(torch::equal(item.value(), master[item.key()].to(torch::kBFloat16))) << item.key();
     EXPECT_EQ(master[item.key()].scalar_type(), torch::kFloat32) << item.key();
   }
-  const torch::Tensor tokens = torch::randint(0, 50, {1, 10});
+  const torch::Tensor tokens = torch::randint(0, 40, {1, 10});
   const AttentionLayout layout = *MakePackedLayout({{10}}, 10);
   torch::NoGradGuard no_grad;
   const torch::Tensor exact = (*model)->forward(tokens, layout);
