@@ -8,8 +8,10 @@
 #ifndef FLYWHEEL_CORE_TORCH_COMPAT_H_
 #define FLYWHEEL_CORE_TORCH_COMPAT_H_
 
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/optim/optimizer.h>
 #include <torch/types.h>
+#include <torch/version.h>
 
 #include <sstream>
 #include <string>
@@ -36,6 +38,16 @@ Key OptimizerStateKeyOf(const torch::Tensor& parameter) {
     return parameter.unsafeGetTensorImpl();
   }
 }
+
+// The c10d class a process group's implementation (Gloo, NCCL) derives from, whose virtual
+// collectives (allreduce, broadcast, allgather, alltoall_base, barrier) flywheel calls:
+// c10d::ProcessGroup in 1.13, c10d::Backend since 2.0 (ProcessGroup became a dispatcher over
+// backends).
+#if TORCH_VERSION_MAJOR >= 2
+using C10dBackend = c10d::Backend;
+#else
+using C10dBackend = c10d::ProcessGroup;
+#endif
 
 }  // namespace flywheel
 

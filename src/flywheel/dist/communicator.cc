@@ -1,6 +1,11 @@
 #include "flywheel/dist/communicator.h"
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#ifdef FLYWHEEL_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#include <torch/cuda.h>
+#endif
 
 #include <exception>
 #include <utility>
@@ -51,22 +56,46 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   if (options.threads < 1) {
     return absl::InvalidArgumentError(StrCat(options.name, ": threads must be >= 1"));
   }
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  c10::intrusive_ptr<C10dBackend> gloo;
   RETURN_IF_ERROR(TorchCall(
       StrCat(options.name, ": rank ", rank, " of ", size, ": joining the Gloo group"), [&] {
-        auto gloo = c10d::ProcessGroupGloo::Options::create(options.timeout);
-        gloo->devices.push_back(
+        auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
+        gloo_options->devices.push_back(
             c10d::ProcessGroupGloo::createDeviceForHostname(options.hostname));
-        gloo->threads = options.threads;
-        group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, gloo);
+        gloo_options->threads = options.threads;
+        gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, gloo_options);
       }));
+  c10::intrusive_ptr<C10dBackend> nccl;
+#ifdef FLYWHEEL_NCCL
+  // Made on every rank alike (each sees a GPU or none); NCCL's communicators themselves form at
+  // the first CUDA collective, which every rank issues in the same order. Its own keys in the
+  // store, apart from Gloo's.
+  if (torch::cuda::is_available() && size > 1) {
+    RETURN_IF_ERROR(TorchCall(
+        StrCat(options.name, ": rank ", rank, " of ", size, ": making the NCCL group"), [&] {
+          auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+          nccl_options->timeout = options.timeout;
+          nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+              c10::make_intrusive<c10d::PrefixStore>("nccl", store), rank, size, nccl_options);
+        }));
+  }
+#endif
   return std::unique_ptr<Communicator>(
-      new Communicator(std::move(group), rank, size, std::move(options)));
+      new Communicator(std::move(gloo), std::move(nccl), rank, size, std::move(options)));
 }
 
-Communicator::Communicator(c10::intrusive_ptr<c10d::ProcessGroupGloo> group, int rank, int size,
+Communicator::Communicator(c10::intrusive_ptr<C10dBackend> gloo,
+                           c10::intrusive_ptr<C10dBackend> nccl, int rank, int size,
                            CommunicatorOptions options)
-    : group_(std::move(group)), rank_(rank), size_(size), options_(std::move(options)) {}
+    : gloo_(std::move(gloo)),
+      nccl_(std::move(nccl)),
+      rank_(rank),
+      size_(size),
+      options_(std::move(options)) {}
+
+C10dBackend& Communicator::BackendFor(const torch::Tensor& t) const {
+  return t.is_cuda() && nccl_ ? *nccl_ : *gloo_;
+}
 
 Communicator::~Communicator() = default;
 
@@ -84,7 +113,7 @@ absl::StatusOr<PendingCollective> Communicator::AllReduceSum(torch::Tensor tenso
     c10d::AllreduceOptions opts;
     opts.reduceOp = c10d::ReduceOp::SUM;
     opts.timeout = options_.timeout;
-    work = group_->allreduce(tensors, opts);
+    work = BackendFor(tensor).allreduce(tensors, opts);
   }));
   Count(2.0 * (size_ - 1) / size_ * Bytes(tensor));
   return PendingCollective(std::move(work), what, options_.timeout);
@@ -106,7 +135,7 @@ absl::Status Communicator::AllReduceMax(torch::Tensor tensor) {
     c10d::AllreduceOptions opts;
     opts.reduceOp = c10d::ReduceOp::MAX;
     opts.timeout = options_.timeout;
-    work = group_->allreduce(tensors, opts);
+    work = BackendFor(tensor).allreduce(tensors, opts);
   }));
   Count(2.0 * (size_ - 1) / size_ * Bytes(tensor));
   return PendingCollective(std::move(work), what, options_.timeout).Wait();
@@ -125,7 +154,7 @@ absl::Status Communicator::Broadcast(torch::Tensor tensor, int root) {
     c10d::BroadcastOptions opts;
     opts.rootRank = root;
     opts.timeout = options_.timeout;
-    work = group_->broadcast(tensors, opts);
+    work = BackendFor(tensor).broadcast(tensors, opts);
   }));
   if (rank_ == root) Count(Bytes(tensor));
   return PendingCollective(std::move(work), what, options_.timeout).Wait();
@@ -151,7 +180,7 @@ absl::Status Communicator::AllGather(const torch::Tensor& shard, torch::Tensor f
     std::vector<at::Tensor> inputs{shard.view(-1)};
     c10d::AllgatherOptions opts;
     opts.timeout = options_.timeout;
-    work = group_->allgather(output_lists, inputs, opts);
+    work = BackendFor(shard).allgather(output_lists, inputs, opts);
   }));
   Count(static_cast<double>(size_ - 1) * Bytes(shard));
   return PendingCollective(std::move(work), what, options_.timeout).Wait();
@@ -179,7 +208,7 @@ absl::Status Communicator::ReduceScatterSum(const torch::Tensor& full, torch::Te
     c10d::AllToAllOptions opts;
     opts.timeout = options_.timeout;
     std::vector<int64_t> splits;  // empty = equal splits
-    work = group_->alltoall_base(received, input, splits, splits, opts);
+    work = BackendFor(full).alltoall_base(received, input, splits, splits, opts);
   }));
   Count(static_cast<double>(size_ - 1) * Bytes(shard));
   RETURN_IF_ERROR(PendingCollective(std::move(work), what, options_.timeout).Wait());
@@ -196,7 +225,7 @@ absl::Status Communicator::Barrier() {
   RETURN_IF_ERROR(TorchCall(what, [&] {
     c10d::BarrierOptions opts;
     opts.timeout = options_.timeout;
-    work = group_->barrier(opts);
+    work = gloo_->barrier(opts);
   }));
   return PendingCollective(std::move(work), what, options_.timeout).Wait();
 }

@@ -1,5 +1,7 @@
 // Collectives of one process group, on PyTorch's distributed engine (c10d): ProcessGroupGloo for
-// CPU tensors (NCCL for CUDA tensors joins here with the GPU build). Every call returns a Status
+// CPU tensors and, in a build whose LibTorch has c10d's NCCL (FLYWHEEL_NCCL) on a machine with a
+// GPU, ProcessGroupNCCL for CUDA tensors — each collective goes to the backend of its tensor's
+// device; without NCCL, Gloo takes CUDA tensors where it can. Every call returns a Status
 // that names the group, the collective and this rank; a collective that does not complete within
 // the group's timeout fails instead of hanging.
 //
@@ -35,9 +37,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace c10d {
-class ProcessGroupGloo;
-}
+#include "flywheel/core/torch_compat.h"
 
 namespace flywheel::dist {
 
@@ -103,14 +103,17 @@ class Communicator {
   std::string DebugString() const;
 
  private:
-  Communicator(c10::intrusive_ptr<c10d::ProcessGroupGloo> group, int rank, int size,
-               CommunicatorOptions options);
+  Communicator(c10::intrusive_ptr<C10dBackend> gloo, c10::intrusive_ptr<C10dBackend> nccl,
+               int rank, int size, CommunicatorOptions options);
   std::string What(const char* op) const;
+  // The backend for collectives on `t`: NCCL for a CUDA tensor when there is one, else Gloo.
+  C10dBackend& BackendFor(const torch::Tensor& t) const;
   void Count(double bytes) {
     bytes_sent_.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
   }
 
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
+  c10::intrusive_ptr<C10dBackend> gloo_;
+  c10::intrusive_ptr<C10dBackend> nccl_;  // null without FLYWHEEL_NCCL or a GPU
   int rank_;
   int size_;
   CommunicatorOptions options_;
