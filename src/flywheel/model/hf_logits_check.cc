@@ -1,7 +1,8 @@
 // Compares flywheel's logits for Hugging Face model directories with reference logits
 // (hf_parity.h): for each DIR, DIR.reference.json holds {"tokens": [...], "logits": [[...], ...]}.
-// Prints one JSON line per model; exits 1 when an error exceeds --tolerance (relative to the
-// reference's largest logit when --relative is given).
+// Prints one JSON line per model; exits 1 when an error or disagreement (packed, decode,
+// engine vs learner, packed vs single) exceeds --tolerance (times the reference's largest logit
+// when --relative is given).
 //
 //   hf_logits_check --device cuda --dtype bfloat16 --tolerance 1e-3 /tmp/parity/qwen3 ...
 //
@@ -57,13 +58,17 @@ int Main(int argc, char** argv) {
     }
     const double scale = relative ? parity->max_abs_logit : 1.0;
     const bool ok = tolerance <= 0 || (parity->packed_max_error <= tolerance * scale &&
-                                       parity->decode_max_error <= tolerance * scale);
+                                       parity->decode_max_error <= tolerance * scale &&
+                                       parity->engine_vs_learner_logprob <= tolerance * scale &&
+                                       parity->packed_vs_single <= tolerance * scale);
     within = within && ok;
     const nlohmann::json line = {{"model", dir},
                                  {"device", device},
                                  {"dtype", dtype},
                                  {"packed_max_error", parity->packed_max_error},
                                  {"decode_max_error", parity->decode_max_error},
+                                 {"engine_vs_learner_logprob", parity->engine_vs_learner_logprob},
+                                 {"packed_vs_single", parity->packed_vs_single},
                                  {"max_abs_logit", parity->max_abs_logit},
                                  {"within_tolerance", ok}};
     std::printf("%s\n", line.dump().c_str());

@@ -43,14 +43,23 @@ absl::StatusOr<HfParity> MeasureHfParity(const std::string& model_dir,
     const torch::Tensor want = reference.to(torch::kFloat64);
     parity.max_abs_logit = want.abs().max().item<double>();
     const torch::Tensor row = torch::tensor(tokens, torch::kInt64).unsqueeze(0);
+    torch::Tensor learner;  // [n, V] float32 on the device
     {
       torch::NoGradGuard no_grad;
       AutocastScope autocast(where, ModelDtype(hf.model));
       // One document followed by 3 padding tokens, as the packer lays rows out.
       const torch::Tensor padded = torch::cat({row, torch::zeros({1, 3}, torch::kInt64)}, 1);
-      const torch::Tensor logits = model->forward(padded, PackedLayout({{n}}, n + 3));
-      parity.packed_max_error = MaxError(logits[0].narrow(0, 0, n), want);
+      learner = model->forward(padded, PackedLayout({{n}}, n + 3))[0].narrow(0, 0, n).toType(
+          torch::kFloat32);
+      parity.packed_max_error = MaxError(learner, want);
+      // The same sequence as the second document of a row, after its own first half.
+      const int64_t m = n / 2;
+      const torch::Tensor two = torch::cat({row.narrow(1, 0, m), row}, 1);
+      const torch::Tensor second =
+          model->forward(two, PackedLayout({{m, n}}, m + n))[0].narrow(0, m, n);
+      parity.packed_vs_single = MaxError(second, learner.to(torch::kFloat64));
     }
+    std::vector<torch::Tensor> engine;  // the engine's logits, position by position
     c10::InferenceMode inference;
     const Transformer& decoder = snapshot->model;
     KvCache cache(decoder->options(),
@@ -61,6 +70,7 @@ absl::StatusOr<HfParity> MeasureHfParity(const std::string& model_dir,
       const torch::Tensor logits = decoder->Logits(decoder->Hidden(
           row.narrow(1, 0, prefill).to(where), layout.positions, layout.allowed, &binding));
       parity.decode_max_error = MaxError(logits[0], want.narrow(0, 0, prefill));
+      engine.push_back(logits[0].toType(torch::kFloat32));
     }
     for (int64_t pos = prefill; pos < n; ++pos) {
       auto binding = cache.Bind({0}, {pos}, pos + 1);
@@ -70,7 +80,11 @@ absl::StatusOr<HfParity> MeasureHfParity(const std::string& model_dir,
           decoder->Logits(decoder->Hidden(row.narrow(1, pos, 1), positions, allowed, &binding));
       parity.decode_max_error =
           std::max(parity.decode_max_error, MaxError(logits[0][0], want[pos]));
+      engine.push_back(logits[0].toType(torch::kFloat32));
     }
+    parity.engine_vs_learner_logprob =
+        MaxError(torch::log_softmax(torch::cat(engine, 0), -1),
+                 torch::log_softmax(learner, -1).to(torch::kFloat64));
   }));
   return parity;
 }

@@ -6,6 +6,11 @@
 //           document of a padded packed row, under autocast to model.dtype (placement.h)
 //   decode  the rollout engine's: a snapshot copy in model.dtype (MakeSnapshot), KV-cache
 //           prefill of the first `prefill` tokens, then one token per step
+//
+// and two agreements that need no reference: the learner's log-probs against the engine's (what
+// the importance weights rest on; equal up to rounding in float32, apart by bfloat16's rounding
+// of the weights otherwise), and the sequence packed after another document against it alone
+// (no attention across documents, positions restarting).
 #ifndef FLYWHEEL_MODEL_HF_PARITY_H_
 #define FLYWHEEL_MODEL_HF_PARITY_H_
 
@@ -22,6 +27,8 @@ namespace flywheel {
 struct HfParity {
   double packed_max_error = 0;
   double decode_max_error = 0;
+  double engine_vs_learner_logprob = 0;  // max |log-prob difference| over positions and vocab
+  double packed_vs_single = 0;           // max |logit difference| of the second document
   double max_abs_logit = 0;  // of the reference: the scale the errors are measured against
 };
 
