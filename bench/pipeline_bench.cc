@@ -11,6 +11,8 @@
 //   final_reward        = mean reward of the final policy, evaluated on `eval_episodes`
 //                         episodes that are the same for both modes (policy_eval.h)
 // and speedup_samples, speedup_time_to_target = async / colocated (time: colocated / async).
+// --param device=cuda --param dtype=bfloat16 place both modes' model (model.device, model.dtype;
+// docs/gpu.md).
 // With `seeds` > 1 the comparison is repeated on more seeds and every figure is the mean over
 // them (one run's final reward varies by a few hundredths from seed to seed).
 // Then it sweeps the latency median over `medians` and reports the same speedups at each.
@@ -70,6 +72,8 @@ constexpr double kZ99 = 2.3263478740408408;
 
 struct PipelineSettings {
   std::string config_file;
+  // model.device / model.dtype of both modes (--param device=cuda --param dtype=bfloat16).
+  std::vector<std::string> placement;
   int64_t samples = 0;        // trained-sample budget per mode (rounded up to whole steps)
   int64_t sweep_samples = 0;  // the same for each sweep point
   double target = 0;
@@ -150,6 +154,8 @@ absl::StatusOr<PipelineSettings> ParseSettings(const BenchArgs& args) {
   PipelineSettings s;
   const bool q = args.quick;
   s.config_file = args.GetString("config", args.source_dir + "/examples/guess.toml");
+  s.placement = {StrCat("model.device=\"", args.GetString("device", "cpu"), "\""),
+                 StrCat("model.dtype=\"", args.GetString("dtype", "float32"), "\"")};
   RETURN_IF_ERROR(Param(args, "samples", int64_t{q ? 64 : 51200}, &BenchArgs::GetInt, s.samples));
   RETURN_IF_ERROR(
       Param(args, "sweep_samples", int64_t{q ? 32 : 7680}, &BenchArgs::GetInt, s.sweep_samples));
@@ -243,7 +249,7 @@ struct Setting {
 
 absl::StatusOr<JobConfig> MakeConfig(const PipelineSettings& s, const Setting& setting,
                                      TrainMode mode, const fs::path& runs_dir) {
-  ASSIGN_OR_RETURN(JobConfig config, LoadJobConfig(s.config_file));
+  ASSIGN_OR_RETURN(JobConfig config, LoadJobConfig(s.config_file, s.placement));
   config.run.mode = mode;
   config.run.runs_dir = runs_dir.string();
   config.run.name =
@@ -547,7 +553,7 @@ void AddRows(const std::string& label, const Comparison& c,
 
 absl::StatusOr<BenchReport> RunPipelineBench(const BenchArgs& args) {
   ASSIGN_OR_RETURN(const PipelineSettings s, ParseSettings(args));
-  ASSIGN_OR_RETURN(const JobConfig base, LoadJobConfig(s.config_file));
+  ASSIGN_OR_RETURN(const JobConfig base, LoadJobConfig(s.config_file, s.placement));
   const fs::path runs_dir = fs::temp_directory_path() /
                             StrCat("flywheel_pipeline_bench_", static_cast<int64_t>(getpid()));
   fs::remove_all(runs_dir);
@@ -557,6 +563,8 @@ absl::StatusOr<BenchReport> RunPipelineBench(const BenchArgs& args) {
   report.config = {
       {"task", "guess"},
       {"config_file", s.config_file},
+      {"device", base.model.device},
+      {"dtype", base.model.dtype},
       {"model",
        {{"hidden_size", base.model.hidden_size},
         {"num_layers", base.model.num_layers},
