@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,6 +35,7 @@
 #include "flywheel/runtime/policy_text.h"
 #include "flywheel/runtime/progress.h"
 #include "flywheel/runtime/run_stop.h"
+#include "flywheel/runtime/warm_start.h"
 #include "flywheel/scheduler/elastic_control.h"
 
 namespace flywheel {
@@ -102,6 +104,7 @@ class Job {
   std::vector<std::thread> followers_;
   std::vector<absl::Status> follower_status_;
   std::unique_ptr<LearnerSession> learner_;
+  std::optional<WarmStartResult> warm_start_;  // [sft] ran before the first step
   BlasChoice blas_;
   std::unique_ptr<Buffer> buffer_;
   std::vector<std::unique_ptr<TaskSource>> tasks_;
@@ -123,6 +126,10 @@ absl::Status Job::Init(const EmbeddedJobOptions& options) {
   if (config_.learner.world_size > 1) RETURN_IF_ERROR(StartGroup(model_options, options.resume));
   ASSIGN_OR_RETURN(learner_,
                    LearnerSession::Open(config_, model_options, options.resume, group_.get()));
+  if (config_.sft.enabled() && learner_->restored_from().empty()) {
+    ASSIGN_OR_RETURN(warm_start_,
+                     SupervisedWarmStart(config_, *factory_, text_, learner_->model()));
+  }
 
   BufferOptions buffer_options = config_.buffer;
   buffer_options.group_size = config_.actor.group_size;
@@ -404,6 +411,13 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
         {"dropped_incomplete", info.dropped_incomplete_group},
         {"dropped_evicted", info.dropped_evicted}}},
   };
+  if (warm_start_.has_value()) {
+    result.summary["sft"] = {{"steps", warm_start_->steps},
+                             {"episodes", warm_start_->episodes},
+                             {"expert_reward", warm_start_->expert_reward},
+                             {"first_nll", warm_start_->first_nll},
+                             {"last_nll", warm_start_->last_nll}};
+  }
   // A stop request skips the evaluation (the user asked to stop); a wall budget does not.
   if (run.eval_episodes > 0 && stopped_by != "signal") {
     // The final policy on tasks of their own (derived from run.seed alone), so two runs of the same

@@ -46,6 +46,13 @@ absl::Status JobConfig::Validate() const {
   RETURN_IF_ERROR(buffer.Validate());
   RETURN_IF_ERROR(tree.Validate());
   RETURN_IF_ERROR(scheduler.Validate());
+  RETURN_IF_ERROR(sft.Validate());
+  if (sft.enabled() && (tree.enabled || learner.world_size > 1 || run.mode == TrainMode::kElastic)) {
+    // The tree job warm-starts with its own imitation steps on the harness's executions.
+    return absl::InvalidArgumentError(
+        "sft.steps > 0 runs in one learner process (learner.world_size = 1) of an async or "
+        "colocated job; the tree job has tree.imitation_steps instead");
+  }
   if (run.mode == TrainMode::kElastic) {
     // The cells are the learner's replicas: the elastic job forms its own groups per step.
     if (learner.world_size > 1 || learner.sharding != ShardingMode::kNone || tree.enabled) {

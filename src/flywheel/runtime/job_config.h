@@ -16,6 +16,7 @@
 #include "flywheel/model/model_options.h"
 #include "flywheel/model/sampling_params.h"
 #include "flywheel/runtime/run_options.h"
+#include "flywheel/runtime/sft_options.h"
 #include "flywheel/runtime/tree_job_options.h"
 #include "flywheel/scheduler/scheduler_options.h"
 
@@ -31,6 +32,7 @@ struct JobConfig {
   BufferOptions buffer;
   TreeJobOptions tree;
   SchedulerOptions scheduler;
+  SftOptions sft;
 
   template <typename V>
   void VisitFields(V& v) {
@@ -43,6 +45,7 @@ struct JobConfig {
     v.Section("buffer", buffer);
     v.Section("tree", tree);
     v.Section("scheduler", scheduler);
+    v.Section("sft", sft);
   }
 
   // Validates every section, then the constraints between sections.

@@ -88,6 +88,8 @@ class LearnerSession {
   // Writes a checkpoint of the current step unless one was written (or restored) for it.
   // Rank 0 only on a group (the others join through Follow).
   absl::Status Checkpoint();
+  // The model being trained (its parameters are the learner's; float32 master weights).
+  const Transformer& model() const { return model_; }
   // The checkpoint Open restored (empty for a new run), and the step of the newest checkpoint
   // written or restored (0 when none).
   const std::string& restored_from() const { return restored_from_; }

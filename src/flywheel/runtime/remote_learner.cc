@@ -18,6 +18,7 @@
 #include "flywheel/runtime/learner_leases.h"
 #include "flywheel/runtime/learner_session.h"
 #include "flywheel/runtime/policy_setup.h"
+#include "flywheel/runtime/warm_start.h"
 #include "flywheel/runtime/policy_text.h"
 #include "flywheel/runtime/progress.h"
 #include "flywheel/runtime/remote_buffer.h"
@@ -103,6 +104,10 @@ absl::Status RemoteLearner::Init() {
   spdlog::info("learner: {}", blas_.DebugString());
   ASSIGN_OR_RETURN(learner_, LearnerSession::Open(config_, model_options, options_.resume,
                                                   options_.group));
+  // Before the first publish: actors start from the warm-started weights.
+  if (config_.sft.enabled() && learner_->restored_from().empty()) {
+    RETURN_IF_ERROR(SupervisedWarmStart(config_, *factory_, text, learner_->model()).status());
+  }
   RETURN_IF_ERROR(StartLeases());
   RETURN_IF_ERROR(buffer_->SetLearnerVersion(learner_->version()));
 
