@@ -17,6 +17,8 @@ absl::StatusOr<BenchReport> RunBufferBench(const BenchArgs& args);
 // Float32 n x n matmul throughput, the peak for model-FLOP utilisation figures.
 double MeasureMatmulGflops(int64_t n, int repeats);
 absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args);
+// The rollout engine on a GPU against transformers' generate (rollout_gpu_bench.cc).
+absl::StatusOr<BenchReport> RunRolloutGpuBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunLearnerParallelBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunTrajectoryTreeBench(const BenchArgs& args);
