@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Smoke test of `flywheel bench rollout-gpu` on the CPU (tiny model, float32): what the GPU
-# machine will run, minus the GPU. Checks the report's fields and values:
+# Smoke test of the GPU arms of `flywheel bench rollout-gpu` and `flywheel bench learner` on the
+# CPU: what the GPU machine will run, minus the GPU. Checks the reports' fields and values:
 #   1. as it is: the transformers peer runs, or (no transformers here) is reported as skipped
 #      with the reason;
 #   2. with the peer's protocol stand-in (--param hf=fake, no model): the C++ side drives the
 #      Python process round by round and fills every per-batch field and ratio.
-# And `flywheel bench learner --quick` with the device and dtype knobs at their CPU values keeps
-# its MFU fields. No speed targets.
+#   3. `flywheel bench learner --quick --param dtype=bfloat16`: the learner under autocast with
+#      the device_mfu fields (on the CPU against its float32 matmul), the Python peers skipped.
+# No speed targets: a tiny model on the CPU says nothing about a GPU.
 set -euo pipefail
 flywheel=$1
 out=${2:-rollout_gpu_quick.json}
@@ -39,4 +40,10 @@ if [[ $(/usr/bin/python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['re
 print(len(r['batch_2']['hf_generate']['seconds_per_round']))" "$out") != 2 ]]; then
   echo "the fake peer did not answer both rounds"; exit 1
 fi
-echo "rollout-gpu smoke: ok"
+
+# The learner's GPU arm on the CPU: bfloat16 autocast, the device MFU fields, no Python peers.
+"$flywheel" bench learner --quick --param dtype=bfloat16 --out "$out"
+"${check[@]}" "$out" config.dtype==bfloat16 'results.python.skipped' 'mfu>0' \
+  'device_mfu.mfu>0' 'device_mfu.mfu_with_attention>0' 'device_mfu.attention_tflops_per_s>0' 'device_mfu.peak_tflops>0' \
+  'device_mfu.measured_matmul_tflops>0' 'device_mfu.mfu_vs_spec>0' device_mfu.peak_source==measured
+echo "gpu bench smoke: ok"
