@@ -21,6 +21,15 @@
 // not counted (the usual convention). peak = float32 matmul GFLOP/s measured here with the same
 // thread count (MeasureMatmulGflops, `flywheel bench matmul`).
 //
+// On a GPU (--param device=cuda, dtype=bfloat16; docs/gpu.md, "Benchmarks on the GPU") the
+// model and the optimiser live on the device, the forward runs under autocast (AutocastScope, as
+// the job's TransformerPolicy does), timings are bracketed by torch::cuda::synchronize(), the
+// Python peers (CPU-only scripts) are skipped, and MFU is against `peak_tflops` (default: a
+// bfloat16 8192^3 matmul measured on the device, MeasureDeviceMatmulTflops) and also against
+// `spec_peak_tflops` (default 989: H200 dense bfloat16), each with and without the attention
+// FLOPs (6 · layers · heads · head_dim · Σ document length² per step: QKᵀ and AV, causal half,
+// forward and backward).
+//
 // Packing: padding waste and distinct [rows, L] shapes over `pack_steps` (200) steps of
 // length-mixed agent trajectories through the learner's packer with carry_over, as the learner
 // runs it (buckets and token budget of a real job, not of the small throughput model).
@@ -34,8 +43,11 @@
 #include <random>
 #include <set>
 
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "bench/registry.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
@@ -43,6 +55,7 @@
 #include "flywheel/learner/learner_step.h"
 #include "flywheel/learner/packer.h"
 #include "flywheel/model/blas_threads.h"
+#include "flywheel/model/placement.h"
 #include "flywheel/model/safetensors.h"
 #include "flywheel/model/torch_status.h"
 #include "flywheel/model/transformer.h"
@@ -229,20 +242,71 @@ nlohmann::json PerStep(const PhaseTimes& t) {
   return out;
 }
 
+// --param model=qwen3-0.6b: Qwen3-0.6B's shape (as `flywheel bench rollout-gpu`); the per-knob
+// params below still override it.
+void ApplyModelPreset(const std::string& name, ModelOptions& m) {
+  if (name != "qwen3-0.6b") return;
+  m.vocab_size = 151936;
+  m.hidden_size = 1024;
+  m.num_layers = 28;
+  m.num_heads = 16;
+  m.num_kv_heads = 8;
+  m.head_dim = 128;
+  m.intermediate_size = 3072;
+  m.rope_theta = 1e6;
+  m.rms_norm_eps = 1e-6;
+  m.qk_norm = true;
+}
+
+// Attention-score FLOPs of one training step over `packed`: per document of n real tokens
+// QKᵀ and AV cost 2 · 2 · heads · head_dim · n² / 2 (causal) forward, twice that backward.
+double AttentionFlopsPerStep(const ModelOptions& m, const PackedStep& packed) {
+  double sum_sq = 0;
+  for (const PackedMicroBatch& mb : packed.micro_batches) {
+    for (const auto& row : mb.doc_lengths) {
+      for (int64_t n : row) sum_sq += static_cast<double>(n) * static_cast<double>(n);
+    }
+  }
+  return 6.0 * static_cast<double>(m.num_layers * m.num_heads * m.HeadDim()) * sum_sq;
+}
+
+void Synchronize(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
 }  // namespace
 
 absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
   ModelOptions m;
-  m.vocab_size = args.GetInt("vocab", 512);
-  m.hidden_size = args.GetInt("hidden", 128);
-  m.num_layers = args.GetInt("layers", 2);
-  m.num_heads = args.GetInt("heads", 4);
-  m.num_kv_heads = args.GetInt("kv_heads", 2);
+  const std::string preset = args.GetString("model", "small");
+  if (preset != "small" && preset != "qwen3-0.6b") {
+    return absl::InvalidArgumentError(
+        StrCat("learner bench: --param model=", preset, ": use small or qwen3-0.6b"));
+  }
+  m.vocab_size = 512;
+  m.hidden_size = 128;
+  m.num_layers = 2;
+  m.num_heads = 4;
+  m.num_kv_heads = 2;
+  ApplyModelPreset(preset, m);
+  m.vocab_size = args.GetInt("vocab", m.vocab_size);
+  m.hidden_size = args.GetInt("hidden", m.hidden_size);
+  m.num_layers = args.GetInt("layers", m.num_layers);
+  m.num_heads = args.GetInt("heads", m.num_heads);
+  m.num_kv_heads = args.GetInt("kv_heads", m.num_kv_heads);
+  m.head_dim = args.GetInt("head_dim", m.head_dim);
   // Llama's MLP ratio (344 / 128 = 2.6875) at every width, so a `hidden` sweep keeps the shape.
-  m.intermediate_size = args.GetInt("intermediate", m.hidden_size * 344 / 128);
+  m.intermediate_size = args.GetInt(
+      "intermediate", preset == "small" ? m.hidden_size * 344 / 128 : m.intermediate_size);
   m.max_seq_len = 4096;
   m.seed = 1;
+  m.device = args.GetString("device", "cpu");
+  m.dtype = args.GetString("dtype", "float32");
   RETURN_IF_ERROR(m.Validate());
+  // Anything but the CPU in float32 is the GPU arm: extra fields in the report, no Python peers.
+  const bool placed = m.device != "cpu" || m.dtype != "float32";
+  ASSIGN_OR_RETURN(const torch::Device device, ModelDevice(m));
+  const torch::ScalarType dtype = ModelDtype(m);
   const int64_t threads = args.GetInt("threads", 1);
   const int64_t steps = args.GetInt("steps", args.quick ? 1 : 5);
   const int64_t rounds = std::max<int64_t>(1, args.GetInt("rounds", args.quick ? 1 : 3));
@@ -260,10 +324,24 @@ absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
   o.loss = PolicyLossKind::kTruncatedIs;
   o.max_staleness = -1;  // the same batch is trained on every step
   o.buckets = args.quick ? std::vector<int64_t>{64, 128} : std::vector<int64_t>{256, 512, 1024};
+  if (const std::string list = args.GetString("buckets", ""); !list.empty()) {
+    o.buckets.clear();
+    for (absl::string_view item : absl::StrSplit(list, ',')) {
+      int64_t v = 0;
+      if (!absl::SimpleAtoi(item, &v) || v <= 0 || (!o.buckets.empty() && v <= o.buckets.back())) {
+        return absl::InvalidArgumentError(StrCat(
+            "learner bench: --param buckets wants ascending positive lengths, got '", list, "'"));
+      }
+      o.buckets.push_back(v);
+    }
+  }
   o.token_budget = args.GetInt("token_budget", args.quick ? 256 : 4096);
   o.lr = 1e-4;
 
   ASSIGN_OR_RETURN(Transformer model, MakeTransformer(m));
+  if (placed) {  // float32 master weights on the device, before the optimiser takes them
+    RETURN_IF_ERROR(TorchCall("learner bench: placing the model", [&] { model->to(device); }));
+  }
   std::mt19937_64 rng(args.GetInt("seed", 1));
   const std::vector<Trajectory> batch =
       MakeBatch(rng, batch_size, median, o.buckets.back(), m.vocab_size, 0);
@@ -282,6 +360,9 @@ absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
   std::string py_args;
   if (!run_python) {
     py_skipped = "python variant off (--param python=off)";
+  } else if (placed) {
+    py_skipped = StrCat("python variants run on the CPU in float32 only (model.device = ", m.device,
+                        ", model.dtype = ", m.dtype, ")");
   } else if (py_skipped = PythonPeerSkipReason(); py_skipped.empty()) {
     // Written before flywheel trains, so both start from the same weights.
     ASSIGN_OR_RETURN(py_args, PreparePython(m, o, model, packed, steps, threads, dir));
@@ -290,7 +371,11 @@ absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
 
   PolicyForward forward = [&](const PackedMicroBatch& mb) -> absl::StatusOr<torch::Tensor> {
     ASSIGN_OR_RETURN(AttentionLayout layout, MakePackedLayout(mb.doc_lengths, mb.length));
-    return model->forward(mb.tokens, layout);
+    if (!placed) return model->forward(mb.tokens, layout);
+    return TorchCallOr("learner bench forward", [&] {
+      AutocastScope autocast(device, dtype);  // float32: does nothing
+      return model->forward(mb.tokens, layout);
+    });
   };
   LearnerStep learner(o, 1000000, model->parameters(), forward);
   // Warm-up, and the first step on the initial weights that the peers' first steps must match.
@@ -301,12 +386,14 @@ absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
   std::vector<double> fly_losses;
   PhaseTimes phases;  // where flywheel's step time goes, summed over the timed steps
   for (int64_t r = 0; r < rounds; ++r) {
+    Synchronize(device);
     const auto start = Clock::now();
     for (int64_t s = 0; s < steps; ++s) {
       ASSIGN_OR_RETURN(LearnerStepResult result, learner.Step(batch));
       if (r == 0) fly_losses.push_back(result.loss);
       phases.Add(result.times);
     }
+    Synchronize(device);
     fly_runs.push_back(SecondsSince(start));
     if (!py_args.empty()) {
       for (PythonRun* peer : {&py_documents, &py_dense}) {
@@ -330,6 +417,41 @@ absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
   const double peak_gflops = MeasureMatmulGflops(peak_n, args.quick ? 2 : 10);
   const double n_params = static_cast<double>(model->NumParameters());
   const double mfu = 6.0 * n_params * fly_tps / (peak_gflops * 1e9);
+  // The GPU arm's MFU: against the device's bfloat16 (or float32) matmul and the card's spec.
+  nlohmann::json device_mfu = nullptr;
+  if (placed) {
+    double measured_tflops = 0;
+    if (device.is_cuda()) {
+      RETURN_IF_ERROR(TorchCall("learner bench: device matmul", [&] {
+        measured_tflops = MeasureDeviceMatmulTflops(
+            device, dtype, args.GetInt("device_matmul_n", 8192), args.quick ? 3 : 10);
+      }));
+    } else {
+      measured_tflops = peak_gflops / 1e3;  // the CPU's float32 matmul, as the default path
+    }
+    const double peak_tflops = args.GetDouble("peak_tflops", measured_tflops);
+    const double spec_tflops = args.GetDouble("spec_peak_tflops", 989.0);
+    const double model_flops_per_s = 6.0 * n_params * fly_tps;
+    const double attention_flops_per_s = AttentionFlopsPerStep(m, packed) * steps / fly_s;
+    device_mfu = {
+        {"device", device.str()},
+        {"dtype", m.dtype},
+        {"measured_matmul_tflops", measured_tflops},
+        {"measured_matmul",
+         device.is_cuda() ? StrCat(m.dtype, " ", args.GetInt("device_matmul_n", 8192), "^3 on ",
+                                   device.str())
+                          : "float32 matmul on the CPU (matmul_peak_gflops)"},
+        {"peak_tflops", peak_tflops},
+        {"peak_source", args.params.count("peak_tflops") ? "--param peak_tflops" : "measured"},
+        {"spec_peak_tflops", spec_tflops},
+        {"model_tflops_per_s", model_flops_per_s / 1e12},
+        {"attention_tflops_per_s", attention_flops_per_s / 1e12},
+        {"mfu", model_flops_per_s / (peak_tflops * 1e12)},
+        {"mfu_with_attention", (model_flops_per_s + attention_flops_per_s) / (peak_tflops * 1e12)},
+        {"mfu_vs_spec", model_flops_per_s / (spec_tflops * 1e12)},
+        {"mfu_vs_spec_with_attention",
+         (model_flops_per_s + attention_flops_per_s) / (spec_tflops * 1e12)}};
+  }
 
   const std::vector<int64_t> pack_buckets = {512, 1024, 2048, 4096};
   ASSIGN_OR_RETURN(PackingTally packing, MeasurePacking(args, pack_steps, pack_buckets));
@@ -422,6 +544,26 @@ absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
   report.ratios["distinct_shapes"] = packing.shapes.size();
   report.ratios["buckets"] = pack_buckets.size();
   report.ratios["training_padding_waste"] = packed.padding_waste();
+  if (placed) {
+    report.config["device"] = m.device;
+    report.config["dtype"] = m.dtype;
+    report.config["model"]["head_dim"] = m.HeadDim();
+    report.config["model"]["qk_norm"] = m.qk_norm;
+    report.config["model"]["name"] = preset;
+    report.config["mfu_formula"] =
+        "6 * parameters * real_tokens_per_s / (peak_tflops * 1e12); device_mfu also with the "
+        "attention FLOPs and against spec_peak_tflops";
+    report.ratios["device_mfu"] = device_mfu;
+    report.ratios["mfu"] = device_mfu["mfu"];  // here against the device's peak, not the CPU's
+    report.summary = fmt::format(
+        "{}; on {} {}: MFU {:.3f} of {:.4g} TFLOP/s ({}), {:.3f} with attention, {:.3f} of the "
+        "{:.4g} TFLOP/s spec",
+        summary, m.device, m.dtype, device_mfu["mfu"].get<double>(),
+        device_mfu["peak_tflops"].get<double>(), device_mfu["peak_source"].get<std::string>(),
+        device_mfu["mfu_with_attention"].get<double>(), device_mfu["mfu_vs_spec"].get<double>(),
+        device_mfu["spec_peak_tflops"].get<double>());
+    return report;
+  }
   report.summary = fmt::format(
       "{}; MFU {:.3f} of {:.1f} GFLOP/s peak; padding waste {:.4f}, {} shapes for {} buckets "
       "over {} steps ({} threads, {} params)",

@@ -3,6 +3,7 @@
 // reference BLAS is ~20x slower).
 #include <chrono>
 
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include "bench/registry.h"
@@ -21,6 +22,23 @@ double MeasureMatmulGflops(int64_t n, int repeats) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return 2.0 * n * n * n * repeats / seconds / 1e9;
+}
+
+double MeasureDeviceMatmulTflops(const torch::Device& device, torch::ScalarType dtype, int64_t n,
+                                 int repeats) {
+  torch::NoGradGuard no_grad;
+  const auto options = torch::TensorOptions().device(device).dtype(dtype);
+  auto a = torch::randn({n, n}, options);
+  auto b = torch::randn({n, n}, options);
+  auto c = torch::matmul(a, b);  // warm-up: the library's handle and kernel choice
+  c = torch::matmul(a, b);
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < repeats; ++i) c = torch::matmul(a, b);
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return 2.0 * n * n * n * repeats / seconds / 1e12;
 }
 
 absl::StatusOr<BenchReport> RunMatmulBench(const BenchArgs& args) {

@@ -7,6 +7,7 @@ const std::vector<BenchEntry>& Benchmarks() {
   static const std::vector<BenchEntry>* entries = new std::vector<BenchEntry>{
       {"matmul", "float32 matmul GFLOP/s of LibTorch here (the MFU denominator; shows the BLAS in use)", RunMatmulBench},
       {"rollout", "generated tokens/s: rollout engine vs full recompute vs eager PyTorch", RunRolloutBench},
+      {"rollout-gpu", "generated tokens/s on a GPU (Qwen3-0.6B-shaped, bfloat16): rollout engine vs transformers generate with a static cache, per batch size", RunRolloutGpuBench},
       {"packing", "learner packer: padding waste and distinct shapes over length-mixed steps vs padding each trajectory", RunPackingBench},
       {"env_executor", "episodes waiting on env latency: executor + timer queue vs blocking threads", RunEnvExecutorBench},
       {"learner", "trained tokens/s: learner step vs eager PyTorch; MFU; packer waste and shapes", RunLearnerBench},

@@ -4,6 +4,9 @@
 
 #include <vector>
 
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
 #include "bench/bench.h"
 
 namespace flywheel::bench {
@@ -16,7 +19,12 @@ absl::StatusOr<BenchReport> RunEnvExecutorBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunBufferBench(const BenchArgs& args);
 // Float32 n x n matmul throughput, the peak for model-FLOP utilisation figures.
 double MeasureMatmulGflops(int64_t n, int repeats);
+// n x n matmul TFLOP/s in `dtype` on `device` (synchronised): the GPU arm's MFU denominator.
+double MeasureDeviceMatmulTflops(const c10::Device& device, c10::ScalarType dtype, int64_t n,
+                                 int repeats);
 absl::StatusOr<BenchReport> RunRolloutBench(const BenchArgs& args);
+// The rollout engine on a GPU against transformers' generate (rollout_gpu_bench.cc).
+absl::StatusOr<BenchReport> RunRolloutGpuBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunLearnerParallelBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunTrajectoryTreeBench(const BenchArgs& args);
