@@ -371,6 +371,18 @@ void RolloutEngine::ForwardTorch(const std::vector<Sequence*>& batch) {
     }
   }
   const int64_t vocab = snapshot_->model->options().vocab_size;
+  if (!cache_->device().is_cpu()) {
+    // On a GPU the logits stay there: Sample draws on the device (SampleRows) and only the
+    // tokens and their log-probs come back, not batch x V floats.
+    std::vector<torch::Tensor> rows(batch.size());
+    if (!decode.empty()) {
+      const torch::Tensor decoded = DecodeBatch(decode);
+      for (size_t r = 0; r < decode_at.size(); ++r) rows[decode_at[r]] = decoded.narrow(0, r, 1);
+    }
+    for (int64_t i : prefill_at) rows[i] = Prefill(*batch[i]);
+    device_logits_ = torch::cat(rows, 0);
+    return;
+  }
   logits_.resize(batch.size() * vocab);
   auto put = [&](const torch::Tensor& rows, const std::vector<int64_t>& at) {
     const auto cpu = rows.to(torch::kCPU, torch::kFloat32).contiguous();
@@ -389,15 +401,31 @@ void RolloutEngine::Sample(const std::vector<Sequence*>& batch, const std::vecto
   logprobs_.resize(vocab);
   probs_.resize(vocab);
   const int64_t max_len = snapshot_->model->options().max_seq_len;
+  SampledRows on_device;
+  if (device_logits_.defined()) {
+    std::vector<const SamplingParams*> params;
+    std::vector<std::mt19937_64*> rngs;
+    for (Sequence* seq : batch) {
+      params.push_back(&seq->sampling);
+      rngs.push_back(&seq->rng);
+    }
+    on_device = SampleRows(device_logits_, params, rngs);
+    device_logits_ = torch::Tensor();
+  }
   for (size_t b = 0; b < batch.size(); ++b) {
     Sequence& seq = *batch[b];
-    const int64_t token = SampleRow(logits_.data() + b * vocab, vocab, seq.sampling, seq.rng,
-                                    logprobs_.data(), probs_.data());
     GeneratedToken g;
+    if (!on_device.tokens.empty()) {
+      g.token = on_device.tokens[b];
+      g.logprob = on_device.logprobs[b];
+    } else {
+      g.token = SampleRow(logits_.data() + b * vocab, vocab, seq.sampling, seq.rng,
+                          logprobs_.data(), probs_.data());
+      g.logprob = logprobs_[g.token];
+    }
+    const int64_t token = g.token;
     g.sequence = ids[b];
-    g.token = token;
     g.position = static_cast<int64_t>(seq.tokens.size());
-    g.logprob = logprobs_[token];
     g.version = snapshot_->version;
     seq.tokens.push_back(token);
     seq.generated_in_turn += 1;

@@ -145,14 +145,15 @@ class RolloutEngine {
   void BuildBackend(DecodeBackend backend);
   absl::Status ReserveSlot(int64_t slot);
   void MoveSlot(int64_t from, int64_t to, int64_t length);
-  // Logits of the last pending token of each of `batch` into logits_ [batch, V]; moves every
-  // pending token to cached.
+  // Logits of the last pending token of each of `batch` into logits_ [batch, V] (on a GPU into
+  // device_logits_); moves every pending token to cached.
   void ForwardCpu(const std::vector<Sequence*>& batch);
   void ForwardTorch(const std::vector<Sequence*>& batch);
   // Logits [rows, V] of the last pending token of each sequence (LibTorch backend).
   torch::Tensor DecodeBatch(const std::vector<Sequence*>& rows);
   torch::Tensor Prefill(Sequence& seq);
-  // Samples one token per sequence of `batch` from logits_.
+  // Samples one token per sequence of `batch` from logits_ (from device_logits_ on the device,
+  // SampleRows, when it is set).
   void Sample(const std::vector<Sequence*>& batch, const std::vector<SequenceId>& ids,
               std::vector<GeneratedToken>& out);
 
@@ -169,6 +170,7 @@ class RolloutEngine {
   std::vector<DecodeRow> rows_;
   std::vector<int64_t> logit_rows_;
   std::vector<float> logits_, logprobs_, probs_;
+  torch::Tensor device_logits_;  // [batch, V] instead of logits_ when the model is on a GPU
   std::unordered_map<SequenceId, Sequence> sequences_;
   std::vector<SequenceId> slot_owner_;  // slot -> sequence; slots are dense 0..n-1
   SequenceId next_id_ = 1;

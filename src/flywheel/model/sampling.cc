@@ -133,4 +133,55 @@ int64_t SampleRow(const float* logits, int64_t vocab, const SamplingParams& para
   return DrawToken(probs, vocab, rng);
 }
 
+SampledRows SampleRows(const torch::Tensor& logits, const std::vector<const SamplingParams*>& params,
+                       const std::vector<std::mt19937_64*>& rngs) {
+  const int64_t rows = logits.size(0);
+  TORCH_CHECK_VALUE(logits.dim() == 2 && static_cast<int64_t>(params.size()) == rows &&
+                        static_cast<int64_t>(rngs.size()) == rows,
+                    "SampleRows: logits ", logits.sizes(), " for ", params.size(), " params and ",
+                    rngs.size(), " generators");
+  // The uniforms first, in row order, as the per-row path draws them.
+  std::vector<double> uniforms(rows);
+  for (int64_t b = 0; b < rows; ++b) {
+    uniforms[b] = std::uniform_real_distribution<double>(0.0, 1.0)(*rngs[b]);
+  }
+  // Rows that share their sampling parameters (usually all of them) are computed together.
+  torch::Tensor logprobs = torch::empty(logits.sizes(), logits.options().dtype(torch::kFloat32));
+  std::vector<bool> done(rows, false);
+  for (int64_t b = 0; b < rows; ++b) {
+    if (done[b]) continue;
+    const SamplingParams& p = *params[b];
+    std::vector<int64_t> same;
+    for (int64_t r = b; r < rows; ++r) {
+      const SamplingParams& q = *params[r];
+      if (!done[r] && q.temperature == p.temperature && q.top_k == p.top_k && q.top_p == p.top_p) {
+        same.push_back(r);
+        done[r] = true;
+      }
+    }
+    const torch::Tensor index = torch::tensor(same, torch::kInt64).to(logits.device());
+    logprobs.index_copy_(0, index, SamplingLogProbs(logits.index_select(0, index), p));
+  }
+  // Inverse CDF as DrawToken: the first token whose cumulative mass (in double, scaled by the
+  // row's own total) exceeds u; a token of probability 0 adds nothing and is never first.
+  const torch::Tensor probs = logprobs.exp().to(torch::kFloat64);
+  const torch::Tensor cumulative = probs.cumsum(-1);
+  const torch::Tensor u =
+      torch::tensor(uniforms, torch::kFloat64).to(logits.device()) * cumulative.select(-1, -1);
+  torch::Tensor token =
+      torch::searchsorted(cumulative, u.unsqueeze(-1), /*out_int32=*/false, /*right=*/true)
+          .squeeze(-1);
+  // u at the very top (rounding): the last token that can be drawn.
+  const torch::Tensor positions = torch::arange(probs.size(-1), token.options());
+  const torch::Tensor last = std::get<0>(torch::where(probs > 0, positions, -1).max(-1));
+  token = torch::minimum(token, last);
+  const torch::Tensor chosen = logprobs.gather(-1, token.unsqueeze(-1)).squeeze(-1);
+  const torch::Tensor token_host = token.to(torch::kCPU).contiguous();
+  const torch::Tensor logprob_host = chosen.to(torch::kCPU).contiguous();
+  SampledRows out;
+  out.tokens.assign(token_host.data_ptr<int64_t>(), token_host.data_ptr<int64_t>() + rows);
+  out.logprobs.assign(logprob_host.data_ptr<float>(), logprob_host.data_ptr<float>() + rows);
+  return out;
+}
+
 }  // namespace flywheel

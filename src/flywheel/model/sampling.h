@@ -54,6 +54,17 @@ void SamplingLogProbsRow(const float* logits, int64_t vocab_size, const Sampling
 int64_t SampleRow(const float* logits, int64_t vocab_size, const SamplingParams& params,
                   std::mt19937_64& rng, float* logprobs, float* probs);
 
+// SampleRow for a batch, computed where `logits` [B, V] are (a GPU: B tokens and log-probs come
+// back to the host instead of B x V logits). Row b uses *params[b] and takes one uniform from
+// *rngs[b], as DrawToken does, so an episode's tokens depend on its own generator alone; the token
+// is SampleRow's up to float rounding at the boundary between two tokens' cumulative mass.
+struct SampledRows {
+  std::vector<int64_t> tokens;
+  std::vector<float> logprobs;  // log-prob of each drawn token under its row's sampling
+};
+SampledRows SampleRows(const torch::Tensor& logits, const std::vector<const SamplingParams*>& params,
+                       const std::vector<std::mt19937_64*>& rngs);
+
 }  // namespace flywheel
 
 #endif  // FLYWHEEL_MODEL_SAMPLING_H_

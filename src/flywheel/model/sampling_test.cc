@@ -126,6 +126,46 @@ TEST(SamplingTest, SampleRowIsSeededAndReturnsTheDrawnTokensLogprob) {
   EXPECT_EQ(counts[0] + counts[2], 0);  // outside the top 3
 }
 
+TEST(SamplingTest, BatchedSamplingDrawsWhatSampleRowDrawsFromTheSameGenerators) {
+  // Rows of mixed sampling parameters (grouped inside), several draws each: every row consumes
+  // its own generator exactly as SampleRow does, so tokens and log-probs match the row path.
+  const int64_t rows = 12, vocab = 300;
+  torch::manual_seed(4);
+  const torch::Tensor logits = torch::randn({rows, vocab}) * 3;
+  SamplingParams plain, hot, nucleus, greedy;
+  hot.temperature = 1.7;
+  hot.top_k = 20;
+  nucleus.top_p = 0.8;
+  greedy.top_k = 1;
+  std::vector<const SamplingParams*> params;
+  std::vector<std::mt19937_64> batched, single;
+  for (int64_t b = 0; b < rows; ++b) {
+    const SamplingParams* choices[] = {&plain, &hot, &nucleus, &greedy};
+    params.push_back(choices[b % 4]);
+    batched.emplace_back(100 + b);
+    single.emplace_back(100 + b);
+  }
+  std::vector<std::mt19937_64*> rngs;
+  for (auto& g : batched) rngs.push_back(&g);
+  int64_t same = 0, draws = 0;
+  std::vector<float> lp(vocab), probs(vocab);
+  for (int round = 0; round < 50; ++round) {
+    const SampledRows got = SampleRows(logits, params, rngs);
+    ASSERT_EQ(got.tokens.size(), static_cast<size_t>(rows));
+    for (int64_t b = 0; b < rows; ++b) {
+      const torch::Tensor row = logits[b].contiguous();
+      const int64_t want =
+          SampleRow(row.data_ptr<float>(), vocab, *params[b], single[b], lp.data(), probs.data());
+      ++draws;
+      if (got.tokens[b] != want) continue;  // only at a boundary, within float rounding
+      ++same;
+      EXPECT_NEAR(got.logprobs[b], lp[want], 1e-4) << "row " << b;
+    }
+    for (int64_t b = 3; b < rows; b += 4) EXPECT_EQ(got.tokens[b], logits[b].argmax().item<int64_t>());
+  }
+  EXPECT_GE(same, draws - 2) << same << " of " << draws << " draws agree";
+}
+
 TEST(SamplingTest, ValidateNamesTheKey) {
   SamplingParams p;
   p.temperature = 0;
