@@ -110,4 +110,18 @@ absl::Status EmitReport(const std::string& bench, const BenchArgs& args,
   return absl::OkStatus();
 }
 
+void SetQwen3_0_6BShape(ModelOptions& m) {
+  m.vocab_size = 151936;
+  m.hidden_size = 1024;
+  m.num_layers = 28;
+  m.num_heads = 16;
+  m.num_kv_heads = 8;
+  m.head_dim = 128;
+  m.intermediate_size = 3072;
+  m.rope_theta = 1e6;
+  m.rms_norm_eps = 1e-6;
+  m.qk_norm = true;
+  m.tie_embeddings = true;
+}
+
 }  // namespace flywheel::bench

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
+#include "flywheel/model/model_options.h"
 
 namespace flywheel::bench {
 
@@ -65,6 +66,10 @@ inline double Median(std::vector<double> samples) { return Percentile(std::move(
 double SecondsSince(std::chrono::steady_clock::time_point start);
 
 // Python peers run under Debian's interpreter, the one python3-torch is installed for.
+// Qwen3-0.6B's shape from its config.json (vocab 151936, hidden 1024, 28 layers, 16 heads of 128,
+// 8 kv heads, intermediate 3072, q/k norms, tied embeddings), the GPU benchmarks' model.
+void SetQwen3_0_6BShape(ModelOptions& m);
+
 inline constexpr char kPeerPython[] = "/usr/bin/python3";
 
 // Empty when kPeerPython can import torch; otherwise the message saying why a peer is skipped.

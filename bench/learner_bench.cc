@@ -245,17 +245,7 @@ nlohmann::json PerStep(const PhaseTimes& t) {
 // --param model=qwen3-0.6b: Qwen3-0.6B's shape (as `flywheel bench rollout-gpu`); the per-knob
 // params below still override it.
 void ApplyModelPreset(const std::string& name, ModelOptions& m) {
-  if (name != "qwen3-0.6b") return;
-  m.vocab_size = 151936;
-  m.hidden_size = 1024;
-  m.num_layers = 28;
-  m.num_heads = 16;
-  m.num_kv_heads = 8;
-  m.head_dim = 128;
-  m.intermediate_size = 3072;
-  m.rope_theta = 1e6;
-  m.rms_norm_eps = 1e-6;
-  m.qk_norm = true;
+  if (name == "qwen3-0.6b") SetQwen3_0_6BShape(m);
 }
 
 // Attention-score FLOPs of one training step over `packed`: per document of n real tokens

@@ -60,16 +60,8 @@ using Clock = std::chrono::steady_clock;
 absl::StatusOr<ModelOptions> GpuBenchModel(const BenchArgs& args) {
   ModelOptions m;
   const std::string name = args.GetString("model", "qwen3-0.6b");
-  if (name == "qwen3-0.6b") {  // Qwen3-0.6B's config.json
-    m.vocab_size = 151936;
-    m.hidden_size = 1024;
-    m.num_layers = 28;
-    m.num_heads = 16;
-    m.num_kv_heads = 8;
-    m.head_dim = 128;
-    m.intermediate_size = 3072;
-    m.rope_theta = 1e6;
-    m.rms_norm_eps = 1e-6;
+  if (name == "qwen3-0.6b") {
+    SetQwen3_0_6BShape(m);
   } else if (name == "tiny") {
     m.vocab_size = 512;
     m.hidden_size = 64;

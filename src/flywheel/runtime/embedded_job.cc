@@ -105,6 +105,7 @@ class Job {
   std::vector<absl::Status> follower_status_;
   std::unique_ptr<LearnerSession> learner_;
   std::optional<WarmStartResult> warm_start_;  // [sft] ran before the first step
+  absl::Time start_;                           // Init's start: the run's wall clock
   BlasChoice blas_;
   std::unique_ptr<Buffer> buffer_;
   std::vector<std::unique_ptr<TaskSource>> tasks_;
@@ -115,6 +116,7 @@ class Job {
 };
 
 absl::Status Job::Init(const EmbeddedJobOptions& options) {
+  start_ = absl::Now();
   ASSIGN_OR_RETURN(factory_, EnvFactory::Create(config_.env));
   executor_ = std::make_unique<EnvExecutor>(EnvExecutor::OptionsFor(config_.env));
   ASSIGN_OR_RETURN(text_, MakePolicyText(config_, *factory_));
@@ -127,8 +129,10 @@ absl::Status Job::Init(const EmbeddedJobOptions& options) {
   ASSIGN_OR_RETURN(learner_,
                    LearnerSession::Open(config_, model_options, options.resume, group_.get()));
   if (config_.sft.enabled() && learner_->restored_from().empty()) {
+    // Within the run's budget and stop signal, as its training is.
+    const RunStop stop(config_.run.max_wall_seconds, options.stop, start_);
     ASSIGN_OR_RETURN(warm_start_,
-                     SupervisedWarmStart(config_, *factory_, text_, learner_->model()));
+                     SupervisedWarmStart(config_, *factory_, text_, learner_->model(), &stop));
   }
 
   BufferOptions buffer_options = config_.buffer;
@@ -296,7 +300,8 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
   if (options.progress != nullptr) {
     progress.emplace(options.progress, options.progress_is_terminal, absl::Seconds(10));
   }
-  const absl::Time start = absl::Now();
+  // From Init: run.max_wall_seconds and the curves' wall time include the warm start.
+  const absl::Time start = start_;
   const std::vector<int64_t> env_steps_at_start =
       ActorMetrics::Get().env_step_seconds->BucketCounts();
   const RunStop stop(run.max_wall_seconds, options.stop, start);
@@ -413,6 +418,7 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
   };
   if (warm_start_.has_value()) {
     result.summary["sft"] = {{"steps", warm_start_->steps},
+                             {"stopped", warm_start_->stopped},
                              {"episodes", warm_start_->episodes},
                              {"expert_reward", warm_start_->expert_reward},
                              {"first_nll", warm_start_->first_nll},

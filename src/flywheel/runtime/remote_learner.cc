@@ -106,7 +106,9 @@ absl::Status RemoteLearner::Init() {
                                                   options_.group));
   // Before the first publish: actors start from the warm-started weights.
   if (config_.sft.enabled() && learner_->restored_from().empty()) {
-    RETURN_IF_ERROR(SupervisedWarmStart(config_, *factory_, text, learner_->model()).status());
+    const RunStop stop(/*max_wall_seconds=*/0, options_.stop);  // a signal ends it early
+    RETURN_IF_ERROR(
+        SupervisedWarmStart(config_, *factory_, text, learner_->model(), &stop).status());
   }
   RETURN_IF_ERROR(StartLeases());
   RETURN_IF_ERROR(buffer_->SetLearnerVersion(learner_->version()));

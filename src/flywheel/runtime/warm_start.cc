@@ -75,7 +75,8 @@ absl::StatusOr<std::vector<Trajectory>> ExpertTrajectories(const JobConfig& conf
 
 absl::StatusOr<WarmStartResult> SupervisedWarmStart(const JobConfig& config,
                                                     const EnvFactory& factory,
-                                                    const PolicyText& text, Transformer model) {
+                                                    const PolicyText& text, Transformer model,
+                                                    const RunStop* stop) {
   const SftOptions& sft = config.sft;
   WarmStartResult result;
   if (!sft.enabled()) return result;
@@ -93,6 +94,11 @@ absl::StatusOr<WarmStartResult> SupervisedWarmStart(const JobConfig& config,
       static_cast<uint64_t>(sft.seed != 0 ? sft.seed : config.run.seed) * 7919u + 17u;
   double reward = 0;
   for (int64_t step = 0; step < sft.steps; ++step) {
+    if (stop != nullptr && stop->Reached()) {
+      spdlog::info("sft: stopped after {} of {} steps ({})", step, sft.steps, stop->Reason());
+      result.stopped = true;
+      break;
+    }
     ASSIGN_OR_RETURN(std::vector<Trajectory> batch,
                      ExpertTrajectories(config, factory, text, seed + step * 1000003u,
                                         sft.episodes_per_step));
@@ -120,11 +126,11 @@ absl::StatusOr<WarmStartResult> SupervisedWarmStart(const JobConfig& config,
     ASSIGN_OR_RETURN(const OptimizerStepInfo info, optimizer.Step());
     if (step == 0) result.first_nll = nll;
     result.last_nll = nll;
+    result.steps += 1;
     result.episodes += static_cast<int64_t>(batch.size());
     spdlog::info("sft step {}/{}: expert-token NLL {:.4f}, lr {:.2e}, grad norm {:.3f}",
                  step + 1, sft.steps, nll, info.lr, info.grad_norm);
   }
-  result.steps = sft.steps;
   result.expert_reward = result.episodes > 0 ? reward / result.episodes : 0;
   return result;
 }

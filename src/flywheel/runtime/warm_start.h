@@ -20,6 +20,7 @@
 #include "flywheel/model/transformer.h"
 #include "flywheel/runtime/job_config.h"
 #include "flywheel/runtime/policy_text.h"
+#include "flywheel/runtime/run_stop.h"
 
 namespace flywheel {
 
@@ -29,6 +30,7 @@ struct WarmStartResult {
   double first_nll = 0;  // mean negative log-likelihood per expert token, first step
   double last_nll = 0;   // and last step (before its update)
   double expert_reward = 0;  // mean episode reward of the expert's episodes
+  bool stopped = false;      // ended early by `stop` (fewer than sft.steps steps)
 };
 
 // `count` expert episodes of tasks from `seed`, as trajectories in `text`'s turn format (actions
@@ -38,10 +40,12 @@ absl::StatusOr<std::vector<Trajectory>> ExpertTrajectories(const JobConfig& conf
                                                            const PolicyText& text, uint64_t seed,
                                                            int64_t count);
 
-// config.sft.steps supervised steps on `model` (trained in place).
+// config.sft.steps supervised steps on `model` (trained in place); ends early, between two steps,
+// once `stop` (borrowed, may be null: the job's budget and stop signal) is reached.
 absl::StatusOr<WarmStartResult> SupervisedWarmStart(const JobConfig& config,
                                                     const EnvFactory& factory,
-                                                    const PolicyText& text, Transformer model);
+                                                    const PolicyText& text, Transformer model,
+                                                    const RunStop* stop = nullptr);
 
 }  // namespace flywheel
 

@@ -95,6 +95,20 @@ TEST(WarmStartTest, AJobWarmStartsOnceAndAResumedRunDoesNot) {
   EXPECT_FALSE(resumed->summary.contains("sft")) << "the checkpoint holds weights trained after it";
 }
 
+TEST(WarmStartTest, TheRunsBudgetEndsTheWarmStartEarlyAndTheJobStillWritesItsSummary) {
+  // 0.3 s of budget against 100 000 steps: the job stops inside the warm start and reports it.
+  absl::StatusOr<JobConfig> config = testing::LoadGuessJob(
+      "sft_budget", {"sft.steps=100000", "sft.episodes_per_step=8", "run.max_wall_seconds=0.3"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EmbeddedJobOptions options;
+  options.progress = nullptr;
+  absl::StatusOr<EmbeddedJobResult> result = RunEmbeddedJob(*config, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->summary["sft"]["stopped"].get<bool>()) << result->summary;
+  EXPECT_LT(result->summary["sft"]["steps"].get<int64_t>(), 100000);
+  EXPECT_EQ(result->summary["stopped_by"], "max_wall_seconds");
+}
+
 TEST(WarmStartTest, BadSettingsAreClearErrors) {
   absl::StatusOr<JobConfig> source = testing::LoadGuessJob("sft_bad", {"sft.source=\"jsonl\""});
   ASSERT_FALSE(source.ok());
