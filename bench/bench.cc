@@ -7,6 +7,10 @@
 #include <iostream>
 #include <thread>
 
+#include <torch/cuda.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "flywheel/core/strings.h"
 
 namespace flywheel::bench {
@@ -108,6 +112,25 @@ absl::Status EmitReport(const std::string& bench, const BenchArgs& args,
     std::cout << "wrote " << args.out_path << "\n";
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int64_t>> ParseIntList(const BenchArgs& args, const std::string& key,
+                                                  const std::string& fallback) {
+  const std::string text = args.GetString(key, fallback);
+  std::vector<int64_t> out;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(item, &v) || v <= 0) {
+      return absl::InvalidArgumentError(StrCat(
+          "--param ", key, " wants positive integers separated by commas, got '", text, "'"));
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+void SynchronizeDevice(const c10::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
 }
 
 void SetQwen3_0_6BShape(ModelOptions& m) {

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include <c10/core/Device.h>
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
@@ -65,11 +66,19 @@ inline double Median(std::vector<double> samples) { return Percentile(std::move(
 // Seconds of steady-clock time since `start`.
 double SecondsSince(std::chrono::steady_clock::time_point start);
 
-// Python peers run under Debian's interpreter, the one python3-torch is installed for.
+// --param KEY as positive integers separated by commas (`fallback` when it is not given).
+absl::StatusOr<std::vector<int64_t>> ParseIntList(const BenchArgs& args, const std::string& key,
+                                                  const std::string& fallback);
+
+// Waits until the work queued on `device` (a GPU) is done, so that a timing covers it; nothing on
+// the CPU.
+void SynchronizeDevice(const c10::Device& device);
+
 // Qwen3-0.6B's shape from its config.json (vocab 151936, hidden 1024, 28 layers, 16 heads of 128,
 // 8 kv heads, intermediate 3072, q/k norms, tied embeddings), the GPU benchmarks' model.
 void SetQwen3_0_6BShape(ModelOptions& m);
 
+// Python peers run under Debian's interpreter, the one python3-torch is installed for.
 inline constexpr char kPeerPython[] = "/usr/bin/python3";
 
 // Empty when kPeerPython can import torch; otherwise the message saying why a peer is skipped.

@@ -43,11 +43,8 @@
 #include <random>
 #include <set>
 
-#include <torch/cuda.h>
 #include <torch/torch.h>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "bench/registry.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
@@ -59,6 +56,7 @@
 #include "flywheel/model/safetensors.h"
 #include "flywheel/model/torch_status.h"
 #include "flywheel/model/transformer.h"
+#include "flywheel/runtime/transformer_policy.h"
 
 namespace flywheel::bench {
 namespace {
@@ -242,12 +240,6 @@ nlohmann::json PerStep(const PhaseTimes& t) {
   return out;
 }
 
-// --param model=qwen3-0.6b: Qwen3-0.6B's shape (as `flywheel bench rollout-gpu`); the per-knob
-// params below still override it.
-void ApplyModelPreset(const std::string& name, ModelOptions& m) {
-  if (name == "qwen3-0.6b") SetQwen3_0_6BShape(m);
-}
-
 // Attention-score FLOPs of one training step over `packed`: per document of n real tokens
 // QKᵀ and AV cost 2 · 2 · heads · head_dim · n² / 2 (causal) forward, twice that backward.
 double AttentionFlopsPerStep(const ModelOptions& m, const PackedStep& packed) {
@@ -258,10 +250,6 @@ double AttentionFlopsPerStep(const ModelOptions& m, const PackedStep& packed) {
     }
   }
   return 6.0 * static_cast<double>(m.num_layers * m.num_heads * m.HeadDim()) * sum_sq;
-}
-
-void Synchronize(const torch::Device& device) {
-  if (device.is_cuda()) torch::cuda::synchronize(device.index());
 }
 
 }  // namespace
@@ -278,7 +266,9 @@ absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
   m.num_layers = 2;
   m.num_heads = 4;
   m.num_kv_heads = 2;
-  ApplyModelPreset(preset, m);
+  // --param model=qwen3-0.6b: the shape of `flywheel bench rollout-gpu`; the knobs below still
+  // override it.
+  if (preset == "qwen3-0.6b") SetQwen3_0_6BShape(m);
   m.vocab_size = args.GetInt("vocab", m.vocab_size);
   m.hidden_size = args.GetInt("hidden", m.hidden_size);
   m.num_layers = args.GetInt("layers", m.num_layers);
@@ -314,15 +304,12 @@ absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
   o.loss = PolicyLossKind::kTruncatedIs;
   o.max_staleness = -1;  // the same batch is trained on every step
   o.buckets = args.quick ? std::vector<int64_t>{64, 128} : std::vector<int64_t>{256, 512, 1024};
-  if (const std::string list = args.GetString("buckets", ""); !list.empty()) {
-    o.buckets.clear();
-    for (absl::string_view item : absl::StrSplit(list, ',')) {
-      int64_t v = 0;
-      if (!absl::SimpleAtoi(item, &v) || v <= 0 || (!o.buckets.empty() && v <= o.buckets.back())) {
-        return absl::InvalidArgumentError(StrCat(
-            "learner bench: --param buckets wants ascending positive lengths, got '", list, "'"));
-      }
-      o.buckets.push_back(v);
+  if (args.params.count("buckets")) {
+    ASSIGN_OR_RETURN(o.buckets, ParseIntList(args, "buckets", ""));
+    if (!std::is_sorted(o.buckets.begin(), o.buckets.end(), std::less_equal<int64_t>())) {
+      return absl::InvalidArgumentError(StrCat("learner bench: --param buckets wants ascending "
+                                               "lengths, got '",
+                                               args.GetString("buckets", ""), "'"));
     }
   }
   o.token_budget = args.GetInt("token_budget", args.quick ? 256 : 4096);
@@ -359,14 +346,8 @@ absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
   }
   PythonRun py_documents("documents"), py_dense("dense");
 
-  PolicyForward forward = [&](const PackedMicroBatch& mb) -> absl::StatusOr<torch::Tensor> {
-    ASSIGN_OR_RETURN(AttentionLayout layout, MakePackedLayout(mb.doc_lengths, mb.length));
-    if (!placed) return model->forward(mb.tokens, layout);
-    return TorchCallOr("learner bench forward", [&] {
-      AutocastScope autocast(device, dtype);  // float32: does nothing
-      return model->forward(mb.tokens, layout);
-    });
-  };
+  // The job's own forward: packed documents, under autocast in bfloat16.
+  const PolicyForward forward = TransformerPolicy(model);
   LearnerStep learner(o, 1000000, model->parameters(), forward);
   // Warm-up, and the first step on the initial weights that the peers' first steps must match.
   ASSIGN_OR_RETURN(LearnerStepResult first, learner.Step(batch));
@@ -376,14 +357,14 @@ absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
   std::vector<double> fly_losses;
   PhaseTimes phases;  // where flywheel's step time goes, summed over the timed steps
   for (int64_t r = 0; r < rounds; ++r) {
-    Synchronize(device);
+    SynchronizeDevice(device);
     const auto start = Clock::now();
     for (int64_t s = 0; s < steps; ++s) {
       ASSIGN_OR_RETURN(LearnerStepResult result, learner.Step(batch));
       if (r == 0) fly_losses.push_back(result.loss);
       phases.Add(result.times);
     }
-    Synchronize(device);
+    SynchronizeDevice(device);
     fly_runs.push_back(SecondsSince(start));
     if (!py_args.empty()) {
       for (PythonRun* peer : {&py_documents, &py_dense}) {

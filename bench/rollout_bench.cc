@@ -47,9 +47,7 @@
 
 #include <torch/torch.h>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "bench/registry.h"
 #include "flywheel/actor/rollout_engine.h"
 #include "flywheel/core/status_macros.h"
@@ -288,22 +286,6 @@ absl::StatusOr<PythonResult> RunPython(const Setup& s, const BenchArgs& args, in
 struct SweepCase {
   int64_t hidden = 0, layers = 0, threads = 0, new_tokens = 0;
 };
-
-absl::StatusOr<std::vector<int64_t>> ParseIntList(const BenchArgs& args, const std::string& key,
-                                                  const std::string& fallback) {
-  std::vector<int64_t> out;
-  for (absl::string_view item : absl::StrSplit(args.GetString(key, fallback), ',')) {
-    int64_t v = 0;
-    if (!absl::SimpleAtoi(item, &v) || v <= 0) {
-      return absl::InvalidArgumentError(
-          StrCat("rollout bench: --param ", key,
-                 " wants positive integers separated by commas, got '",
-                 args.GetString(key, fallback), "'"));
-    }
-    out.push_back(v);
-  }
-  return out;
-}
 
 ModelOptions SweepModel(int64_t hidden, int64_t layers, int64_t vocab) {
   ModelOptions m;

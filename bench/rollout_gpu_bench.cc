@@ -27,7 +27,6 @@
 // same bfloat16 weights the two still round differently (fused vs separate projections, other
 // kernels), and random weights give nearly flat logits, so a near-tie may flip; the fraction is
 // reported, never a failure.
-#include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -41,8 +40,6 @@
 #include <random>
 #include <thread>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "bench/registry.h"
 #include "flywheel/actor/rollout_engine.h"
 #include "flywheel/core/status_macros.h"
@@ -83,26 +80,6 @@ absl::StatusOr<ModelOptions> GpuBenchModel(const BenchArgs& args) {
   return m;
 }
 
-absl::StatusOr<std::vector<int64_t>> Batches(const BenchArgs& args) {
-  std::vector<int64_t> out;
-  const std::string text = args.GetString("batches", args.quick ? "2,4" : "64,128,256");
-  for (absl::string_view item : absl::StrSplit(text, ',')) {
-    int64_t v = 0;
-    if (!absl::SimpleAtoi(item, &v) || v <= 0) {
-      return absl::InvalidArgumentError(
-          StrCat("rollout-gpu bench: --param batches wants positive integers separated by commas, "
-                 "got '",
-                 text, "'"));
-    }
-    out.push_back(v);
-  }
-  return out;
-}
-
-void Synchronize(const torch::Device& device) {
-  if (device.is_cuda()) torch::cuda::synchronize(device.index());
-}
-
 struct EngineRun {
   double seconds = 0;
   std::vector<std::vector<int64_t>> first_tokens;  // per row, the first `keep` generated
@@ -121,7 +98,7 @@ absl::StatusOr<EngineRun> RunEngine(const std::shared_ptr<const WeightSnapshot>&
   options.initial_capacity = static_cast<int64_t>(prompts[0].size()) + new_tokens;
   SamplingParams greedy;
   greedy.top_k = 1;
-  Synchronize(device);
+  SynchronizeDevice(device);
   const auto start = Clock::now();
   ASSIGN_OR_RETURN(auto engine, RolloutEngine::Create(options, snapshot));
   std::vector<SequenceId> ids;
@@ -131,7 +108,7 @@ absl::StatusOr<EngineRun> RunEngine(const std::shared_ptr<const WeightSnapshot>&
     ids.push_back(id);
   }
   while (engine->num_generating() > 0) RETURN_IF_ERROR(engine->Step().status());
-  Synchronize(device);
+  SynchronizeDevice(device);
   EngineRun run;
   run.seconds = SecondsSince(start);
   for (SequenceId id : ids) {
@@ -274,7 +251,8 @@ nlohmann::json Agreement(const std::vector<std::vector<int64_t>>& engine,
 
 absl::StatusOr<BenchReport> RunRolloutGpuBench(const BenchArgs& args) {
   ASSIGN_OR_RETURN(ModelOptions m, GpuBenchModel(args));
-  ASSIGN_OR_RETURN(const std::vector<int64_t> batches, Batches(args));
+  ASSIGN_OR_RETURN(const std::vector<int64_t> batches,
+                   ParseIntList(args, "batches", args.quick ? "2,4" : "64,128,256"));
   const int64_t prompt_len = args.GetInt("prompt", args.quick ? 16 : 128);
   const int64_t new_tokens = args.GetInt("new_tokens", args.quick ? 8 : 128);
   const int64_t rounds = std::max<int64_t>(1, args.GetInt("rounds", args.quick ? 1 : 2));

@@ -68,7 +68,7 @@ absl::StatusOr<HfParity> MeasureHfParity(const std::string& model_dir,
       auto binding = cache.Bind({0}, {0}, prefill);
       const AttentionLayout layout = CausalLayout(1, prefill);
       const torch::Tensor logits = decoder->Logits(decoder->Hidden(
-          row.narrow(1, 0, prefill).to(where), layout.positions, layout.allowed, &binding));
+          row.narrow(1, 0, prefill), layout.positions, layout.allowed, &binding));
       parity.decode_max_error = MaxError(logits[0], want.narrow(0, 0, prefill));
       engine.push_back(logits[0].toType(torch::kFloat32));
     }

@@ -8,12 +8,14 @@
 namespace flywheel {
 
 PolicyForward TransformerPolicy(Transformer model) {
+  // Where the model was placed (MakeInitialModel) and what it computes in: fixed for its life.
+  const torch::Device device = model->parameters().front().device();
   const torch::ScalarType dtype = ModelDtype(model->options());
-  return [model, dtype](const PackedMicroBatch& mb) -> absl::StatusOr<torch::Tensor> {
+  return [model, device, dtype](const PackedMicroBatch& mb) -> absl::StatusOr<torch::Tensor> {
     ASSIGN_OR_RETURN(AttentionLayout layout, MakePackedLayout(mb.doc_lengths, mb.length));
     return TorchCallOr("policy forward", [&] {
       // The parameters stay float32 (the master weights); bfloat16 is the forward's compute.
-      AutocastScope autocast(model->parameters().front().device(), dtype);
+      AutocastScope autocast(device, dtype);
       return model->forward(mb.tokens, layout);
     });
   };

@@ -242,8 +242,7 @@ absl::StatusOr<std::shared_ptr<const WeightSnapshot>> SnapshotFromTensors(
     }
   }));
   RETURN_IF_ERROR(checked);
-  // Received as the learner's float32 master weights on the host; decoded where and in the
-  // precision this process's [model] says.
+  // Received on the host (ReceivingModel); decoded where this process's [model] says.
   ASSIGN_OR_RETURN(const torch::Device device, ModelDevice(snapshot->model->options()));
   RETURN_IF_ERROR(TorchCall(StrCat("weights version ", version, ": place on ", device.str()), [&] {
     snapshot->model->to(device, ModelDtype(snapshot->model->options()));
