@@ -61,7 +61,7 @@ def main():
         model.eval()
         directory = os.path.join(args.out, name)
         model.save_pretrained(directory, safe_serialization=True)
-        tokens = torch.randint(0, fields["vocab_size"], (1, args.tokens), generator=None)
+        tokens = torch.randint(0, fields["vocab_size"], (1, args.tokens))
         for dtype in ("float32", "bfloat16"):
             m = model.to(device=device, dtype=getattr(torch, dtype))
             with torch.no_grad():
