@@ -21,6 +21,14 @@ pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 pkg_check_modules(RE2 REQUIRED IMPORTED_TARGET re2)
 find_package(ICU REQUIRED COMPONENTS uc)
 
+# A LibTorch outside /usr (a torch wheel) ships header folders of its own (fmt/ among them) that
+# must not stand in for the ones flywheel links: scripts/gpu-build names its package prefix's
+# include folder here, searched before any target's.
+set(FLYWHEEL_INCLUDE_FIRST "" CACHE PATH "Header folder searched before every dependency's")
+if(FLYWHEEL_INCLUDE_FIRST)
+  include_directories(BEFORE SYSTEM "${FLYWHEEL_INCLUDE_FIRST}")
+endif()
+
 if(NOT FLYWHEEL_TORCH_FREE)
   # Debian's libtorch-dev (CPU) by default; a CUDA LibTorch with -DTorch_DIR=<libtorch>/share/cmake/Torch.
   find_package(Torch REQUIRED)

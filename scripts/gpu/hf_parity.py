@@ -57,10 +57,11 @@ def main():
     for name, fields in configs(args.small).items():
         torch.manual_seed(0)
         config = transformers.AutoConfig.for_model(**fields)
-        model = transformers.AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+        # float32 master weights whatever the version's default dtype (torch_dtype / dtype).
+        model = transformers.AutoModelForCausalLM.from_config(config).float()
         model.eval()
         directory = os.path.join(args.out, name)
-        model.save_pretrained(directory, safe_serialization=True)
+        model.save_pretrained(directory)  # safetensors: the default since 4.35, the only format in 5
         tokens = torch.randint(0, fields["vocab_size"], (1, args.tokens))
         for dtype in ("float32", "bfloat16"):
             m = model.to(device=device, dtype=getattr(torch, dtype))
