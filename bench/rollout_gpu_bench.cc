@@ -27,6 +27,7 @@
 // same bfloat16 weights the two still round differently (fused vs separate projections, other
 // kernels), and random weights give nearly flat logits, so a near-tie may flip; the fraction is
 // reported, never a failure.
+#include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -301,11 +302,15 @@ absl::StatusOr<BenchReport> RunRolloutGpuBench(const BenchArgs& args) {
   const int64_t parameters = model->NumParameters();
   ASSIGN_OR_RETURN(std::shared_ptr<const WeightSnapshot> snapshot, MakeSnapshot(model, 1));
   const double build_s = SecondsSince(start);
+  // Progress on stderr: a run on a borrowed machine that dies shows how far it got.
+  spdlog::info("rollout-gpu: {} parameters built and snapshotted on {} in {:.1f} s", parameters,
+               device.str(), build_s);
   start = Clock::now();
   HfExportOptions export_options;
   export_options.dtype = ModelDtype(m);
   RETURN_IF_ERROR(ExportHfModelDirectory(*model, export_options, dir / "hf"));
   const double export_s = SecondsSince(start);
+  spdlog::info("rollout-gpu: exported for transformers in {:.1f} s", export_s);
   model = nullptr;  // the snapshot holds the weights the engine decodes with
 
   std::mt19937_64 rng(7);
@@ -332,6 +337,7 @@ absl::StatusOr<BenchReport> RunRolloutGpuBench(const BenchArgs& args) {
 
   // Engine warm-up (kernels, allocator) at every batch size, short.
   for (int64_t b : batches) {
+    spdlog::info("rollout-gpu: engine warm-up at batch {}", b);
     RETURN_IF_ERROR(
         RunEngine(snapshot, prompts, b, std::min<int64_t>(4, new_tokens), backend, 1, device)
             .status());
@@ -346,11 +352,14 @@ absl::StatusOr<BenchReport> RunRolloutGpuBench(const BenchArgs& args) {
   for (int64_t r = 0; r < rounds; ++r) {
     for (int64_t b : batches) {
       PerBatch& p = per[b];
+      spdlog::info("rollout-gpu: round {} batch {}: engine", r + 1, b);
       ASSIGN_OR_RETURN(EngineRun run,
                        RunEngine(snapshot, prompts, b, new_tokens, backend, agree, device));
       p.engine_s.push_back(run.seconds);
       if (r == 0) p.engine_first = std::move(run.first_tokens);
       if (peer == nullptr) continue;
+      spdlog::info("rollout-gpu: round {} batch {}: engine {:.2f} s; hf generate", r + 1, b,
+                   run.seconds);
       absl::StatusOr<nlohmann::json> reply = peer->Generate(b);
       if (reply.ok() && (*reply)["new_tokens_per_row"].get<int64_t>() != new_tokens) {
         reply = absl::InternalError(StrCat("it generated ", (*reply)["new_tokens_per_row"].dump(),

@@ -1,6 +1,8 @@
 // The `flywheel` command. See docs/cli.md.
 #include <iostream>
 
+#include <absl/debugging/failure_signal_handler.h>
+#include <absl/debugging/symbolize.h>
 #include <spdlog/spdlog.h>
 
 #include "flywheel/cli/command.h"
@@ -17,6 +19,10 @@ int ReportError(const absl::Status& status) {
 namespace {
 
 int Main(int argc, char** argv) {
+  // A crash (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT) prints its stack to stderr before the
+  // process dies of the same signal: a run on a borrowed machine cannot be repeated under gdb.
+  absl::InitializeSymbolizer(argv[0]);
+  absl::InstallFailureSignalHandler(absl::FailureSignalHandlerOptions());
   TuneMallocForTensors();  // before any thread starts (core/malloc_tuning.h says why)
   CLI::App app{"flywheel: asynchronous reinforcement learning for language-model agents"};
   app.require_subcommand(1);
