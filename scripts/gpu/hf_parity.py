@@ -5,7 +5,8 @@ For each architecture below (Qwen3-0.6B's and Llama-3.2-1B's shapes, random weig
 OUT/<name>/ with save_pretrained (float32 safetensors) and, per dtype, OUT/<name>-<dtype>.reference.json
 ({"tokens", "dtype", "logits"}) computed by transformers on the GPU: float32 with TF32 off, and
 bfloat16 with the weights cast as `model.to(torch.bfloat16)` casts them (flywheel's snapshot
-rounds its float32 master weights the same way). A symlink OUT/<name>-<dtype> -> <name> gives
+rounds its float32 master weights the same way); the bfloat16 one also has "vs_float32",
+transformers' own largest error against its float32 logits (what bfloat16 costs it). A symlink OUT/<name>-<dtype> -> <name> gives
 hf_logits_check the DIR / DIR.reference.json pair it reads.
 
   python3 scripts/gpu/hf_parity.py OUT_DIR [--tokens 16] [--small]
@@ -63,13 +64,20 @@ def main():
         directory = os.path.join(args.out, name)
         model.save_pretrained(directory)  # safetensors: the default since 4.35, the only format in 5
         tokens = torch.randint(0, fields["vocab_size"], (1, args.tokens))
+        exact = None  # the float32 logits: how far transformers' own bfloat16 lands from them
         for dtype in ("float32", "bfloat16"):
             m = model.to(device=device, dtype=getattr(torch, dtype))
             with torch.no_grad():
                 logits = m(tokens.to(device)).logits[0].float().cpu()
+            reference = {"tokens": tokens[0].tolist(), "dtype": dtype, "logits": logits.tolist()}
+            if exact is None:
+                exact = logits
+            else:
+                reference["vs_float32"] = (logits - exact).abs().max().item()
+                print(f"{name} {dtype}: transformers' own max |error| against its float32 "
+                      f"logits {reference['vs_float32']:.4f}", flush=True)
             with open(os.path.join(args.out, f"{name}-{dtype}.reference.json"), "w") as f:
-                json.dump({"tokens": tokens[0].tolist(), "dtype": dtype,
-                           "logits": logits.tolist()}, f)
+                json.dump(reference, f)
             link = os.path.join(args.out, f"{name}-{dtype}")
             if not os.path.lexists(link):
                 os.symlink(name, link)
