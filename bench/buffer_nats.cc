@@ -20,13 +20,6 @@
 #endif
 
 namespace flywheel::bench {
-namespace {
-std::string NatsBinary() {
-  return FindBinary(
-      {"/usr/bin/nats-server", "/usr/sbin/nats-server", "/usr/local/bin/nats-server"});
-}
-}  // namespace
-
 #ifndef FLYWHEEL_HAVE_NATS
 std::string NatsSkipReason() {
   return "built without the NATS C client (apt-get install libnats-dev)";
@@ -37,6 +30,13 @@ absl::StatusOr<CaseResult> RunNatsJetStream(const std::string&, const std::strin
   return absl::FailedPreconditionError(NatsSkipReason());
 }
 #else
+namespace {
+std::string NatsBinary() {
+  return FindBinary(
+      {"/usr/bin/nats-server", "/usr/sbin/nats-server", "/usr/local/bin/nats-server"});
+}
+}  // namespace
+
 std::string NatsSkipReason() {
   return NatsBinary().empty() ? "nats-server not found (apt-get install nats-server)" : "";
 }

@@ -20,12 +20,6 @@
 #endif
 
 namespace flywheel::bench {
-namespace {
-std::string RedisBinary() {
-  return FindBinary({"/usr/bin/redis-server", "/usr/local/bin/redis-server"});
-}
-}  // namespace
-
 #ifndef FLYWHEEL_HAVE_HIREDIS
 std::string RedisSkipReason() { return "built without hiredis (apt-get install libhiredis-dev)"; }
 
@@ -34,6 +28,12 @@ absl::StatusOr<CaseResult> RunRedisStreams(const std::string&, const std::string
   return absl::FailedPreconditionError(RedisSkipReason());
 }
 #else
+namespace {
+std::string RedisBinary() {
+  return FindBinary({"/usr/bin/redis-server", "/usr/local/bin/redis-server"});
+}
+}  // namespace
+
 std::string RedisSkipReason() {
   return RedisBinary().empty() ? "redis-server not found (apt-get install redis-server)" : "";
 }

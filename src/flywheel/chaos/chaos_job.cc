@@ -127,14 +127,14 @@ struct Process {
   std::string name;  // buffer, learner, actor-0, …
   Kind kind = Kind::kActor;
   int index = 0;  // actors
-  ChildProcess child;
+  ChildProcess child{};
   int incarnation = 0;
   bool killed = false;                             // by the chaos (not an unexpected exit)
   absl::Time restart_at = absl::InfiniteFuture();  // down until then
   absl::Time thaw_at = absl::InfiniteFuture();     // frozen until then
-  std::string out, err;                            // this incarnation's log files
+  std::string out{}, err{};                        // this incarnation's log files
   // Recovery of the latest restart: from `restarted` to the next sign of work.
-  std::optional<absl::Time> restarted;
+  std::optional<absl::Time> restarted{};
 };
 
 class ChaosJob {

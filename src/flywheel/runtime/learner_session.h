@@ -60,9 +60,9 @@ struct TrainedStep {
 struct StepHooks {
   // After each trained step, before its checkpoint is written (when one is due): whatever it
   // records is then older than the checkpoint that contains the step.
-  std::function<absl::Status(const TrainedStep&)> trained;
+  std::function<absl::Status(const TrainedStep&)> trained = nullptr;
   // Writes extra files into each checkpoint directory before it becomes visible.
-  CheckpointManager::Writer checkpoint_extra;
+  CheckpointManager::Writer checkpoint_extra = nullptr;
 };
 
 class LearnerSession {
