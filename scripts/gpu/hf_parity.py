@@ -6,8 +6,8 @@ OUT/<name>/ with save_pretrained (float32 safetensors) and, per dtype, OUT/<name
 ({"tokens", "dtype", "logits"}) computed by transformers on the GPU: float32 with TF32 off, and
 bfloat16 with the weights cast as `model.to(torch.bfloat16)` casts them (flywheel's snapshot
 rounds its float32 master weights the same way); the bfloat16 one also has "vs_float32",
-transformers' own largest error against its float32 logits (what bfloat16 costs it). A symlink OUT/<name>-<dtype> -> <name> gives
-hf_logits_check the DIR / DIR.reference.json pair it reads.
+transformers' own largest error against its float32 logits (what bfloat16 costs it). A symlink
+OUT/<name>-<dtype> -> <name> gives hf_logits_check the DIR / DIR.reference.json pair it reads.
 
   python3 scripts/gpu/hf_parity.py OUT_DIR [--tokens 16] [--small]
 

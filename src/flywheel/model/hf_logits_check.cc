@@ -63,14 +63,14 @@ int Main(int argc, char** argv) {
                                        parity->packed_vs_single <= tolerance * scale);
     within = within && ok;
     nlohmann::json line = {{"model", dir},
-                                 {"device", device},
-                                 {"dtype", dtype},
-                                 {"packed_max_error", parity->packed_max_error},
-                                 {"decode_max_error", parity->decode_max_error},
-                                 {"engine_vs_learner_logprob", parity->engine_vs_learner_logprob},
-                                 {"packed_vs_single", parity->packed_vs_single},
-                                 {"max_abs_logit", parity->max_abs_logit},
-                                 {"within_tolerance", ok}};
+                           {"device", device},
+                           {"dtype", dtype},
+                           {"packed_max_error", parity->packed_max_error},
+                           {"decode_max_error", parity->decode_max_error},
+                           {"engine_vs_learner_logprob", parity->engine_vs_learner_logprob},
+                           {"packed_vs_single", parity->packed_vs_single},
+                           {"max_abs_logit", parity->max_abs_logit},
+                           {"within_tolerance", ok}};
     // The reference's own error against exact (float32) logits, where it says (hf_parity.py's
     // bfloat16 references): the floor for any bfloat16 implementation compared with it.
     if (ref.contains("vs_float32")) line["reference_vs_float32"] = ref["vs_float32"];
