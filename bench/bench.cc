@@ -1,5 +1,9 @@
 #include "bench/bench.h"
 
+#if FLYWHEEL_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -43,20 +47,24 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-std::string PythonPeerSkipReason() {
-  if (std::system(StrCat(kPeerPython, " -c 'import torch' >/dev/null 2>&1").c_str()) == 0) {
-    return "";
+std::string PythonPeerSkipReason(const std::string& python, bool cuda) {
+  const char* check = cuda ? "import torch; assert torch.cuda.is_available()" : "import torch";
+  if (std::system(StrCat(python, " -c '", check, "' >/dev/null 2>&1").c_str()) == 0) return "";
+  if (cuda) {
+    return StrCat(python, " has no torch that sees a GPU: python variant skipped (--param "
+                  "peer_python=INTERPRETER names another)");
   }
-  return StrCat(kPeerPython, " has no torch (Debian package python3-torch): python variant skipped");
+  return StrCat(python, " has no torch (Debian package python3-torch): python variant skipped");
 }
 
 absl::StatusOr<nlohmann::json> RunPythonPeer(const BenchArgs& args, const std::string& script,
                                              const std::string& arguments, int64_t threads,
                                              const std::string& out_path,
-                                             const std::string& environment) {
+                                             const std::string& environment,
+                                             const std::string& python) {
   const std::string cmd =
       StrCat(environment, environment.empty() ? "" : " ", "OPENBLAS_NUM_THREADS=", threads,
-             " OMP_NUM_THREADS=", threads, " ", kPeerPython,
+             " OMP_NUM_THREADS=", threads, " ", python,
              " '", args.source_dir, "/", script, "' ", arguments, " > '", out_path, "'");
   const int rc = std::system(cmd.c_str());
   std::ifstream in(out_path);
@@ -131,6 +139,14 @@ absl::StatusOr<std::vector<int64_t>> ParseIntList(const BenchArgs& args, const s
 
 void SynchronizeDevice(const c10::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+void ReleaseCachedDeviceMemory(const c10::Device& device) {
+#if FLYWHEEL_CUDA
+  if (!device.is_cuda()) return;
+  torch::cuda::synchronize(device.index());
+  c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
 }
 
 void SetQwen3_0_6BShape(ModelOptions& m) {

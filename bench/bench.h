@@ -74,6 +74,10 @@ absl::StatusOr<std::vector<int64_t>> ParseIntList(const BenchArgs& args, const s
 // the CPU.
 void SynchronizeDevice(const c10::Device& device);
 
+// Hands the blocks LibTorch's CUDA allocator keeps cached back to the driver (a no-op elsewhere):
+// before a peer process needs the same GPU's memory.
+void ReleaseCachedDeviceMemory(const c10::Device& device);
+
 // Qwen3-0.6B's shape from its config.json (vocab 151936, hidden 1024, 28 layers, 16 heads of 128,
 // 8 kv heads, intermediate 3072, q/k norms, tied embeddings), the GPU benchmarks' model.
 void SetQwen3_0_6BShape(ModelOptions& m);
@@ -81,16 +85,18 @@ void SetQwen3_0_6BShape(ModelOptions& m);
 // Python peers run under Debian's interpreter, the one python3-torch is installed for.
 inline constexpr char kPeerPython[] = "/usr/bin/python3";
 
-// Empty when kPeerPython can import torch; otherwise the message saying why a peer is skipped.
-std::string PythonPeerSkipReason();
+// Empty when `python` can import torch (and, with `cuda`, sees a GPU); otherwise the message
+// saying why a peer is skipped.
+std::string PythonPeerSkipReason(const std::string& python = kPeerPython, bool cuda = false);
 
-// Runs `script` (relative to the repository) with `arguments` under kPeerPython, with LibTorch
+// Runs `script` (relative to the repository) with `arguments` under `python`, with LibTorch
 // and BLAS limited to `threads`, and parses the JSON it writes to `out_path`. `environment`
 // ("NAME=value …") is set for the peer's process only.
 absl::StatusOr<nlohmann::json> RunPythonPeer(const BenchArgs& args, const std::string& script,
                                              const std::string& arguments, int64_t threads,
                                              const std::string& out_path,
-                                             const std::string& environment = "");
+                                             const std::string& environment = "",
+                                             const std::string& python = kPeerPython);
 
 }  // namespace flywheel::bench
 

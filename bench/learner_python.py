@@ -15,18 +15,29 @@ three and two; the global gradient norm and AdamW's element-wise update are unch
              the documents of every row — what flywheel's DocumentCausalAttention computes, the
              way a PyTorch user writes it; padding attends to itself only
   dense      one [L, L] score matrix per row with a block-diagonal causal additive mask
+  sdpa       the documents loop with F.scaled_dot_product_attention (is_causal, grouped-query
+             heads without copies: enable_gqa) per document: flash attention on CUDA, what
+             flywheel's GPU build runs; torch 2.5+
+
+On a GPU (spec "device": "cuda", "dtype": "bfloat16") the float32 master weights, the batch and
+AdamW's state live on the device and the forward runs under torch.autocast in bfloat16, as
+flywheel's learner runs it; times are taken between torch.cuda.synchronize() calls.
 
 Prints one JSON object, with `first_step` = loss and pre-clip gradient norm of the first step
 (taken on the loaded weights, before the optimiser changes them), which the benchmark compares
 with flywheel's first step on the same weights and batch.
 
 usage: learner_python.py --weights W.safetensors --batch B.safetensors --spec SPEC.json
-                         [--attention documents|dense]
+                         [--attention documents|dense|sdpa]
 SPEC: {"model": {...}, "micro_batches": [{"rows", "length", "doc_lengths"}], "steps": N,
-       "threads": T, "lr", "is_cap", "grad_clip", "betas", "eps", "weight_decay"}
+       "threads": T, "lr", "is_cap", "grad_clip", "betas", "eps", "weight_decay",
+       "device": "cpu", "dtype": "float32"}
+model: hidden_size, num_layers, num_heads, num_kv_heads, head_dim, rope_theta, rms_norm_eps,
+       qk_norm (Qwen3's per-head q/k RMS norms before the rotation)
 B: mb{i}.{tokens,targets,trainable,behaviour,advantages,loss_weights} as float32 [rows, L].
 """
 import argparse
+import contextlib
 import json
 import math
 import struct
@@ -86,7 +97,7 @@ class Model:
     def __init__(self, cfg, w, attention):
         self.h = cfg["num_heads"]
         self.kvh = cfg["num_kv_heads"]
-        self.d = cfg["hidden_size"] // self.h
+        self.d = cfg.get("head_dim") or cfg["hidden_size"] // self.h
         self.layers = cfg["num_layers"]
         self.eps = cfg["rms_norm_eps"]
         self.attention = attention
@@ -101,6 +112,9 @@ class Model:
             take = lambda *names: torch.cat([w.pop(p + n + ".weight") for n in names], 0)
             self.p[f"{i}.ln1"] = w.pop(p + "input_layernorm.weight")
             self.p[f"{i}.qkv"] = take("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
+            if cfg.get("qk_norm"):
+                self.p[f"{i}.q_norm"] = w.pop(p + "self_attn.q_norm.weight")
+                self.p[f"{i}.k_norm"] = w.pop(p + "self_attn.k_norm.weight")
             self.p[f"{i}.o"] = w.pop(p + "self_attn.o_proj.weight")
             self.p[f"{i}.ln2"] = w.pop(p + "post_attention_layernorm.weight")
             self.p[f"{i}.gate_up"] = take("mlp.gate_proj", "mlp.up_proj")
@@ -115,7 +129,9 @@ class Model:
         return list(self.p.values())
 
     def rms(self, x, weight):
-        return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+        """In float32 whatever x's dtype, as flywheel's RmsNorm (and HF Llama) computes it."""
+        x32 = x.float()
+        return weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
 
     @staticmethod
     def apply_rope(x, cos, sin):
@@ -126,7 +142,8 @@ class Model:
         """[groups * n, n] additive causal mask, one per document length (cached)."""
         key = (n, groups)
         if key not in self.masks:
-            self.masks[key] = torch.full((n, n), float("-inf")).triu(1).repeat(groups, 1)
+            self.masks[key] = torch.full((n, n), float("-inf"), device=self.inv_freq.device) \
+                .triu(1).repeat(groups, 1)
         return self.masks[key]
 
     def document_attention(self, q, k, v, doc_lengths):
@@ -153,6 +170,27 @@ class Model:
                               .reshape(pad, h * d))
         return torch.cat(pieces, 0).view(b, l, h * d)
 
+    def sdpa_attention(self, q, k, v, doc_lengths):
+        """The documents loop with one fused causal attention per document (flash on CUDA)."""
+        b, l, h, d = q.shape
+        kvh = self.kvh
+        qf, kf, vf = q.reshape(b * l, h, d), k.reshape(b * l, kvh, d), v.reshape(b * l, kvh, d)
+        pieces = []
+        for r, docs in enumerate(doc_lengths):
+            off = r * l
+            for n in docs:
+                qd = qf[off:off + n].transpose(0, 1)[None]  # [1, H, n, D]
+                kd = kf[off:off + n].transpose(0, 1)[None]  # [1, KVH, n, D]
+                vd = vf[off:off + n].transpose(0, 1)[None]
+                out = F.scaled_dot_product_attention(qd, kd, vd, is_causal=True, enable_gqa=True)
+                pieces.append(out[0].transpose(0, 1).reshape(n, h * d))
+                off += n
+            pad = (r + 1) * l - off
+            if pad > 0:
+                pieces.append(vf[off:off + pad].unsqueeze(2).expand(pad, kvh, h // kvh, d)
+                              .reshape(pad, h * d))
+        return torch.cat(pieces, 0).view(b, l, h * d)
+
     def dense_attention(self, q, k, v, bias):
         b, l, h, d = q.shape
         g = self.h // self.kvh
@@ -166,23 +204,28 @@ class Model:
     def forward(self, tokens, doc_lengths):
         p = self.p
         b, l = tokens.shape
-        positions = packed_positions(doc_lengths, l)
-        bias = dense_bias(doc_lengths, l) if self.attention == "dense" else None
+        positions = packed_positions(doc_lengths, l).to(tokens.device)
+        bias = dense_bias(doc_lengths, l).to(tokens.device) if self.attention == "dense" else None
         x = p["embed"][tokens]
-        ang = positions.to(torch.float32)[..., None] * self.inv_freq
+        ang = positions.to(torch.float32)[..., None] * self.inv_freq.to(tokens.device)
         emb = torch.cat([ang, ang], -1)[:, :, None]  # [B, L, 1, D]: token-major
         cos, sin = emb.cos(), emb.sin()
         qw, kvw = self.h * self.d, self.kvh * self.d
         for i in range(self.layers):
             hx = self.rms(x, p[f"{i}.ln1"])
             qkv = F.linear(hx, p[f"{i}.qkv"])
-            q = self.apply_rope(qkv[..., :qw].view(b, l, self.h, self.d), cos, sin)
-            k = self.apply_rope(qkv[..., qw:qw + kvw].view(b, l, self.kvh, self.d), cos, sin)
+            q = qkv[..., :qw].view(b, l, self.h, self.d)
+            k = qkv[..., qw:qw + kvw].view(b, l, self.kvh, self.d)
+            if f"{i}.q_norm" in p:  # Qwen3: each head normalised on its own, before the rotation
+                q, k = self.rms(q, p[f"{i}.q_norm"]), self.rms(k, p[f"{i}.k_norm"])
+            q, k = self.apply_rope(q, cos, sin), self.apply_rope(k, cos, sin)
             v = qkv[..., qw + kvw:].view(b, l, self.kvh, self.d)
-            if bias is None:
-                att = self.document_attention(q, k, v, doc_lengths)
-            else:
+            if bias is not None:
                 att = self.dense_attention(q, k, v, bias)
+            elif self.attention == "sdpa":
+                att = self.sdpa_attention(q, k, v, doc_lengths)
+            else:
+                att = self.document_attention(q, k, v, doc_lengths)
             x = x + F.linear(att, p[f"{i}.o"])
             gate_up = F.linear(self.rms(x, p[f"{i}.ln2"]), p[f"{i}.gate_up"])
             gate, up = gate_up.chunk(2, -1)
@@ -195,16 +238,20 @@ def main():
     ap.add_argument("--weights", required=True)
     ap.add_argument("--batch", required=True)
     ap.add_argument("--spec", required=True)
-    ap.add_argument("--attention", choices=["documents", "dense"], default="documents")
+    ap.add_argument("--attention", choices=["documents", "dense", "sdpa"], default="documents")
     args = ap.parse_args()
     with open(args.spec) as f:
         spec = json.load(f)
     torch.set_num_threads(spec["threads"])
-    model = Model(spec["model"], read_safetensors(args.weights), args.attention)
+    device = torch.device(spec.get("device", "cpu"))
+    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[spec.get("dtype", "float32")]
+    weights = {name: t.to(device) for name, t in read_safetensors(args.weights).items()}
+    model = Model(spec["model"], weights, args.attention)
+    model.inv_freq = model.inv_freq.to(device)
     params = model.parameters()
     opt = torch.optim.AdamW(params, lr=spec["lr"], betas=tuple(spec["betas"]), eps=spec["eps"],
                             weight_decay=spec["weight_decay"])
-    data = read_safetensors(args.batch)
+    data = {name: t.to(device) for name, t in read_safetensors(args.batch).items()}
     mbs = []
     for i, mb in enumerate(spec["micro_batches"]):
         get = lambda key: data[f"mb{i}.{key}"]
@@ -214,12 +261,23 @@ def main():
                     "doc_lengths": mb["doc_lengths"]})
     cap = spec["is_cap"]
 
+    # float32: no autocast at all (the CPU peer's exact arithmetic); bfloat16: autocast.
+    def autocast():
+        if dtype == torch.float32:
+            return contextlib.nullcontext()
+        return torch.autocast(device.type, dtype=dtype)
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
     def step():
         opt.zero_grad(set_to_none=True)
         total = 0.0
         for mb in mbs:
-            logits = model.forward(mb["tokens"], mb["doc_lengths"])
-            logp = torch.log_softmax(logits, -1).gather(-1, mb["targets"][..., None])[..., 0]
+            with autocast():
+                logits = model.forward(mb["tokens"], mb["doc_lengths"])
+            logp = torch.log_softmax(logits.float(), -1).gather(-1, mb["targets"][..., None])[..., 0]
             weight = (logp.detach() - mb["behaviour"]).exp().clamp_max(cap)
             term = -weight * mb["advantages"] * logp
             loss = (mb["loss_weights"] * torch.where(mb["trainable"], term, 0.0)).sum()
@@ -235,13 +293,16 @@ def main():
 
     first_loss, first_norm = step()  # warm-up, on the loaded weights
     losses = []
+    sync()
     start = time.perf_counter()
     for _ in range(spec["steps"]):
         losses.append(step()[0])
+    sync()
     seconds = time.perf_counter() - start
     print(json.dumps({"seconds": seconds, "steps": spec["steps"], "losses": losses,
                       "first_step": {"loss": first_loss, "grad_norm": first_norm},
                       "attention": args.attention, "torch_version": torch.__version__,
+                      "device": str(device), "dtype": spec.get("dtype", "float32"),
                       "threads": torch.get_num_threads()}))
 
 
