@@ -376,11 +376,19 @@ absl::StatusOr<BenchReport> RunRolloutGpuBench(const BenchArgs& args) {
       }
       if (reply->contains("warmup_seconds")) p.hf_warmup = (*reply)["warmup_seconds"];
       p.hf_s.push_back((*reply)["seconds"].get<double>());
+      spdlog::info("rollout-gpu: round {} batch {}: hf generate {:.2f} s", r + 1, b,
+                   p.hf_s.back());
       if (r == 0) p.hf_first = (*reply)["first_tokens"];
       p.hf_last = std::move(*reply);
     }
   }
   peer.reset();
+  // The steps from here to the report, logged: a crash after the last round (seen on the H200,
+  // cause not yet known) then shows where it happened.
+  spdlog::info("rollout-gpu: the peer has exited");
+  snapshot.reset();
+  SynchronizeDevice(device);
+  spdlog::info("rollout-gpu: the engine's weights are released; writing the report");
 
   BenchReport report;
   report.config = {{"device", device.str()},
