@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include <spdlog/spdlog.h>
 
@@ -293,51 +294,65 @@ std::string RolloutEngine::DebugString() const {
                 choice_ ? " " + choice_->DebugString() : std::string(), "}");
 }
 
-torch::Tensor RolloutEngine::DecodeBatch(const std::vector<Sequence*>& rows) {
+torch::Tensor RolloutEngine::ForwardPending(const std::vector<Sequence*>& rows) {
   const int64_t n = static_cast<int64_t>(rows.size());
-  std::vector<int64_t> slots(n), starts(n), tokens(n);
+  const int64_t m = static_cast<int64_t>(rows[0]->tokens.size()) - rows[0]->cached;
+  std::vector<int64_t> slots(n), starts(n), tokens;
+  tokens.reserve(n * m);
   int64_t attend = 0;
   for (int64_t b = 0; b < n; ++b) {
     slots[b] = rows[b]->slot;
     starts[b] = rows[b]->cached;
-    tokens[b] = rows[b]->tokens[rows[b]->cached];
-    attend = std::max(attend, rows[b]->cached + 1);
+    tokens.insert(tokens.end(), rows[b]->tokens.begin() + rows[b]->cached, rows[b]->tokens.end());
+    attend = std::max(attend, rows[b]->cached + m);
   }
   cache_->Reserve(cache_->num_slots(), attend);
   const auto device = cache_->device();
-  const auto positions = torch::tensor(starts, torch::kInt64).to(device).unsqueeze(1);  // [n, 1]
-  // Row b sees keys [0, cached_b]; the rest of the padded key range is another length's tail.
-  const auto allowed =
-      (torch::arange(attend, torch::TensorOptions().dtype(torch::kInt64).device(device))
-           .unsqueeze(0) <= positions)
-          .unsqueeze(1);  // [n, 1, attend]
+  const auto int_options = torch::TensorOptions().dtype(torch::kInt64).device(device);
+  // Row b's new token i is at position cached_b + i and sees keys [0, cached_b + i] of its slot;
+  // the rest of the padded key range is another length's tail.
+  const auto positions = torch::tensor(starts, torch::kInt64).to(device).unsqueeze(1) +
+                         torch::arange(m, int_options).unsqueeze(0);  // [n, m]
+  const auto allowed = torch::arange(attend, int_options).view({1, 1, attend}) <=
+                       positions.unsqueeze(2);  // [n, m, attend]
   auto binding = cache_->Bind(slots, starts, attend);
   const auto& model = snapshot_->model;
-  const auto hidden = model->Hidden(torch::tensor(tokens, torch::kInt64).to(device).unsqueeze(1),
-                                    positions, allowed, &binding);
-  for (Sequence* seq : rows) seq->cached += 1;
-  return model->Logits(hidden.select(1, 0));  // [n, V]
+  const auto hidden =
+      model->Hidden(torch::tensor(tokens, torch::kInt64).to(device).view({n, m}), positions,
+                    allowed, &binding);
+  for (Sequence* seq : rows) seq->cached += m;
+  return model->Logits(hidden.select(1, m - 1));  // [n, V]
 }
 
-torch::Tensor RolloutEngine::Prefill(Sequence& seq) {
-  const int64_t start = seq.cached;
-  const int64_t m = static_cast<int64_t>(seq.tokens.size()) - start;
-  const int64_t total = start + m;
-  cache_->Reserve(cache_->num_slots(), total);
-  const auto device = cache_->device();
-  const auto int_options = torch::TensorOptions().dtype(torch::kInt64).device(device);
-  const auto positions = torch::arange(start, total, int_options).unsqueeze(0);  // [1, m]
-  // New token i (at position start+i) sees the cached prefix and new tokens up to itself.
-  const auto allowed =
-      (torch::arange(total, int_options).unsqueeze(0) <= positions.squeeze(0).unsqueeze(1))
-          .unsqueeze(0);  // [1, m, total]
-  std::vector<int64_t> fresh(seq.tokens.begin() + start, seq.tokens.end());
-  auto binding = cache_->Bind({seq.slot}, {start}, total);
-  const auto& model = snapshot_->model;
-  const auto hidden = model->Hidden(torch::tensor(fresh, torch::kInt64).to(device).unsqueeze(0),
-                                    positions, allowed, &binding);
-  seq.cached = total;
-  return model->Logits(hidden.select(1, m - 1));  // [1, V]
+std::vector<std::vector<int64_t>> RolloutEngine::PendingGroups(
+    const std::vector<Sequence*>& batch) {
+  // Rows with the same number of pending tokens go together, in batch order, as many as keep
+  // one forward's query-key pairs (its attention scores, per head) within kMaxPendingPairs; a
+  // row alone may exceed it (a long prompt, as before batching).
+  constexpr int64_t kMaxPendingPairs = int64_t{1} << 24;
+  std::map<int64_t, std::vector<int64_t>> by_pending;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    by_pending[static_cast<int64_t>(batch[i]->tokens.size()) - batch[i]->cached].push_back(
+        static_cast<int64_t>(i));
+  }
+  std::vector<std::vector<int64_t>> groups;
+  for (const auto& [m, rows] : by_pending) {
+    std::vector<int64_t> group;
+    int64_t attend = 0;
+    for (int64_t i : rows) {
+      const int64_t grown = std::max(attend, batch[i]->cached + m);
+      if (!group.empty() &&
+          static_cast<int64_t>(group.size() + 1) * m * grown > kMaxPendingPairs) {
+        groups.push_back(std::move(group));
+        group.clear();
+        attend = 0;
+      }
+      group.push_back(i);
+      attend = std::max(attend, batch[i]->cached + m);
+    }
+    groups.push_back(std::move(group));
+  }
+  return groups;
 }
 
 void RolloutEngine::ForwardCpu(const std::vector<Sequence*>& batch) {
@@ -357,42 +372,29 @@ void RolloutEngine::ForwardCpu(const std::vector<Sequence*>& batch) {
 }
 
 void RolloutEngine::ForwardTorch(const std::vector<Sequence*>& batch) {
-  // Single-token rows in one batched decode, the others prefilled one by one; logits in batch
-  // order.
-  std::vector<Sequence*> decode;
-  std::vector<int64_t> decode_at, prefill_at;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const int64_t pending = static_cast<int64_t>(batch[i]->tokens.size()) - batch[i]->cached;
-    if (pending == 1) {
-      decode.push_back(batch[i]);
-      decode_at.push_back(static_cast<int64_t>(i));
-    } else {
-      prefill_at.push_back(static_cast<int64_t>(i));
-    }
-  }
+  // One batched forward per group of rows with as many pending tokens (decode steps: one; new
+  // prompts and tool output: more); logits in batch order.
   const int64_t vocab = snapshot_->model->options().vocab_size;
-  if (!cache_->device().is_cpu()) {
-    // On a GPU the logits stay there: Sample draws on the device (SampleRows) and only the
-    // tokens and their log-probs come back, not batch x V floats.
-    std::vector<torch::Tensor> rows(batch.size());
-    if (!decode.empty()) {
-      const torch::Tensor decoded = DecodeBatch(decode);
-      for (size_t r = 0; r < decode_at.size(); ++r) rows[decode_at[r]] = decoded.narrow(0, r, 1);
+  const bool on_device = !cache_->device().is_cpu();
+  std::vector<torch::Tensor> device_rows(on_device ? batch.size() : 0);
+  if (!on_device) logits_.resize(batch.size() * vocab);
+  for (const std::vector<int64_t>& at : PendingGroups(batch)) {
+    std::vector<Sequence*> rows;
+    for (int64_t i : at) rows.push_back(batch[i]);
+    const torch::Tensor logits = ForwardPending(rows);
+    if (on_device) {
+      // On a GPU the logits stay there: Sample draws on the device (SampleRows) and only the
+      // tokens and their log-probs come back, not batch x V floats.
+      for (size_t r = 0; r < at.size(); ++r) device_rows[at[r]] = logits.narrow(0, r, 1);
+      continue;
     }
-    for (int64_t i : prefill_at) rows[i] = Prefill(*batch[i]);
-    device_logits_ = torch::cat(rows, 0);
-    return;
-  }
-  logits_.resize(batch.size() * vocab);
-  auto put = [&](const torch::Tensor& rows, const std::vector<int64_t>& at) {
-    const auto cpu = rows.to(torch::kCPU, torch::kFloat32).contiguous();
+    const auto cpu = logits.to(torch::kCPU, torch::kFloat32).contiguous();
     for (size_t r = 0; r < at.size(); ++r) {
       std::memcpy(logits_.data() + at[r] * vocab, cpu.data_ptr<float>() + r * vocab,
                   vocab * sizeof(float));
     }
-  };
-  if (!decode.empty()) put(DecodeBatch(decode), decode_at);
-  for (int64_t i : prefill_at) put(Prefill(*batch[i]), {i});
+  }
+  if (on_device) device_logits_ = torch::cat(device_rows, 0);
 }
 
 void RolloutEngine::Sample(const std::vector<Sequence*>& batch, const std::vector<SequenceId>& ids,

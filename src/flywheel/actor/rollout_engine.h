@@ -149,9 +149,11 @@ class RolloutEngine {
   // device_logits_); moves every pending token to cached.
   void ForwardCpu(const std::vector<Sequence*>& batch);
   void ForwardTorch(const std::vector<Sequence*>& batch);
-  // Logits [rows, V] of the last pending token of each sequence (LibTorch backend).
-  torch::Tensor DecodeBatch(const std::vector<Sequence*>& rows);
-  torch::Tensor Prefill(Sequence& seq);
+  // LibTorch backend: logits [rows, V] of the last pending token of each of `rows`, which all
+  // have the same number of pending tokens, in one forward; moves them to cached.
+  torch::Tensor ForwardPending(const std::vector<Sequence*>& rows);
+  // The indices of `batch` grouped for ForwardPending, each group within a memory bound.
+  static std::vector<std::vector<int64_t>> PendingGroups(const std::vector<Sequence*>& batch);
   // Samples one token per sequence of `batch` from logits_ (from device_logits_ on the device,
   // SampleRows, when it is set).
   void Sample(const std::vector<Sequence*>& batch, const std::vector<SequenceId>& ids,

@@ -181,6 +181,65 @@ TEST_P(RolloutEngineTest, KeepModeTagsVersionsAndKeepsEarlierTokensExact) {
   EXPECT_EQ(engine->num_generating(), 0);
 }
 
+// Two turns of each prompt: 8 tokens, 5 appended (tool output), 6 more. `ids` empty: each prompt
+// in an engine of its own; otherwise all in one engine, where prompts of one length are
+// prefilled in one forward and the appended tokens of every sequence in another (at different
+// cached lengths).
+std::vector<std::vector<GeneratedToken>> TwoTurns(const std::vector<std::vector<int64_t>>& prompts,
+                                                  bool together) {
+  std::vector<std::vector<GeneratedToken>> out(prompts.size());
+  std::unique_ptr<RolloutEngine> shared;
+  if (together) shared = Engine(Snapshot(1, 1), KvOnSwap::kKeep);
+  std::vector<std::pair<RolloutEngine*, SequenceId>> seqs;
+  std::vector<std::unique_ptr<RolloutEngine>> alone;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    RolloutEngine* engine = shared.get();
+    if (!together) engine = alone.emplace_back(Engine(Snapshot(1, 1), KvOnSwap::kKeep)).get();
+    SequenceOptions so;
+    so.seed = 40 + i;
+    so.sampling.temperature = 0.9;
+    auto id = engine->AddSequence(prompts[i], so);
+    EXPECT_TRUE(id.ok()) << id.status();
+    seqs.emplace_back(engine, *id);
+  }
+  for (int turn = 0; turn < 2; ++turn) {
+    for (auto& [engine, id] : seqs) {
+      if (turn == 1) EXPECT_TRUE(engine->AppendTokens(id, RandomTokens(5, 99)).ok());
+      EXPECT_TRUE(engine->StartTurn(id, {turn == 0 ? 8 : 6, {}}).ok());
+    }
+    for (auto& [engine, id] : seqs) {
+      while (engine->num_generating() > 0) {
+        auto step = engine->Step();
+        EXPECT_TRUE(step.ok()) << step.status();
+        for (const auto& g : *step) {
+          for (size_t i = 0; i < seqs.size(); ++i) {
+            if (seqs[i].first == engine && seqs[i].second == g.sequence) out[i].push_back(g);
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+TEST_P(RolloutEngineTest, BatchedPrefillEqualsEachSequenceAlone) {
+  const std::vector<std::vector<int64_t>> prompts = {RandomTokens(6, 1), RandomTokens(6, 2),
+                                                     RandomTokens(9, 3), RandomTokens(6, 4),
+                                                     RandomTokens(9, 5)};
+  const auto together = TwoTurns(prompts, true);
+  const auto alone = TwoTurns(prompts, false);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_EQ(together[i].size(), 14u) << "sequence " << i;
+    ASSERT_EQ(alone[i].size(), 14u) << "sequence " << i;
+    for (size_t t = 0; t < together[i].size(); ++t) {
+      EXPECT_EQ(together[i][t].token, alone[i][t].token) << "sequence " << i << " token " << t;
+      EXPECT_EQ(together[i][t].position, alone[i][t].position);
+      EXPECT_NEAR(together[i][t].logprob, alone[i][t].logprob, 1e-5)
+          << "sequence " << i << " token " << t;
+    }
+  }
+}
+
 std::vector<int64_t> Generate(uint64_t seed, int64_t n) {
   auto engine = Engine(Snapshot(1, 1), KvOnSwap::kKeep);
   SequenceOptions so;
