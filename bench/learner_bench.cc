@@ -108,7 +108,6 @@ std::vector<Trajectory> MakeBatch(std::mt19937_64& rng, int64_t count, double me
 // moved the --quick batch's loss by 6e-4 (20 %) and its gradient norm by 1e-3.
 constexpr double kAgreementTolerance = 1e-5;
 
-
 struct FirstStep {
   double loss = 0;
   double grad_norm = 0;
@@ -437,6 +436,7 @@ absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
   // timed ones (the profiler slows what it records). A profiler that fails is reported, not fatal.
   nlohmann::json profile = nullptr;
   if (const std::string path = args.GetString("profile", ""); !path.empty()) {
+    if (released) RETURN_IF_ERROR(learner.Step(batch).status());  // as before a timed round
     SynchronizeDevice(device);
     const absl::Status profiled = WriteTorchProfile(path, device.is_cuda(), [&]() -> absl::Status {
       RETURN_IF_ERROR(learner.Step(batch).status());
