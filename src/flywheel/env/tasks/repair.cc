@@ -78,7 +78,11 @@ class RepairExpert : public Policy {
   explicit RepairExpert(const RepairOptions& options) : options_(options) {}
   void Begin(const TaskInstance& task, std::string_view) override {
     const RepairInstance inst = GenerateRepair(options_, task.seed);
-    plan_ = {"test"};
+    // It reads the program before it patches, as a policy must: a policy that imitates it has
+    // the buggy lines in its context, so that reinforcement learning can learn which one to
+    // change from the failing tests. (It used to run the tests, which the reset had already
+    // reported, and patch from the hidden correct program, so its imitators never looked.)
+    plan_ = {"inspect"};
     for (size_t i = 0; i < inst.correct.lines.size(); ++i) {
       if (!SameLine(inst.correct.lines[i], inst.buggy.lines[i])) {
         plan_.push_back(StrCat("patch ", i + 1, " ", inst.correct.LineText(i)));
