@@ -202,6 +202,12 @@ void TcpProxy::Loop() {
     }
 
     if (fds[0].revents & POLLIN) {
+      // Read again: a RefuseFor that woke this poll came after the read at the top, and the
+      // connection it means to refuse may be the one waiting now.
+      {
+        absl::MutexLock lock(&mu_);
+        refuse_until = refuse_until_;
+      }
       while (true) {
         const int client = accept(listen_fd_, nullptr, nullptr);
         if (client < 0) break;
