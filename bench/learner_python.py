@@ -101,8 +101,9 @@ class Model:
         self.layers = cfg["num_layers"]
         self.eps = cfg["rms_norm_eps"]
         self.attention = attention
+        self.device = w["model.embed_tokens.weight"].device  # where the weights were loaded
         self.inv_freq = cfg["rope_theta"] ** (
-            -torch.arange(0, self.d, 2, dtype=torch.float32) / self.d)
+            -torch.arange(0, self.d, 2, dtype=torch.float32, device=self.device) / self.d)
         # Fused training parameters, built once: qkv = [q; k; v], gate_up = [gate; up].
         self.p = {"embed": w.pop("model.embed_tokens.weight"), "norm": w.pop("model.norm.weight")}
         if "lm_head.weight" in w:
@@ -142,7 +143,7 @@ class Model:
         """[groups * n, n] additive causal mask, one per document length (cached)."""
         key = (n, groups)
         if key not in self.masks:
-            self.masks[key] = torch.full((n, n), float("-inf"), device=self.inv_freq.device) \
+            self.masks[key] = torch.full((n, n), float("-inf"), device=self.device) \
                 .triu(1).repeat(groups, 1)
         return self.masks[key]
 
@@ -204,10 +205,10 @@ class Model:
     def forward(self, tokens, doc_lengths):
         p = self.p
         b, l = tokens.shape
-        positions = packed_positions(doc_lengths, l).to(tokens.device)
-        bias = dense_bias(doc_lengths, l).to(tokens.device) if self.attention == "dense" else None
+        positions = packed_positions(doc_lengths, l).to(self.device)
+        bias = dense_bias(doc_lengths, l).to(self.device) if self.attention == "dense" else None
         x = p["embed"][tokens]
-        ang = positions.to(torch.float32)[..., None] * self.inv_freq.to(tokens.device)
+        ang = positions.to(torch.float32)[..., None] * self.inv_freq
         emb = torch.cat([ang, ang], -1)[:, :, None]  # [B, L, 1, D]: token-major
         cos, sin = emb.cos(), emb.sin()
         qw, kvw = self.h * self.d, self.kvh * self.d
@@ -247,7 +248,6 @@ def main():
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[spec.get("dtype", "float32")]
     weights = {name: t.to(device) for name, t in read_safetensors(args.weights).items()}
     model = Model(spec["model"], weights, args.attention)
-    model.inv_freq = model.inv_freq.to(device)
     params = model.parameters()
     opt = torch.optim.AdamW(params, lr=spec["lr"], betas=tuple(spec["betas"]), eps=spec["eps"],
                             weight_decay=spec["weight_decay"])

@@ -340,15 +340,15 @@ std::vector<std::vector<int64_t>> RolloutEngine::PendingGroups(
     std::vector<int64_t> group;
     int64_t attend = 0;
     for (int64_t i : rows) {
-      const int64_t grown = std::max(attend, batch[i]->cached + m);
-      if (!group.empty() &&
-          static_cast<int64_t>(group.size() + 1) * m * grown > kMaxPendingPairs) {
+      const int64_t need = batch[i]->cached + m;  // keys row i attends to
+      if (!group.empty() && static_cast<int64_t>(group.size() + 1) * m *
+                                    std::max(attend, need) > kMaxPendingPairs) {
         groups.push_back(std::move(group));
         group.clear();
         attend = 0;
       }
       group.push_back(i);
-      attend = std::max(attend, batch[i]->cached + m);
+      attend = std::max(attend, need);
     }
     groups.push_back(std::move(group));
   }

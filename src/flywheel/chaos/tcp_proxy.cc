@@ -153,12 +153,10 @@ void TcpProxy::Loop() {
   char buffer[kChunk];
   while (!stop_.load()) {
     absl::Duration delay;
-    absl::Time refuse_until;
     bool cut = false;
     {
       absl::MutexLock lock(&mu_);
       delay = delay_;
-      refuse_until = refuse_until_;
       std::swap(cut, cut_requested_);
       if (cut) stats_.cut += static_cast<int64_t>(connections.size());
     }
@@ -202,8 +200,8 @@ void TcpProxy::Loop() {
     }
 
     if (fds[0].revents & POLLIN) {
-      // Read again: a RefuseFor that woke this poll came after the read at the top, and the
-      // connection it means to refuse may be the one waiting now.
+      // Read after the poll: a RefuseFor that woke it means to refuse the connection waiting now.
+      absl::Time refuse_until;
       {
         absl::MutexLock lock(&mu_);
         refuse_until = refuse_until_;
