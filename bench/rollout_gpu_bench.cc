@@ -2,7 +2,9 @@
 // Face transformers' `generate` with a static cache, on the same weights, prompts and device.
 //
 //   engine         RolloutEngine on the LibTorch backend (actor.backend = "torch"), the snapshot on
-//                  model.device in model.dtype (MakeSnapshot), greedy (top_k 1), no stop token
+//                  model.device in model.dtype (MakeSnapshot), greedy (top_k 1), no stop token;
+//                  decode steps as CUDA graphs (--param decode_graphs=auto|on|off, auto: on a
+//                  GPU), captured inside the timed run
 //   hf_generate    bench/rollout_hf.py: AutoModelForCausalLM (sdpa attention) loaded from the
 //                  Hugging Face directory this bench exports (ExportHfModelDirectory, in
 //                  model.dtype: the snapshot's weights exactly), model.generate(max_new_tokens =
@@ -91,10 +93,12 @@ struct EngineRun {
 // its static cache.
 absl::StatusOr<EngineRun> RunEngine(const std::shared_ptr<const WeightSnapshot>& snapshot,
                                     const std::vector<std::vector<int64_t>>& prompts, int64_t batch,
-                                    int64_t new_tokens, DecodeBackend backend, int64_t keep,
+                                    int64_t new_tokens, DecodeBackend backend,
+                                    DecodeGraphMode graphs, int64_t keep,
                                     const torch::Device& device) {
   RolloutEngineOptions options;
   options.backend = backend;
+  options.decode_graphs = graphs;
   options.initial_slots = batch;
   options.initial_capacity = static_cast<int64_t>(prompts[0].size()) + new_tokens;
   SamplingParams greedy;
@@ -270,6 +274,14 @@ absl::StatusOr<BenchReport> RunRolloutGpuBench(const BenchArgs& args) {
   else if (backend_name != "torch") {
     return absl::InvalidArgumentError("rollout-gpu bench: --param backend=torch|cpu|auto");
   }
+  const std::string graphs_name = args.GetString("decode_graphs", "auto");
+  const auto graphs_it =
+      std::find_if(std::begin(kDecodeGraphModeNames), std::end(kDecodeGraphModeNames),
+                   [&](const auto& choice) { return choice.name == graphs_name; });
+  if (graphs_it == std::end(kDecodeGraphModeNames)) {
+    return absl::InvalidArgumentError("rollout-gpu bench: --param decode_graphs=auto|on|off");
+  }
+  const DecodeGraphMode graphs = graphs_it->value;
   if (prompt_len <= 0 || new_tokens <= 0 || agree <= 0) {
     return absl::InvalidArgumentError(
         "rollout-gpu bench: prompt, new_tokens and agree_tokens must be > 0");
@@ -339,7 +351,7 @@ absl::StatusOr<BenchReport> RunRolloutGpuBench(const BenchArgs& args) {
   for (int64_t b : batches) {
     spdlog::info("rollout-gpu: engine warm-up at batch {}", b);
     RETURN_IF_ERROR(
-        RunEngine(snapshot, prompts, b, std::min<int64_t>(4, new_tokens), backend, 1, device)
+        RunEngine(snapshot, prompts, b, std::min<int64_t>(4, new_tokens), backend, graphs, 1, device)
             .status());
   }
 
@@ -354,7 +366,7 @@ absl::StatusOr<BenchReport> RunRolloutGpuBench(const BenchArgs& args) {
       PerBatch& p = per[b];
       spdlog::info("rollout-gpu: round {} batch {}: engine", r + 1, b);
       ASSIGN_OR_RETURN(EngineRun run,
-                       RunEngine(snapshot, prompts, b, new_tokens, backend, agree, device));
+                       RunEngine(snapshot, prompts, b, new_tokens, backend, graphs, agree, device));
       p.engine_s.push_back(run.seconds);
       if (r == 0) p.engine_first = std::move(run.first_tokens);
       if (peer == nullptr) continue;
@@ -394,6 +406,7 @@ absl::StatusOr<BenchReport> RunRolloutGpuBench(const BenchArgs& args) {
   report.config = {{"device", device.str()},
                    {"dtype", m.dtype},
                    {"backend", backend_name},
+                   {"decode_graphs", graphs_name},
                    {"batches", batches},
                    {"prompt_tokens", prompt_len},
                    {"new_tokens", new_tokens},

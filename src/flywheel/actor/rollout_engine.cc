@@ -83,6 +83,10 @@ void RolloutEngine::BuildBackend(DecodeBackend backend) {
         snapshot_->model->options(),
         snapshot_->model->parameters().front().options().requires_grad(false), slots,
         options_.initial_capacity);
+    const bool graphs =
+        options_.decode_graphs == DecodeGraphMode::kOn ||
+        (options_.decode_graphs == DecodeGraphMode::kAuto && cache_->device().is_cuda());
+    if (graphs) decode_graphs_ = std::make_unique<DecodeGraphs>(options_.max_decode_graphs);
   }
 }
 
@@ -136,6 +140,7 @@ void RolloutEngine::MaybeSwap() {
   }
   // The old snapshot is released here, outside the lock (it may be the last reference).
   snapshot_ = std::move(newer);
+  if (decode_graphs_ != nullptr) decode_graphs_->Clear();  // they read the old weights
   if (options_.kv_on_swap == KvOnSwap::kRecompute) {
     for (auto& [id, seq] : sequences_) seq.cached = 0;  // re-prefilled lazily, at the next use
   }
@@ -297,6 +302,18 @@ std::string RolloutEngine::DebugString() const {
 torch::Tensor RolloutEngine::ForwardPending(const std::vector<Sequence*>& rows) {
   const int64_t n = static_cast<int64_t>(rows.size());
   const int64_t m = static_cast<int64_t>(rows[0]->tokens.size()) - rows[0]->cached;
+  if (m == 1 && decode_graphs_ != nullptr) {
+    std::vector<int64_t> tokens(n), positions(n), slots(n);
+    for (int64_t b = 0; b < n; ++b) {
+      tokens[b] = rows[b]->tokens.back();
+      positions[b] = rows[b]->cached;
+      slots[b] = rows[b]->slot;
+      rows[b]->cached += 1;
+    }
+    // Slots are dense, so the first one past the sequences is free for the padding rows.
+    return decode_graphs_->Forward(snapshot_->model, *cache_, tokens, positions, slots,
+                                   num_sequences());
+  }
   std::vector<int64_t> slots(n), starts(n), tokens;
   tokens.reserve(n * m);
   int64_t attend = 0;
@@ -378,10 +395,15 @@ void RolloutEngine::ForwardTorch(const std::vector<Sequence*>& batch) {
   const bool on_device = !cache_->device().is_cpu();
   std::vector<torch::Tensor> device_rows(on_device ? batch.size() : 0);
   if (!on_device) logits_.resize(batch.size() * vocab);
-  for (const std::vector<int64_t>& at : PendingGroups(batch)) {
+  const std::vector<std::vector<int64_t>> groups = PendingGroups(batch);
+  for (const std::vector<int64_t>& at : groups) {
     std::vector<Sequence*> rows;
     for (int64_t i : at) rows.push_back(batch[i]);
     const torch::Tensor logits = ForwardPending(rows);
+    if (on_device && groups.size() == 1) {
+      device_logits_ = logits;  // one group: already in batch order
+      return;
+    }
     if (on_device) {
       // On a GPU the logits stay there: Sample draws on the device (SampleRows) and only the
       // tokens and their log-probs come back, not batch x V floats.

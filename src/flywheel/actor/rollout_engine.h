@@ -31,8 +31,8 @@
 //
 // Backends (`backend` option): the CPU decoder (model/cpu_decoder.h: hand-written float32
 // forward over its own cache, no LibTorch ops per step; float32 CPU weights only), or LibTorch
-// ops over a KvCache (one batched decode for single-token rows, a prefill per sequence with
-// several pending tokens). Both compute the same function; the tests run both. `auto` decides at
+// ops over a KvCache (one batched forward per group of rows with as many pending tokens; on a
+// GPU a decode step is replayed as a CUDA graph, actor/decode_graphs.h). Both compute the same function; the tests run both. `auto` decides at
 // the first Step by timing a few decode steps of each on this model and batch
 // (actor/backend_choice.h), logs both figures and keeps the faster; until then no cache exists.
 //
@@ -57,6 +57,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "flywheel/actor/backend_choice.h"
+#include "flywheel/actor/decode_graphs.h"
 #include "flywheel/actor/rollout_options.h"
 #include "flywheel/model/cpu_decoder.h"
 #include "flywheel/model/kv_cache.h"
@@ -150,7 +151,8 @@ class RolloutEngine {
   void ForwardCpu(const std::vector<Sequence*>& batch);
   void ForwardTorch(const std::vector<Sequence*>& batch);
   // LibTorch backend: logits [rows, V] of the last pending token of each of `rows`, which all
-  // have the same number of pending tokens, in one forward; moves them to cached.
+  // have the same number of pending tokens, in one forward; moves them to cached. A decode
+  // (one pending token each) goes through decode_graphs_ when it is set.
   torch::Tensor ForwardPending(const std::vector<Sequence*>& rows);
   // The indices of `batch` grouped for ForwardPending, each group within a memory bound.
   static std::vector<std::vector<int64_t>> PendingGroups(const std::vector<Sequence*>& batch);
@@ -167,6 +169,7 @@ class RolloutEngine {
   std::unique_ptr<CpuDecoder> cpu_;
   std::shared_ptr<const CpuDecoderWeights> cpu_weights_;
   std::unique_ptr<KvCache> cache_;
+  std::unique_ptr<DecodeGraphs> decode_graphs_;  // with cache_, when actor.decode_graphs is on
   std::optional<BackendChoice> choice_;  // set by ChooseBackend
   // Per-step buffers, reused (no allocation per step once grown).
   std::vector<DecodeRow> rows_;

@@ -39,22 +39,35 @@ std::shared_ptr<const WeightSnapshot> Snapshot(int64_t seed, int64_t version) {
   return *snapshot;
 }
 
-// Every test runs on both decode backends (the CPU decoder and LibTorch ops).
-class RolloutEngineTest : public ::testing::TestWithParam<DecodeBackend> {
+// Every test runs on both decode backends (the CPU decoder and LibTorch ops), and on LibTorch
+// ops with the fixed-shape decode step that a GPU replays as a CUDA graph (decode_graphs.h; on
+// a CPU it runs eagerly, padded rows and keys included).
+struct EngineKind {
+  DecodeBackend backend;
+  DecodeGraphMode graphs;
+  const char* name;
+  friend void PrintTo(const EngineKind& kind, std::ostream* os) { *os << kind.name; }
+};
+
+class RolloutEngineTest : public ::testing::TestWithParam<EngineKind> {
  public:
-  static DecodeBackend backend() { return backend_; }
+  static RolloutEngineOptions Options() {
+    RolloutEngineOptions options;
+    options.backend = kind_.backend;
+    options.decode_graphs = kind_.graphs;
+    return options;
+  }
 
  protected:
-  void SetUp() override { backend_ = GetParam(); }
+  void SetUp() override { kind_ = GetParam(); }
 
  private:
-  static inline DecodeBackend backend_ = DecodeBackend::kAuto;
+  static inline EngineKind kind_{DecodeBackend::kAuto, DecodeGraphMode::kAuto, ""};
 };
 
 std::unique_ptr<RolloutEngine> Engine(std::shared_ptr<const WeightSnapshot> s, KvOnSwap mode,
                                       int64_t initial_capacity = 256) {
-  RolloutEngineOptions options;
-  options.backend = RolloutEngineTest::backend();
+  RolloutEngineOptions options = RolloutEngineTest::Options();
   options.kv_on_swap = mode;
   options.initial_slots = 2;  // grows while sequences join
   options.initial_capacity = initial_capacity;
@@ -204,7 +217,9 @@ std::vector<std::vector<GeneratedToken>> TwoTurns(const std::vector<std::vector<
   }
   for (int turn = 0; turn < 2; ++turn) {
     for (auto& [engine, id] : seqs) {
-      if (turn == 1) EXPECT_TRUE(engine->AppendTokens(id, RandomTokens(5, 99)).ok());
+      if (turn == 1) {
+        EXPECT_TRUE(engine->AppendTokens(id, RandomTokens(5, 99)).ok());
+      }
       EXPECT_TRUE(engine->StartTurn(id, {turn == 0 ? 8 : 6, {}}).ok());
     }
     for (auto& [engine, id] : seqs) {
@@ -324,8 +339,7 @@ TEST_P(RolloutEngineTest, ActorsOnThreadsShareOnlyTheSnapshot) {
   std::vector<std::thread> threads;
   for (int a = 0; a < 3; ++a) {
     threads.emplace_back([&, a] {
-      RolloutEngineOptions options;
-      options.backend = RolloutEngineTest::backend();
+      RolloutEngineOptions options = RolloutEngineTest::Options();
       options.intra_op_threads = 1;
       auto engine = std::move(*RolloutEngine::Create(options, v1));
       auto id = *engine->AddSequence(RandomTokens(4, 9), SequenceOptions{{}, 77});
@@ -340,9 +354,13 @@ TEST_P(RolloutEngineTest, ActorsOnThreadsShareOnlyTheSnapshot) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, RolloutEngineTest,
-                         ::testing::Values(DecodeBackend::kCpu, DecodeBackend::kTorch),
+                         ::testing::Values(
+                             EngineKind{DecodeBackend::kCpu, DecodeGraphMode::kOff, "Cpu"},
+                             EngineKind{DecodeBackend::kTorch, DecodeGraphMode::kOff, "Torch"},
+                             EngineKind{DecodeBackend::kTorch, DecodeGraphMode::kOn,
+                                        "TorchFixedShape"}),
                          [](const auto& info) {
-                           return std::string(info.param == DecodeBackend::kCpu ? "Cpu" : "Torch");
+                           return std::string(info.param.name);
                          });
 
 // A snapshot of float64 weights (MakeSnapshot keeps float32).

@@ -18,6 +18,12 @@ enum class KvOnSwap { kKeep, kRecompute };
 enum class DecodeBackend { kAuto, kCpu, kTorch };
 inline constexpr config::ChoiceName<DecodeBackend> kDecodeBackendNames[] = {
     {"auto", DecodeBackend::kAuto}, {"cpu", DecodeBackend::kCpu}, {"torch", DecodeBackend::kTorch}};
+// Decode steps as CUDA graphs (actor/decode_graphs.h). auto: on a GPU with the LibTorch backend;
+// on: also on a CPU, where the same fixed-shape step runs without a graph (no gain: it is how
+// the step is checked without a GPU); off: every step's operations launched one by one.
+enum class DecodeGraphMode { kAuto, kOn, kOff };
+inline constexpr config::ChoiceName<DecodeGraphMode> kDecodeGraphModeNames[] = {
+    {"auto", DecodeGraphMode::kAuto}, {"on", DecodeGraphMode::kOn}, {"off", DecodeGraphMode::kOff}};
 inline constexpr config::ChoiceName<KvOnSwap> kKvOnSwapNames[] = {
     {"keep", KvOnSwap::kKeep}, {"recompute", KvOnSwap::kRecompute}};
 
@@ -27,6 +33,8 @@ struct RolloutEngineOptions {
   int64_t initial_slots = 8;       // KV cache sequences before the first growth
   int64_t initial_capacity = 256;  // KV cache positions before the first growth
   DecodeBackend backend = DecodeBackend::kAuto;
+  DecodeGraphMode decode_graphs = DecodeGraphMode::kAuto;
+  int64_t max_decode_graphs = 8;
 
   template <typename V>
   void VisitFields(V& v) {
@@ -38,6 +46,10 @@ struct RolloutEngineOptions {
     v.Choice("backend", backend, kDecodeBackendNames,
              "decode with the CPU kernel (cpu), LibTorch ops (torch), or the faster of the two "
              "measured at the first step (auto)");
+    v.Choice("decode_graphs", decode_graphs, kDecodeGraphModeNames,
+             "replay decode steps as CUDA graphs: auto (on a GPU), on, off");
+    v.Field("max_decode_graphs", max_decode_graphs,
+            "CUDA graphs kept (one per batch and key-length bucket), least recently used dropped");
   }
   absl::Status Validate() const {
     if (intra_op_threads < 0) {
@@ -46,6 +58,9 @@ struct RolloutEngineOptions {
     if (initial_slots <= 0 || initial_capacity <= 0) {
       return absl::InvalidArgumentError(
           "actor.initial_slots and actor.initial_capacity must be > 0");
+    }
+    if (max_decode_graphs <= 0) {
+      return absl::InvalidArgumentError("actor.max_decode_graphs must be > 0");
     }
     return absl::OkStatus();
   }

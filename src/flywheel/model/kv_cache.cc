@@ -35,6 +35,7 @@ void KvCache::Reserve(int64_t slots, int64_t length) {
   for (auto& t : values_) grow(t, 2);
   slots_ = new_slots;
   capacity_ = new_capacity;
+  ++generation_;
 }
 
 void KvCache::MoveSlot(int64_t from, int64_t to, int64_t length) {
@@ -59,8 +60,22 @@ KvCache::Binding KvCache::Bind(std::vector<int64_t> slots, std::vector<int64_t> 
   const auto device = keys_.front().device();
   binding.slot_index_ = torch::tensor(slots, torch::kInt64).to(device);
   binding.start_index_ = torch::tensor(starts, torch::kInt64).to(device);
-  binding.slots_ = std::move(slots);
   binding.starts_ = std::move(starts);
+  binding.attend_length_ = attend_length;
+  return binding;
+}
+
+KvCache::Binding KvCache::BindDevice(torch::Tensor slots, torch::Tensor starts, bool identity,
+                                     int64_t attend_length) {
+  TORCH_CHECK(slots.dim() == 1 && starts.sizes() == slots.sizes(),
+              "KvCache::BindDevice: one start per slot, both [B]");
+  TORCH_CHECK(attend_length <= capacity_, "KvCache::BindDevice: attend_length ", attend_length,
+              " exceeds capacity ", capacity_);
+  Binding binding;
+  binding.cache_ = this;
+  binding.identity_ = identity;
+  binding.slot_index_ = std::move(slots);
+  binding.start_index_ = std::move(starts);
   binding.attend_length_ = attend_length;
   return binding;
 }
@@ -78,12 +93,27 @@ std::pair<torch::Tensor, torch::Tensor> KvCache::Binding::Update(int64_t layer,
     keys.index_put_({slot_index_, Slice(), Slice(), start_index_}, k.select(2, 0));
     values.index_put_({slot_index_, Slice(), start_index_}, v.select(2, 0));
   } else {
-    for (int64_t b = 0; b < rows; ++b) {
-      TORCH_CHECK(starts_[b] + lq <= cache_->capacity_, "KvCache: write past capacity");
-      keys[slots_[b]].narrow(2, starts_[b], lq).copy_(k[b].transpose(-1, -2));
-      values[slots_[b]].narrow(1, starts_[b], lq).copy_(v[b]);
+    // A prefill: every row's Lq tokens in one scatter too (a copy per row and layer was
+    // thousands of small kernels for a batch of new prompts on a GPU).
+    TORCH_CHECK(!starts_.empty(), "KvCache: a device binding takes one token a row, not ", lq);
+    if (!write_slots_.defined()) {
+      for (int64_t start : starts_) {
+        TORCH_CHECK(start + lq <= cache_->capacity_, "KvCache: write past capacity");
+      }
+      write_slots_ = slot_index_.repeat_interleave(lq);
+      write_positions_ =
+          (start_index_.unsqueeze(1) + torch::arange(lq, start_index_.options())).flatten();
     }
+    // [B, kv_heads, Lq, D] -> [B * Lq, kv_heads, D]: the indexed dimensions (slot, position)
+    // are not adjacent, so the scatter's value has them first.
+    const auto flat = [&](const torch::Tensor& t) {
+      return t.transpose(1, 2).reshape({rows * lq, t.size(1), t.size(3)});
+    };
+    keys.index_put_({write_slots_, Slice(), Slice(), write_positions_}, flat(k));
+    values.index_put_({write_slots_, Slice(), write_positions_}, flat(v));
   }
+  TORCH_CHECK(!identity_ || rows <= cache_->slots_, "KvCache: ", rows, " rows read ",
+              cache_->slots_, " slots");
   auto read = [&](const torch::Tensor& t, int64_t dim) {
     const auto prefix = t.narrow(dim, 0, attend_length_);
     return identity_ ? prefix.narrow(0, 0, rows) : prefix.index_select(0, slot_index_);

@@ -32,6 +32,9 @@ class KvCache {
   int64_t num_slots() const { return slots_; }
   int64_t capacity() const { return capacity_; }
   torch::Device device() const { return keys_.front().device(); }
+  // Counts the growths: the tensors a Binding or a captured graph refers to stay valid while it
+  // does not change.
+  int64_t generation() const { return generation_; }
   // Grows (never shrinks) so that `slots` slots of `length` positions fit; keeps contents.
   void Reserve(int64_t slots, int64_t length);
   // Copies positions [0, length) of slot `from` into slot `to` (compaction after a removal).
@@ -47,20 +50,30 @@ class KvCache {
    private:
     friend class KvCache;
     KvCache* cache_ = nullptr;
-    std::vector<int64_t> slots_;
-    std::vector<int64_t> starts_;
+    std::vector<int64_t> starts_;  // host copy (Bind only), for the capacity check
     torch::Tensor slot_index_;   // [B] int64 on the cache's device
     torch::Tensor start_index_;  // [B] int64
-    bool identity_ = false;      // slots == 0..B-1
+    bool identity_ = false;      // rows read slots 0..B-1
     int64_t attend_length_ = 0;
+    // Several tokens a row: every (slot, position) written, flattened row-major; made at the
+    // first layer and reused by the others.
+    torch::Tensor write_slots_, write_positions_;
   };
   Binding Bind(std::vector<int64_t> slots, std::vector<int64_t> starts, int64_t attend_length);
+  // A decode binding (one token a row) from index tensors already on the device, which a
+  // captured CUDA graph reads at every replay: row b writes at (slots[b], starts[b]); it reads
+  // slot b when `identity` (so slots[b] may then point elsewhere, e.g. a padding row's scratch
+  // slot), slots[b] otherwise. Nothing is checked against the values, which the caller keeps
+  // within the cache (num_slots() >= B when `identity`, starts[b] < attend_length <= capacity).
+  Binding BindDevice(torch::Tensor slots, torch::Tensor starts, bool identity,
+                     int64_t attend_length);
 
  private:
   std::vector<torch::Tensor> keys_;
   std::vector<torch::Tensor> values_;
   int64_t slots_;
   int64_t capacity_;
+  int64_t generation_ = 0;
 };
 
 }  // namespace flywheel
