@@ -14,16 +14,23 @@ namespace flywheel {
 
 struct SftOptions {
   int64_t steps = 0;                // optimiser steps; 0 = no supervised stage
-  std::string source = "expert";    // the environment's scripted expert (built-in tasks)
-  int64_t episodes_per_step = 64;   // expert episodes per step, new ones every step
+  std::string source = "expert";    // expert: the built-in task's scripted expert; jsonl: `path`
+  std::string path;                 // jsonl: one {"messages": [...]} conversation a line
+  int64_t episodes_per_step = 64;   // expert episodes (or conversations) per step
   double lr = 0;                    // AdamW learning rate; 0 = learner.lr
   int64_t seed = 0;                 // task stream of the expert episodes; 0 = run.seed
 
   template <typename V>
   void VisitFields(V& v) {
     v.Field("steps", steps, "supervised steps before reinforcement learning (0 = none)");
-    v.Field("source", source, "expert: the built-in task's scripted expert plays the episodes");
-    v.Field("episodes_per_step", episodes_per_step, "expert episodes per supervised step");
+    v.Field("source", source,
+            "expert: the built-in task's scripted expert plays the episodes; jsonl: the "
+            "conversations of sft.path");
+    v.Field("path", path,
+            "sft.source = \"jsonl\": a file of one {\"messages\": [{\"role\", \"content\"}, "
+            "...]} conversation a line (roles user, tool, assistant)");
+    v.Field("episodes_per_step", episodes_per_step,
+            "expert episodes (or conversations of sft.path) per supervised step");
     v.Field("lr", lr, "AdamW learning rate of the supervised stage (0 = learner.lr)");
     v.Field("seed", seed, "seed of the expert episodes' tasks (0 = run.seed)");
   }
@@ -36,10 +43,15 @@ struct SftOptions {
           StrCat("sft.steps must be >= 0, sft.episodes_per_step >= 1 and sft.lr >= 0; got ",
                  steps, ", ", episodes_per_step, ", ", lr));
     }
-    if (source != "expert") {
+    if (source != "expert" && source != "jsonl") {
       return absl::InvalidArgumentError(
-          StrCat("sft.source = \"", source, "\": only \"expert\" (a built-in task's scripted "
-                                            "expert) is supported"));
+          StrCat("sft.source = \"", source, "\": expected \"expert\" (a built-in task's "
+                 "scripted expert) or \"jsonl\" (the conversations of sft.path)"));
+    }
+    if ((source == "jsonl") != !path.empty()) {
+      return absl::InvalidArgumentError(
+          source == "jsonl" ? "sft.source = \"jsonl\" needs sft.path, the conversations' file"
+                            : "sft.path is read only with sft.source = \"jsonl\"");
     }
     return absl::OkStatus();
   }

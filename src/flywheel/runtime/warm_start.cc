@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <numeric>
+#include <random>
 #include <string>
 
 #include "flywheel/core/status_macros.h"
@@ -13,6 +15,7 @@
 #include "flywheel/learner/packer.h"
 #include "flywheel/learner/token_logprobs.h"
 #include "flywheel/model/torch_status.h"
+#include "flywheel/runtime/sft_conversations.h"
 #include "flywheel/runtime/transformer_policy.h"
 
 namespace flywheel {
@@ -28,26 +31,12 @@ absl::StatusOr<Trajectory> ExpertEpisode(const JobConfig& config, const EnvFacto
   t.env_name = factory.task_name();
   ASSIGN_OR_RETURN(StepResult step, env->Reset(task));
   expert.Begin(task, step.observation);
-  const TurnFormat& format = *text.turn_format;
   for (int64_t turn = 0; turn < config.actor.max_turns && !step.done; ++turn) {
-    ASSIGN_OR_RETURN(const std::vector<int64_t> prompt,
-                     format.EnvironmentTurn(t, step.observation));
-    for (int64_t token : prompt) t.AppendPrompt(static_cast<int32_t>(token));
     const std::string action = expert.Act(step.observation);
-    ASSIGN_OR_RETURN(std::vector<int64_t> ids, text.tokenizer->Encode(action));
-    if (static_cast<int64_t>(ids.size()) > config.actor.max_new_tokens) {
-      return absl::FailedPreconditionError(
-          StrCat("sft: the expert's action \"", action, "\" takes ", ids.size(),
-                 " tokens, more than actor.max_new_tokens = ", config.actor.max_new_tokens,
-                 ": the policy could never imitate it"));
+    const absl::Status appended = AppendExchange(config, text, step.observation, action, t);
+    if (!appended.ok()) {
+      return absl::Status(appended.code(), StrCat("sft: the expert's turn: ", appended.message()));
     }
-    // As the engine ends a turn: at its stop token, or at max_new_tokens without one.
-    if (static_cast<int64_t>(ids.size()) < config.actor.max_new_tokens) {
-      ids.push_back(format.stop_tokens().front());
-    }
-    // The expert's tokens are the targets; log μ = 0 stands for "chosen with certainty".
-    for (int64_t id : ids) t.AppendGenerated(static_cast<int32_t>(id), 0.0f, 0);
-    t.turn_ends.push_back(static_cast<int32_t>(t.size()));
     ASSIGN_OR_RETURN(step, env->Step(action));
     t.turn_rewards.push_back(static_cast<float>(step.reward));
     t.final_reward += static_cast<float>(step.reward);
@@ -92,6 +81,20 @@ absl::StatusOr<WarmStartResult> SupervisedWarmStart(const JobConfig& config,
   const PolicyForward forward = TransformerPolicy(model);
   const uint64_t seed =
       static_cast<uint64_t>(sft.seed != 0 ? sft.seed : config.run.seed) * 7919u + 17u;
+  // sft.source = "jsonl": the whole file, checked before the first step; each step takes the
+  // next episodes_per_step conversations of a seeded shuffle, a new one every pass.
+  std::vector<Trajectory> conversations;
+  std::vector<size_t> order;
+  std::mt19937_64 shuffle(seed);
+  size_t next = 0;
+  if (sft.source == "jsonl") {
+    ASSIGN_OR_RETURN(conversations, ReadSftConversations(sft.path, config, text,
+                                                         model->options().max_seq_len));
+    order.resize(conversations.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), shuffle);
+    spdlog::info("sft: {} conversations from {}", conversations.size(), sft.path);
+  }
   double reward = 0;
   for (int64_t step = 0; step < sft.steps; ++step) {
     if (stop != nullptr && stop->Reached()) {
@@ -99,9 +102,19 @@ absl::StatusOr<WarmStartResult> SupervisedWarmStart(const JobConfig& config,
       result.stopped = true;
       break;
     }
-    ASSIGN_OR_RETURN(std::vector<Trajectory> batch,
-                     ExpertTrajectories(config, factory, text, seed + step * 1000003u,
-                                        sft.episodes_per_step));
+    std::vector<Trajectory> batch;
+    if (conversations.empty()) {
+      ASSIGN_OR_RETURN(batch, ExpertTrajectories(config, factory, text, seed + step * 1000003u,
+                                                 sft.episodes_per_step));
+    } else {
+      for (int64_t i = 0; i < sft.episodes_per_step; ++i) {
+        if (next == order.size()) {
+          std::shuffle(order.begin(), order.end(), shuffle);
+          next = 0;
+        }
+        batch.push_back(conversations[order[next++]]);
+      }
+    }
     std::vector<std::vector<float>> ones;
     for (const Trajectory& t : batch) {
       ones.emplace_back(t.tokens.size(), 1.0f);
@@ -128,8 +141,9 @@ absl::StatusOr<WarmStartResult> SupervisedWarmStart(const JobConfig& config,
     result.last_nll = nll;
     result.steps += 1;
     result.episodes += static_cast<int64_t>(batch.size());
-    spdlog::info("sft step {}/{}: expert-token NLL {:.4f}, lr {:.2e}, grad norm {:.3f}",
-                 step + 1, sft.steps, nll, info.lr, info.grad_norm);
+    spdlog::info("sft step {}/{}: {}-token NLL {:.4f}, lr {:.2e}, grad norm {:.3f}", step + 1,
+                 sft.steps, conversations.empty() ? "expert" : "assistant", nll, info.lr,
+                 info.grad_norm);
   }
   result.expert_reward = result.episodes > 0 ? reward / result.episodes : 0;
   return result;
