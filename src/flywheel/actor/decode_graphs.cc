@@ -7,12 +7,10 @@
 #include <torch/cuda.h>
 #endif
 
-#include <algorithm>
-#include <cstring>
-
+#include <spdlog/spdlog.h>
 #include <torch/version.h>
 
-#include <spdlog/spdlog.h>
+#include <algorithm>
 
 namespace flywheel {
 
@@ -108,7 +106,8 @@ torch::Tensor DecodeGraphs::Forward(const Transformer& model, KvCache& cache,
   std::unique_ptr<Graph>& graph = graphs_[key];
   if (graph == nullptr) {
     graph = std::make_unique<Graph>();
-    graph->inputs = torch::zeros({3, batch}, torch::TensorOptions(torch::kInt64).device(cache.device()));
+    graph->inputs =
+        torch::zeros({3, batch}, torch::TensorOptions(torch::kInt64).device(cache.device()));
   }
   graph->last_use = ++uses_;
   graph->inputs.copy_(staging);
@@ -152,7 +151,8 @@ void DecodeGraphs::Capture(Graph& graph, const Transformer& model, KvCache& cach
   // Captures run on a side stream (the legacy default stream cannot be captured); the eager run
   // before the capture writes the same keys the replay writes again.
   torch::cuda::synchronize(device);
-  const c10::cuda::CUDAStream stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
+  const c10::cuda::CUDAStream stream =
+      c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
   {
     const c10::cuda::CUDAStreamGuard guard(stream);
     FixedShapeStep(model, cache, graph.inputs, identity, attend);

@@ -27,14 +27,14 @@
 #ifndef FLYWHEEL_ACTOR_DECODE_GRAPHS_H_
 #define FLYWHEEL_ACTOR_DECODE_GRAPHS_H_
 
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <span>
 #include <tuple>
 #include <utility>
-
-#include <torch/torch.h>
 
 #include "flywheel/model/kv_cache.h"
 #include "flywheel/model/transformer.h"

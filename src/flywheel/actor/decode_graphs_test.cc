@@ -26,10 +26,12 @@ torch::Tensor PlainDecode(const Transformer& model, KvCache& cache,
   const int64_t attend = *std::max_element(positions.begin(), positions.end()) + 1;
   const auto device = cache.device();
   const auto pos = torch::tensor(positions, torch::kInt64).view({n, 1}).to(device);
-  const auto allowed = torch::arange(attend, pos.options()).view({1, 1, attend}) <= pos.unsqueeze(2);
+  const auto allowed =
+      torch::arange(attend, pos.options()).view({1, 1, attend}) <= pos.unsqueeze(2);
   auto binding = cache.Bind(slots, positions, attend);
-  return model->Logits(model->Hidden(torch::tensor(tokens, torch::kInt64).view({n, 1}).to(device),
-                                     pos, allowed, &binding)
+  return model->Logits(model
+                           ->Hidden(torch::tensor(tokens, torch::kInt64).view({n, 1}).to(device),
+                                    pos, allowed, &binding)
                            .select(1, 0));
 }
 
@@ -53,11 +55,12 @@ int64_t CheckFixedShapeStep(const torch::Device& device) {
       std::vector<int64_t> pos(length[s]);
       for (int64_t i = 0; i < length[s]; ++i) toks[i] = (7 * s + 3 * i) % 40, pos[i] = i;
       const auto p = torch::tensor(pos, torch::kInt64).view({1, length[s]}).to(device);
-      const auto allowed = torch::arange(length[s], on_device.dtype(torch::kInt64))
-                               .view({1, 1, length[s]}) <= p.view({1, length[s], 1});
+      const auto allowed =
+          torch::arange(length[s], on_device.dtype(torch::kInt64)).view({1, 1, length[s]}) <=
+          p.view({1, length[s], 1});
       auto binding = cache->Bind({s}, {0}, length[s]);
-      model->Hidden(torch::tensor(toks, torch::kInt64).view({1, length[s]}).to(device), p,
-                    allowed, &binding);
+      model->Hidden(torch::tensor(toks, torch::kInt64).view({1, length[s]}).to(device), p, allowed,
+                    &binding);
     }
   }
   DecodeGraphs graphs;

@@ -100,7 +100,7 @@ std::pair<torch::Tensor, torch::Tensor> KvCache::Binding::Update(int64_t layer,
       for (int64_t start : starts_) {
         TORCH_CHECK(start + lq <= cache_->capacity_, "KvCache: write past capacity");
       }
-      write_slots_ = slot_index_.repeat_interleave(lq);
+      write_slots_ = slot_index_.unsqueeze(1).expand({rows, lq}).flatten();
       write_positions_ =
           (start_index_.unsqueeze(1) + torch::arange(lq, start_index_.options())).flatten();
     }

@@ -1,7 +1,6 @@
 #include "flywheel/runtime/sft_conversations.h"
 
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "flywheel/core/status_macros.h"
@@ -23,8 +22,8 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> Exchanges(
   const nlohmann::json& messages = line["messages"];
   for (size_t i = 0; i < messages.size(); ++i) {
     const nlohmann::json& m = messages[i];
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
-        !m.contains("content") || !m["content"].is_string()) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
+        !m["content"].is_string()) {
       return absl::InvalidArgumentError(
           StrCat("message ", i + 1, ": expected {\"role\": string, \"content\": string}"));
     }
@@ -33,8 +32,9 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> Exchanges(
     if (role == "user" || role == "tool") {
       if (environment_pending) {
         return absl::InvalidArgumentError(
-            StrCat("message ", i + 1, ": two environment turns (user or tool) in a row; each "
-                                      "must be answered by an assistant turn"));
+            StrCat("message ", i + 1,
+                   ": two environment turns (user or tool) in a row; each "
+                   "must be answered by an assistant turn"));
       }
       exchanges.emplace_back(std::move(content), std::string());
       environment_pending = true;
@@ -63,8 +63,7 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> Exchanges(
 }  // namespace
 
 absl::Status AppendExchange(const JobConfig& config, const PolicyText& text,
-                            std::string_view observation, std::string_view action,
-                            Trajectory& t) {
+                            std::string_view observation, std::string_view action, Trajectory& t) {
   const TurnFormat& format = *text.turn_format;
   ASSIGN_OR_RETURN(const std::vector<int64_t> prompt, format.EnvironmentTurn(t, observation));
   for (int64_t token : prompt) t.AppendPrompt(static_cast<int32_t>(token));
@@ -97,15 +96,14 @@ absl::StatusOr<std::vector<Trajectory>> ReadSftConversations(const std::string& 
   for (int64_t number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const auto fail = [&](const absl::Status& s) {
-      return absl::Status(s.code(), StrCat("sft.path = \"", path, "\" line ", number, ": ",
-                                           ToStd(s.message())));
+      return absl::Status(
+          s.code(), StrCat("sft.path = \"", path, "\" line ", number, ": ", ToStd(s.message())));
     };
     const nlohmann::json parsed = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (parsed.is_discarded()) {
       return fail(absl::InvalidArgumentError("not JSON (one conversation per line)"));
     }
-    absl::StatusOr<std::vector<std::pair<std::string, std::string>>> exchanges =
-        Exchanges(parsed);
+    absl::StatusOr<std::vector<std::pair<std::string, std::string>>> exchanges = Exchanges(parsed);
     if (!exchanges.ok()) return fail(exchanges.status());
     Trajectory t;
     t.id = StrCat("sft-", number);
@@ -116,9 +114,9 @@ absl::StatusOr<std::vector<Trajectory>> ReadSftConversations(const std::string& 
       t.turn_rewards.push_back(0);  // no environment scored it
     }
     if (static_cast<int64_t>(t.size()) > max_seq_len) {
-      return fail(absl::InvalidArgumentError(
-          StrCat("the conversation takes ", t.size(), " tokens, more than the model's max_seq_len ",
-                 max_seq_len)));
+      return fail(absl::InvalidArgumentError(StrCat("the conversation takes ", t.size(),
+                                                    " tokens, more than the model's max_seq_len ",
+                                                    max_seq_len)));
     }
     out.push_back(std::move(t));
   }

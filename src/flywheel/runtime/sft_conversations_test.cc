@@ -1,10 +1,10 @@
 #include "flywheel/runtime/sft_conversations.h"
 
-#include <filesystem>
-#include <fstream>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "flywheel/env/task_source.h"
@@ -31,8 +31,8 @@ Job MakeJob(const std::string& name, const std::vector<std::string>& overrides =
   j.config = *config;
   j.factory = *EnvFactory::Create(j.config.env);
   j.text = *MakePolicyText(j.config, *j.factory);
-  j.max_seq_len = ResolveModelOptions(j.config, *j.text.tokenizer, j.text.tokenizer_name)
-                      ->max_seq_len;
+  j.max_seq_len =
+      ResolveModelOptions(j.config, *j.text.tokenizer, j.text.tokenizer_name)->max_seq_len;
   return j;
 }
 
@@ -104,9 +104,9 @@ TEST(SftConversationsTest, EveryBadLineIsNamedWithWhatToFix) {
       {R"({"messages": [{"role": "user", "content": "a"}]})", "the last message must be"},
       {R"({"messages": []})", "no messages"},
       // guess's actions are one word: actor.max_new_tokens = 1.
-      {nlohmann::json{{"messages",
-                       {{{"role", "user"}, {"content", task}},
-                        {{"role", "assistant"}, {"content", "3 4"}}}}}
+      {nlohmann::json{
+           {"messages",
+            {{{"role", "user"}, {"content", task}}, {{"role", "assistant"}, {"content", "3 4"}}}}}
            .dump(),
        "more than actor.max_new_tokens = 1"},
   };
@@ -120,8 +120,8 @@ TEST(SftConversationsTest, EveryBadLineIsNamedWithWhatToFix) {
   }
   auto missing = ReadSftConversations("/nonexistent/sft.jsonl", j.config, j.text, j.max_seq_len);
   EXPECT_THAT(missing.status().message(), HasSubstr("cannot open"));
-  auto empty = ReadSftConversations(WriteFile("empty", "\n\n").string(), j.config, j.text,
-                                    j.max_seq_len);
+  auto empty =
+      ReadSftConversations(WriteFile("empty", "\n\n").string(), j.config, j.text, j.max_seq_len);
   EXPECT_THAT(empty.status().message(), HasSubstr("no conversations"));
   auto too_long = ReadSftConversations(WriteFile("long", good + "\n").string(), j.config, j.text,
                                        /*max_seq_len=*/3);
