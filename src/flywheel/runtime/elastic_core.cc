@@ -118,6 +118,9 @@ class ElasticCore {
   std::thread controller_;
   std::atomic<bool> stopping_{false};
   std::atomic<int64_t> steps_done_{0};  // steps ended and published: what admission counts
+  // The optimiser's step, as the scheduler's thread reads it (the optimiser is the training
+  // thread's).
+  std::atomic<int64_t> optimizer_step_{0};
   std::atomic<int64_t> published_{-1};  // the version the weights service holds
 
   // The controller thread's own state.
@@ -385,7 +388,7 @@ absl::Status ElasticCore::Tick() {
   const int64_t handed = scheduler::AdmittedEpisodes(admissions);
   const int64_t room = admission_.Room(steps_done, handed);
   scheduler::SchedulerObservation observation =
-      scheduler::ElasticObservation(now, handed, finished, room, learner_->optimizer_step());
+      scheduler::ElasticObservation(now, handed, finished, room, optimizer_step_.load());
   if (policy_->options().unit == scheduler::WorkUnit::kTokens) {
     // Each cell estimates its own episodes' remaining tokens (its heartbeat); a full cell's
     // capacity comes from every trajectory the core has trained on.
@@ -487,6 +490,7 @@ absl::StatusOr<RemoteLearnerResult> ElasticCore::Train() {
   start_ = absl::Now();
   const RunStop stop(run.max_wall_seconds, options_.stop, start_);
   stop_ = &stop;
+  optimizer_step_ = learner_->optimizer_step();  // before the threads start
   feeder_ = std::thread([this] {
     const absl::Status s = Feed();
     if (!s.ok() && !Stopping()) Fail(Annotate(s, "elastic core, feeding the learner"));
@@ -526,6 +530,7 @@ absl::StatusOr<RemoteLearnerResult> ElasticCore::Train() {
     }
     const StreamingStepResult& r = *trained;
     step = r.optimizer.step;
+    optimizer_step_ = step;
     // Every step: a satellite joining the next one loads exactly these weights.
     failure = Publish();
     if (!failure.ok()) break;

@@ -154,6 +154,9 @@ class ElasticJob {
   // Learner steps ended (trained or with nothing trainable) and their weights published: what
   // admission counts from. Each consumed batch_groups groups of the buffer.
   std::atomic<int64_t> steps_done_{0};
+  // The core's optimiser step, as the scheduler's thread reads it: the optimiser itself belongs
+  // to the training thread.
+  std::atomic<int64_t> optimizer_step_{0};
 
   mutable absl::Mutex mu_;
   std::vector<SwitchRecord> switches_ ABSL_GUARDED_BY(mu_);
@@ -536,7 +539,7 @@ absl::Status ElasticJob::Control() {
     const int64_t room = AdmissionRoom();
     scheduler::SchedulerObservation observation =
         scheduler::ElasticObservation(absl::Now(), tasks_->handed_out(), EpisodesFinished(), room,
-                                      cells_[0]->learner->optimizer_step());
+                                      optimizer_step_.load());
     if (policy_->options().unit == scheduler::WorkUnit::kTokens) {
       std::vector<int64_t> in_flight;
       for (const auto& cell : satellite_cells()) {
@@ -635,6 +638,7 @@ absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions& op
     progress.emplace(options.progress, options.progress_is_terminal, absl::Seconds(10));
   }
   start_ = absl::Now();
+  optimizer_step_ = cells_[0]->learner->optimizer_step();  // before the threads start
   env_steps_at_start_ = ActorMetrics::Get().env_step_seconds->BucketCounts();
   const RunStop stop(run.max_wall_seconds, options.stop, start_);
   stop_ = &stop;
@@ -679,6 +683,7 @@ absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions& op
       continue;
     }
     step = r.optimizer.step;
+    optimizer_step_ = step;
     buffer_->SetLearnerVersion(core.learner->version());
     // Training satellites received the new weights in the step's reduce; rollout engines get
     // them here, before admission opens the next batch, so that its episodes start on them.
