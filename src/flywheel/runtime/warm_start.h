@@ -1,10 +1,11 @@
 // The supervised stage ([sft], sft_options.h) every job runs before reinforcement learning:
-// the environment's scripted expert plays episodes, each laid out in tokens exactly as an actor
-// lays out the policy's (the job's turn format: the environment's turns as prompt, the expert's
-// actions and their stop token as generated), and the model is trained to maximise the
-// log-likelihood of the expert's tokens (token mean over the step, packed as the learner packs,
-// the forward in model.dtype), with an AdamW optimiser of its own. Reinforcement learning then
-// starts from these weights with a fresh optimiser state.
+// the environment's scripted expert plays episodes (or a file's conversations are read,
+// sft_conversations.h), each laid out in tokens exactly as an actor lays out the policy's (the
+// job's turn format: the environment's turns as prompt, the expert's actions and their stop token
+// as generated), and the model is trained to maximise the log-likelihood of those actions' tokens
+// (token mean over the step, packed as the learner packs, the forward in model.dtype), with an
+// AdamW optimiser of its own. Reinforcement learning then starts from these weights with a fresh
+// optimiser state.
 //
 // A job runs it once, before its first snapshot: a resumed run (whose checkpoint holds weights
 // trained after it) skips it.
