@@ -40,6 +40,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -91,6 +92,15 @@ struct EngineRun {
 // Generates `new_tokens` greedy tokens for each of the first `batch` prompts; timed from the
 // engine's creation (its cache allocation) to the last token, as the peer's generate allocates
 // its static cache.
+// The value of the [actor] option spelled `name`, as a config file spells it.
+template <typename E, size_t N>
+std::optional<E> ChoiceNamed(const config::ChoiceName<E> (&names)[N], std::string_view name) {
+  for (const auto& choice : names) {
+    if (choice.name == name) return choice.value;
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<EngineRun> RunEngine(const std::shared_ptr<const WeightSnapshot>& snapshot,
                                     const std::vector<std::vector<int64_t>>& prompts, int64_t batch,
                                     int64_t new_tokens, DecodeBackend backend,
@@ -266,22 +276,15 @@ absl::StatusOr<BenchReport> RunRolloutGpuBench(const BenchArgs& args) {
   const std::string hf = args.GetString("hf", "on");  // on | off | fake
   const bool hf_compile = args.GetString("hf_compile", "off") == "on";
   const std::string backend_name = args.GetString("backend", "torch");
-  DecodeBackend backend = DecodeBackend::kTorch;
-  if (backend_name == "auto")
-    backend = DecodeBackend::kAuto;
-  else if (backend_name == "cpu")
-    backend = DecodeBackend::kCpu;
-  else if (backend_name != "torch") {
+  const std::optional<DecodeBackend> backend = ChoiceNamed(kDecodeBackendNames, backend_name);
+  if (!backend) {
     return absl::InvalidArgumentError("rollout-gpu bench: --param backend=torch|cpu|auto");
   }
   const std::string graphs_name = args.GetString("decode_graphs", "auto");
-  const auto graphs_it =
-      std::find_if(std::begin(kDecodeGraphModeNames), std::end(kDecodeGraphModeNames),
-                   [&](const auto& choice) { return choice.name == graphs_name; });
-  if (graphs_it == std::end(kDecodeGraphModeNames)) {
+  const std::optional<DecodeGraphMode> graphs = ChoiceNamed(kDecodeGraphModeNames, graphs_name);
+  if (!graphs) {
     return absl::InvalidArgumentError("rollout-gpu bench: --param decode_graphs=auto|on|off");
   }
-  const DecodeGraphMode graphs = graphs_it->value;
   if (prompt_len <= 0 || new_tokens <= 0 || agree <= 0) {
     return absl::InvalidArgumentError(
         "rollout-gpu bench: prompt, new_tokens and agree_tokens must be > 0");
@@ -350,9 +353,9 @@ absl::StatusOr<BenchReport> RunRolloutGpuBench(const BenchArgs& args) {
   // Engine warm-up (kernels, allocator) at every batch size, short.
   for (int64_t b : batches) {
     spdlog::info("rollout-gpu: engine warm-up at batch {}", b);
-    RETURN_IF_ERROR(
-        RunEngine(snapshot, prompts, b, std::min<int64_t>(4, new_tokens), backend, graphs, 1, device)
-            .status());
+    RETURN_IF_ERROR(RunEngine(snapshot, prompts, b, std::min<int64_t>(4, new_tokens), *backend,
+                              *graphs, 1, device)
+                        .status());
   }
 
   struct PerBatch {
@@ -366,7 +369,7 @@ absl::StatusOr<BenchReport> RunRolloutGpuBench(const BenchArgs& args) {
       PerBatch& p = per[b];
       spdlog::info("rollout-gpu: round {} batch {}: engine", r + 1, b);
       ASSIGN_OR_RETURN(EngineRun run,
-                       RunEngine(snapshot, prompts, b, new_tokens, backend, graphs, agree, device));
+                       RunEngine(snapshot, prompts, b, new_tokens, *backend, *graphs, agree, device));
       p.engine_s.push_back(run.seconds);
       if (r == 0) p.engine_first = std::move(run.first_tokens);
       if (peer == nullptr) continue;

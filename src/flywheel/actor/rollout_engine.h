@@ -32,9 +32,10 @@
 // Backends (`backend` option): the CPU decoder (model/cpu_decoder.h: hand-written float32
 // forward over its own cache, no LibTorch ops per step; float32 CPU weights only), or LibTorch
 // ops over a KvCache (one batched forward per group of rows with as many pending tokens; on a
-// GPU a decode step is replayed as a CUDA graph, actor/decode_graphs.h). Both compute the same function; the tests run both. `auto` decides at
-// the first Step by timing a few decode steps of each on this model and batch
-// (actor/backend_choice.h), logs both figures and keeps the faster; until then no cache exists.
+// GPU a decode step is replayed as a CUDA graph, actor/decode_graphs.h). Both compute the same
+// function; the tests run both. `auto` decides at the first Step by timing a few decode steps of
+// each on this model and batch (actor/backend_choice.h), logs both figures and keeps the faster;
+// until then no cache exists.
 //
 // Threading: one engine per actor, used by one thread (all methods except PublishSnapshot are
 // called from the owner thread). PublishSnapshot may be called from any thread. Inference runs
