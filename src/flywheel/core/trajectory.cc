@@ -133,6 +133,19 @@ absl::Status Trajectory::Validate(int64_t vocab_size) const {
       return FieldError(*this, StrCat("turn_rewards[", i, "]"), "is not finite");
     }
   }
+  if (!call_roles.empty()) {
+    if (call_roles.size() != turn_ends.size() || turn_ends.back() != static_cast<int64_t>(n)) {
+      return FieldError(*this, "call_roles",
+                        fmt::format("has {} entries: a recorded execution needs one per turn "
+                                    "({}), and its turns must cover all {} tokens",
+                                    call_roles.size(), turn_ends.size(), n));
+    }
+    for (size_t i = 0; i < call_roles.size(); ++i) {
+      if (call_roles[i] < Role::kMain || call_roles[i] > Role::kSubAgentSummary) {
+        return FieldError(*this, StrCat("call_roles[", i, "]"), "is not a role");
+      }
+    }
+  }
   if (!std::isfinite(final_reward)) return FieldError(*this, "final_reward", "is not finite");
   if (partial_score && !std::isfinite(*partial_score)) {
     return FieldError(*this, "partial_score", "is not finite");
@@ -169,7 +182,8 @@ bool operator==(const Trajectory& a, const Trajectory& b) {
          a.tokens == b.tokens && a.trainable == b.trainable && same_floats(a.logprobs, b.logprobs) &&
          a.versions == b.versions && a.turn_ends == b.turn_ends &&
          same_floats(a.turn_rewards, b.turn_rewards) && SameFloat(a.final_reward, b.final_reward) &&
-         same_partial && a.termination == b.termination && a.actor_id == b.actor_id &&
+         same_partial && a.termination == b.termination && a.call_roles == b.call_roles &&
+         a.actor_id == b.actor_id &&
          a.created_unix_ns == b.created_unix_ns && a.finished_unix_ns == b.finished_unix_ns;
 }
 

@@ -65,6 +65,10 @@ struct Trajectory {
   float final_reward = 0.0f;
   std::optional<float> partial_score;  // progress score in [0, 1] when the episode timed out
   Termination termination = Termination::kDone;
+  // Set when the trajectory records an agent execution as its LLM calls
+  // (trajectory/execution_record.h): turn i is call i, its context then its generated tokens,
+  // and call_roles[i] its role. Empty for a plain path.
+  std::vector<Role> call_roles;
 
   std::string actor_id;
   int64_t created_unix_ns = 0;

@@ -24,6 +24,7 @@ void ToProto(const Trajectory& t, v1::Trajectory* p) {
   p->set_final_reward(t.final_reward);
   if (t.partial_score) p->set_partial_score(*t.partial_score);
   p->set_termination(static_cast<v1::Termination>(t.termination));
+  for (Role r : t.call_roles) p->add_call_roles(static_cast<v1::Role>(r));
   p->set_actor_id(t.actor_id);
   p->set_created_unix_ns(t.created_unix_ns);
   p->set_finished_unix_ns(t.finished_unix_ns);
@@ -63,6 +64,14 @@ absl::StatusOr<Trajectory> FromProto(const v1::Trajectory& p) {
   t.final_reward = p.final_reward();
   if (p.has_partial_score()) t.partial_score = p.partial_score();
   t.termination = static_cast<Termination>(p.termination());
+  for (int i = 0; i < p.call_roles_size(); ++i) {
+    const int r = p.call_roles(i);
+    if (r < v1::ROLE_MAIN || r > v1::ROLE_SUB_AGENT_SUMMARY) {
+      return absl::InvalidArgumentError(StrCat("trajectory '", p.id(), "': field call_roles[", i,
+                                               "]: unknown value ", r));
+    }
+    t.call_roles.push_back(static_cast<Role>(r));
+  }
   t.actor_id = p.actor_id();
   t.created_unix_ns = p.created_unix_ns();
   t.finished_unix_ns = p.finished_unix_ns();

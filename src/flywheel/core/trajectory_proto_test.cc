@@ -25,6 +25,7 @@ Trajectory MakeFull() {
   t.final_reward = 0.25f;
   t.partial_score = 0.4f;
   t.termination = Termination::kTimeout;
+  t.call_roles = {Role::kSubAgent};
   t.actor_id = "actor-0";
   t.created_unix_ns = 1'700'000'000'000'000'000;
   t.finished_unix_ns = 1'700'000'000'500'000'000;
@@ -41,6 +42,14 @@ TEST(TrajectoryProtoTest, RoundTripIsLossless) {
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, original);
   EXPECT_TRUE(std::isnan(back->logprobs[0]));
+}
+
+TEST(TrajectoryProtoTest, UnknownCallRoleIsRefused) {
+  v1::Trajectory proto = ToProto(MakeFull());
+  proto.set_call_roles(0, static_cast<v1::Role>(9));
+  absl::StatusOr<Trajectory> back = FromProto(proto);
+  ASSERT_FALSE(back.ok());
+  EXPECT_THAT(back.status().message(), testing::HasSubstr("call_roles[0]: unknown value 9"));
 }
 
 TEST(TrajectoryProtoTest, MissingPartialScoreStaysMissing) {

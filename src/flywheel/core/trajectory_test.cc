@@ -107,6 +107,21 @@ TEST(TrajectoryTest, RejectsBadTurns) {
   EXPECT_THAT(t.Validate().message(), HasSubstr("turn_ends[1]"));
 }
 
+TEST(TrajectoryTest, CallRolesNeedOneTurnPerCallCoveringEveryToken) {
+  Trajectory t = MakeValid();  // 7 tokens, turns end at 6 and 7
+  t.call_roles = {Role::kMain, Role::kSubAgent};
+  EXPECT_TRUE(t.Validate().ok()) << t.Validate();
+  t.call_roles.pop_back();
+  EXPECT_THAT(t.Validate().message(), HasSubstr("call_roles"));
+  t.call_roles = {Role::kMain, static_cast<Role>(7)};
+  EXPECT_THAT(t.Validate().message(), HasSubstr("call_roles[1]"));
+  t = MakeValid();
+  t.turn_ends = {6};
+  t.turn_rewards = {0.0f};
+  t.call_roles = {Role::kMain};  // the last token belongs to no call
+  EXPECT_THAT(t.Validate().message(), HasSubstr("cover all 7 tokens"));
+}
+
 TEST(TrajectoryTest, RejectsNonFiniteRewards) {
   Trajectory t = MakeValid();
   t.final_reward = std::nanf("");
