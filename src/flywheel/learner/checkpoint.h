@@ -37,6 +37,9 @@ class FileSystem;
 
 namespace flywheel {
 
+// The model's weights in a full (unsharded) checkpoint, as safetensors.
+inline constexpr const char* kCheckpointModelFile = "model.safetensors";
+
 struct CheckpointOptions {
   std::string directory;
   int64_t keep_last = 3;

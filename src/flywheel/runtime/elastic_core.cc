@@ -53,7 +53,6 @@ using scheduler::SchedulerDecision;
 
 // How long one blocking call waits before its loop rechecks whether to stop.
 constexpr absl::Duration kPoll = absl::Milliseconds(100);
-constexpr const char* kModelFile = "model.safetensors";
 constexpr int kCoreCell = 0;
 
 v1::CellRole WireRole(CellRole role) {
@@ -256,7 +255,7 @@ absl::Status ElasticCore::Init() {
 }
 
 absl::Status ElasticCore::Restore(const std::string& checkpoint) {
-  RETURN_IF_ERROR(LoadStateDict(StrCat(checkpoint, "/", kModelFile), *model_));
+  RETURN_IF_ERROR(LoadStateDict(StrCat(checkpoint, "/", kCheckpointModelFile), *model_));
   return ReadTrainerState(checkpoint, learner_->optimizer());
 }
 
@@ -264,7 +263,7 @@ absl::Status ElasticCore::SaveCheckpoint(int64_t step) {
   return checkpoints_
       ->Save(step,
              [this](const std::string& dir) {
-               RETURN_IF_ERROR(SaveStateDict(StrCat(dir, "/", kModelFile), *model_));
+               RETURN_IF_ERROR(SaveStateDict(StrCat(dir, "/", kCheckpointModelFile), *model_));
                return WriteTrainerState(dir, learner_->optimizer());
              })
       .status();

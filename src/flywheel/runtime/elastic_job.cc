@@ -60,7 +60,6 @@ constexpr absl::Duration kPoll = absl::Milliseconds(100);
 // A training satellite's wait for a micro-step: it bounds how late the cell
 // sees that it is to go back to rollout.
 constexpr absl::Duration kSatellitePoll = absl::Milliseconds(2);
-constexpr const char* kModelFile = "model.safetensors";
 
 // A model replica with its trainer and, for a satellite, its rollout actor.
 struct Cell {
@@ -311,7 +310,7 @@ std::string CoreStateDir(const std::string& checkpoint, int core, int cores) {
 
 absl::Status ElasticJob::Restore(const std::string& checkpoint) {
   Cell& core = *cells_[0];
-  RETURN_IF_ERROR(LoadStateDict(StrCat(checkpoint, "/", kModelFile), *core.model));
+  RETURN_IF_ERROR(LoadStateDict(StrCat(checkpoint, "/", kCheckpointModelFile), *core.model));
   auto has_core = [&](int id) { return std::filesystem::exists(CoreStateDir(checkpoint, id, 2)); };
   const bool matches = cores() == 1 ? !has_core(0) : has_core(cores() - 1) && !has_core(cores());
   if (!matches) {
@@ -333,7 +332,7 @@ absl::Status ElasticJob::SaveCheckpoint(int64_t step) {
   return checkpoints_
       ->Save(step,
              [this](const std::string& dir) {
-               RETURN_IF_ERROR(SaveStateDict(StrCat(dir, "/", kModelFile), *cells_[0]->model));
+               RETURN_IF_ERROR(SaveStateDict(StrCat(dir, "/", kCheckpointModelFile), *cells_[0]->model));
                for (int id = 0; id < cores(); ++id) {
                  const std::string state = CoreStateDir(dir, id, cores());
                  std::error_code error;

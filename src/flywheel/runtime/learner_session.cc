@@ -24,7 +24,6 @@
 namespace flywheel {
 namespace {
 
-constexpr const char* kModelFile = "model.safetensors";
 
 // A command of rank 0 to the other ranks: one byte, then (kStep) per trajectory its serialized
 // v1::Trajectory preceded by its length (8 bytes, host order: the ranks run the same binary).
@@ -193,7 +192,7 @@ absl::Status LearnerSession::Restore(const std::string& checkpoint, ParallelCont
     return LoadShardedCheckpoint(checkpoint, *learner_);
   }
   // A full checkpoint (sharding = "none", any N): the whole model and optimiser state.
-  RETURN_IF_ERROR(LoadStateDict(StrCat(checkpoint, "/", kModelFile), *model_));
+  RETURN_IF_ERROR(LoadStateDict(StrCat(checkpoint, "/", kCheckpointModelFile), *model_));
   if (options.sharding == ShardingMode::kNone) {
     learner_ = make_learner(options, std::move(parallel), std::move(forward));
     return ReadTrainerState(checkpoint, learner_->optimizer());
@@ -360,7 +359,7 @@ absl::Status LearnerSession::SaveCheckpoint(int64_t step) {
                       ->Save(step,
                              [this](const std::string& dir) {
                                RETURN_IF_ERROR(
-                                   SaveStateDict(StrCat(dir, "/", kModelFile), *model_));
+                                   SaveStateDict(StrCat(dir, "/", kCheckpointModelFile), *model_));
                                RETURN_IF_ERROR(WriteTrainerState(dir, learner_->optimizer()));
                                return hooks_.checkpoint_extra ? hooks_.checkpoint_extra(dir)
                                                               : absl::OkStatus();

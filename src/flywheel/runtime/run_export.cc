@@ -21,9 +21,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The file a full (unsharded) checkpoint keeps the model in (learner_session.cc, elastic_*.cc).
-constexpr const char* kCheckpointModelFile = "model.safetensors";
-
 bool IsSharded(const fs::path& checkpoint) { return fs::exists(checkpoint / kShardManifestFile); }
 
 // The run's vocabulary size when its config says 0 (taken from the tokenizer at run time): from
