@@ -49,22 +49,29 @@ absl::StatusOr<TreeBatch> PrepareTreeBatch(const std::vector<Execution>& executi
       batch.execution_advantages[members[k]] = static_cast<float>(a[k]);
     }
   }
-  int64_t largest = 1;
+  int64_t largest = 1;  // the row must hold the largest tree (flat: the longest path)
   for (size_t i = 0; i < executions.size(); ++i) {
     ASSIGN_OR_RETURN(TrajectoryTree tree, TrajectoryTree::FromExecution(executions[i]));
     batch.trees.push_back(std::make_unique<TrajectoryTree>(std::move(tree)));
     const TrajectoryTree* t = batch.trees.back().get();
-    largest = std::max(largest, t->NumNodes());
     TreeTrainingItem item{t, SelectPaths(t->Paths(), options.j_max).selected, {}};
     item.advantages.assign(item.paths.size(), batch.execution_advantages[i]);
-    for (const TreePath& p : item.paths) batch.tokens_flat += p.length;
+    if (options.packing == TreePacking::kTree) largest = std::max(largest, t->NumNodes());
+    for (const TreePath& p : item.paths) {
+      batch.tokens_flat += p.length;
+      if (options.packing == TreePacking::kFlat) largest = std::max<int64_t>(largest, p.length);
+    }
     batch.paths += static_cast<int64_t>(item.paths.size());
     batch.items.push_back(std::move(item));
   }
   const int64_t length =
       (largest + options.row_multiple - 1) / options.row_multiple * options.row_multiple;
-  ASSIGN_OR_RETURN(batch.packed,
-                   PackTrees(batch.items, length, options.weighting, options.aggregation));
+  if (options.packing == TreePacking::kFlat) {
+    ASSIGN_OR_RETURN(batch.packed, PackFlatPaths(batch.items, length, options.aggregation));
+  } else {
+    ASSIGN_OR_RETURN(batch.packed,
+                     PackTrees(batch.items, length, options.weighting, options.aggregation));
+  }
   batch.tokens_tree = batch.packed.real_tokens;
   return batch;
 }
@@ -103,7 +110,11 @@ absl::StatusOr<TreeStepResult> TreeLearner::Train(const std::vector<Execution>& 
                                                   bool imitation) {
   RETURN_IF_ERROR(options_.Validate());
   ASSIGN_OR_RETURN(const TreeBatch batch, PrepareTreeBatch(executions, options_));
-  ASSIGN_OR_RETURN(const TreeBatchTensors tensors, ToTensors(batch.packed));
+  ASSIGN_OR_RETURN(TreeBatchTensors tensors, ToTensors(batch.packed));
+  if (options_.packing == TreePacking::kFlat) {
+    // Flat rows are causal documents: attend per document, as packed trajectories train.
+    ASSIGN_OR_RETURN(tensors.layout.doc_lengths, FlatPathDocuments(batch.packed));
+  }
   TreeStepResult result;
   const LossOptions& lo = options_.loss;
   RETURN_IF_ERROR(TorchCall("tree learner step: forward/backward", [&] {

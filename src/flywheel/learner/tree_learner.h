@@ -29,7 +29,8 @@ namespace flywheel {
 
 struct TreeLearnerOptions {
   int j_max = 0;  // paths per execution; 0 = all
-  TreeWeighting weighting = TreeWeighting::kDedup;
+  TreeWeighting weighting = TreeWeighting::kDedup;  // with packing = kTree
+  TreePacking packing = TreePacking::kTree;  // kFlat: every path its own row (exact gradient)
   PathAggregation aggregation = PathAggregation::kTokenMean;  // what `exact` reproduces
   bool divide_by_std = true;
   double grpo_eps = 1e-6;
@@ -50,7 +51,7 @@ struct TreeBatch {
   int64_t partial_rewards = 0;  // executions scored by their partial score
   int64_t paths = 0;            // selected paths
   int64_t tokens_flat = 0;      // tokens of the selected paths, each path on its own
-  int64_t tokens_tree = 0;      // tokens of the packed trees
+  int64_t tokens_tree = 0;      // tokens of the packed trees (with flat packing: of the rows)
 };
 
 absl::StatusOr<TreeBatch> PrepareTreeBatch(const std::vector<Execution>& executions,
@@ -82,6 +83,8 @@ class TreeLearner {
 
   int64_t version() const { return optimizer_.version(); }
   const Transformer& model() const { return model_; }
+  // Checkpoints read and write its state.
+  Optimizer& optimizer() { return optimizer_; }
 
  private:
   absl::StatusOr<TreeStepResult> Train(const std::vector<Execution>& executions, bool imitation);

@@ -141,3 +141,49 @@ TEST(TreeLearnerTest, AStepTrainsAndAdvancesTheVersion) {
 
 }  // namespace
 }  // namespace flywheel
+
+namespace flywheel {
+namespace {
+
+// packing = flat (every path its own causal document, attended per document) trains the same
+// objective as trees with exact weighting: same loss and gradient norm, on every path's tokens.
+TEST(TreeLearnerTest, FlatPackingStepsLikeExactTrees) {
+  RepairHarnessOptions small;
+  small.max_retries = 2;
+  small.max_subagents = 1;
+  std::vector<Execution> executions = ScriptedExecutions(3, small);
+  // Two different executions in one group whose rewards differ: advantages ±1 (a copy of one
+  // execution would cancel its own gradient).
+  executions[1].group_id = executions[0].group_id;
+  executions[0].final_reward = 1.0f;
+  executions[1].final_reward = 0.0f;
+  ModelOptions mo = testing::TinyModelOptions();
+  mo.vocab_size = (*MakeRepairHarnessTokenizer(RepairHarnessOptions{}.repair))->vocab_size();
+  mo.max_seq_len = 1024;
+  OptimizerOptions oo;
+  oo.schedule.lr = 1e-3;
+  oo.schedule.total_steps = 10;
+  std::vector<TreeStepResult> results;
+  for (TreePacking packing : {TreePacking::kTree, TreePacking::kFlat}) {
+    torch::manual_seed(11);
+    TreeLearnerOptions options;
+    options.weighting = TreeWeighting::kExact;
+    options.packing = packing;
+    // The scripted agent's log μ are synthetic: PPO's clip would zero most of the gradient.
+    options.loss.kind = PolicyLossKind::kTruncatedIs;
+    TreeLearner learner(*MakeTransformer(mo), options, oo);
+    absl::StatusOr<TreeStepResult> r = learner.Step(executions);
+    ASSERT_TRUE(r.ok()) << r.status();
+    results.push_back(*r);
+  }
+  const TreeStepResult& tree = results[0];
+  const TreeStepResult& flat = results[1];
+  EXPECT_NEAR(flat.loss, tree.loss, 1e-5 * std::max(1.0, std::abs(tree.loss)));
+  EXPECT_NEAR(flat.optimizer.grad_norm, tree.optimizer.grad_norm, 1e-4 * tree.optimizer.grad_norm);
+  EXPECT_GT(tree.optimizer.grad_norm, 1e-3);
+  EXPECT_EQ(flat.tokens_tree, flat.tokens_flat);  // flat rows hold every path whole
+  EXPECT_LT(tree.tokens_tree, flat.tokens_tree);
+}
+
+}  // namespace
+}  // namespace flywheel

@@ -28,6 +28,8 @@
 namespace flywheel {
 
 enum class TreeWeighting { kExact, kDedup };
+// How a batch of executions is laid out: one tree per execution, or every path its own row.
+enum class TreePacking { kTree, kFlat };
 // How the flat-path loss is aggregated, which `exact` reproduces.
 enum class PathAggregation { kTokenMean, kSequenceMean };
 

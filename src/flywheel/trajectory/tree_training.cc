@@ -1,5 +1,6 @@
 #include "flywheel/trajectory/tree_training.h"
 
+#include "flywheel/core/strings.h"
 #include "flywheel/model/torch_status.h"
 
 namespace flywheel {
@@ -32,6 +33,26 @@ absl::StatusOr<TreeBatchTensors> ToTensors(const PackedTrees& packed) {
   out.advantages = torch::tensor(advantages);
   out.weights = torch::tensor(weights);
   return out;
+}
+
+absl::StatusOr<std::vector<std::vector<int64_t>>> FlatPathDocuments(const PackedTrees& packed) {
+  std::vector<std::vector<int64_t>> docs(packed.rows);
+  for (int64_t r = 0; r < packed.rows; ++r) {
+    const std::vector<int64_t>& parents = packed.parents[r];
+    for (size_t c = 0; c < parents.size(); ++c) {
+      const auto col = static_cast<int64_t>(c);
+      if (parents[c] == -1) {
+        docs[r].push_back(1);
+      } else if (parents[c] == col - 1 && !docs[r].empty()) {
+        ++docs[r].back();
+      } else {
+        return absl::InvalidArgumentError(StrCat("flat row ", r, " column ", c, " has parent ",
+                                                 parents[c],
+                                                 ", not the column before: not a flat path"));
+      }
+    }
+  }
+  return docs;
 }
 
 torch::Tensor ContributionLogprobs(const torch::Tensor& logits, const TreeBatchTensors& batch,
