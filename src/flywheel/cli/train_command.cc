@@ -22,10 +22,8 @@ namespace {
 
 // tree.enabled: the repair harness driven by the policy, trained on trees (runtime/tree_job.h).
 int RunTreeTraining(const JobConfig& job, bool resume, const std::atomic<bool>& stop) {
-  if (resume) {
-    return ReportError(absl::InvalidArgumentError("--resume: the tree job starts fresh runs only"));
-  }
   TreeJobRunOptions options;
+  options.resume = resume;
   options.progress = stdout;
   options.stop = &stop;
   auto result = RunTreeJob(job, options);

@@ -12,8 +12,19 @@
 //     every learner.publish_every steps: engine.PublishSnapshot(weights, version)
 //     append a line to runs/<name>/metrics.jsonl
 //
-// Rollout and training alternate on one thread (the synchronous shape: each step's executions
-// are sampled with the newest published weights).
+// run.mode = "colocated": rollout and training alternate on one thread (the synchronous shape:
+// each step's executions are sampled with the newest published weights).
+// run.mode = "async" (the default): actor.num_actors harness actors (runtime/harness_actors.h)
+// play instances without pause and insert each instance's executions, one group, into an
+// in-memory buffer; the learner takes tree.instances_per_step groups per step. The buffer drops
+// groups more than learner.max_staleness versions behind; the loss corrects the rest per token
+// with the recorded behaviour log-probs (learner.loss). run.max_pipeline_batches > 0 bounds the
+// instances played or waiting to that many learner batches, so that actors do not play what
+// the staleness bound will drop.
+//
+// Checkpoints every learner.checkpoint_every steps and at the end (when checkpoint_every > 0):
+// the model, the optimiser state and tree_job.json (imitation and reinforcement steps done);
+// --resume continues from the newest one, on instances the run has not played.
 #ifndef FLYWHEEL_RUNTIME_TREE_JOB_H_
 #define FLYWHEEL_RUNTIME_TREE_JOB_H_
 
@@ -32,6 +43,7 @@ namespace flywheel {
 struct TreeJobRunOptions {
   std::FILE* progress = nullptr;  // one line per step when set
   bool keep_executions = false;   // return every execution (the benchmark reads them)
+  bool resume = false;            // continue from the run's newest checkpoint
   // Set (by SIGINT / SIGTERM) to end the run within kStopBound (run_stop.h), as
   // run.max_wall_seconds does; borrowed.
   const std::atomic<bool>* stop = nullptr;
@@ -39,16 +51,17 @@ struct TreeJobRunOptions {
 
 struct TreeJobResult {
   std::filesystem::path run_dir;
-  int64_t steps = 0;  // reinforcement-learning steps (imitation steps not counted)
+  int64_t steps = 0;  // reinforcement-learning steps, resumed ones included (not imitation)
   int64_t version = 0;
-  double first_reward = 0;  // mean reward of the first and the last step's executions
+  double first_reward = 0;  // mean reward of this process's first and last step's executions
   double last_reward = 0;
   std::vector<nlohmann::json> metrics;  // the metrics.jsonl lines
   std::vector<Execution> executions;    // with keep_executions, in order
 };
 
-// Errors: env.kind other than repair, tree.enabled false, --resume (not supported), and any
-// error of the harness, the engine or the learner, naming the step.
+// Errors: env.kind other than repair, tree.enabled false, run.mode = "elastic", --resume
+// without a checkpoint, and any error of the harness, the engine, the actors or the learner,
+// naming the step.
 absl::StatusOr<TreeJobResult> RunTreeJob(const JobConfig& config, const TreeJobRunOptions& run);
 
 }  // namespace flywheel

@@ -1,5 +1,5 @@
 // The [tree] section of a job config: `flywheel train` with tree.enabled runs the tree job
-// (runtime/tree_job.h) instead of the actor/buffer/learner pipeline — the repair agent harness
+// (runtime/tree_job.h) instead of the turn-by-turn actor pipeline — the repair agent harness
 // (retries, summaries, sub-agents) driven by the policy being trained, its executions trained
 // as prefix-sharing trees. The task is env.repair, sampling is [sampling], the loss, optimiser
 // and publishing come from [learner], steps and seed from [run]. No torch: the config layer
@@ -17,6 +17,8 @@ namespace flywheel {
 
 inline constexpr config::ChoiceName<TreeWeighting> kTreeWeightingNames[] = {
     {"exact", TreeWeighting::kExact}, {"dedup", TreeWeighting::kDedup}};
+inline constexpr config::ChoiceName<TreePacking> kTreePackingNames[] = {
+    {"tree", TreePacking::kTree}, {"flat", TreePacking::kFlat}};
 
 struct TreeJobOptions {
   bool enabled = false;
@@ -24,6 +26,7 @@ struct TreeJobOptions {
   int64_t executions_per_instance = 4;  // the GRPO group of each instance
   int64_t j_max = 0;                    // paths per execution; 0 = all
   TreeWeighting weighting = TreeWeighting::kDedup;
+  TreePacking packing = TreePacking::kTree;
   bool divide_by_std = true;
   int64_t max_new_tokens = 12;
   int64_t max_retries = 3;
@@ -47,6 +50,9 @@ struct TreeJobOptions {
     v.Field("j_max", j_max, "paths trained per execution, by role priority; 0 = all");
     v.Choice("weighting", weighting, kTreeWeightingNames,
              "exact = the gradient of training every path; dedup = each shared token once");
+    v.Choice("packing", packing, kTreePackingNames,
+             "tree = each execution one prefix-sharing tree; flat = every path its own row (the "
+             "baseline; the gradient of weighting = \"exact\")");
     v.Field("divide_by_std", divide_by_std, "GRPO: divide by the group's reward std");
     v.Field("max_new_tokens", max_new_tokens, "tokens per LLM call of the harness");
     v.Field("max_retries", max_retries, "retries from the checkpoint after a failed test run");
