@@ -1,11 +1,11 @@
 // Trained tokens/s of one learner optimiser step on the same model, packed batch and thread count:
 //   (a) flywheel: LearnerStep (staleness filter, advantages, packer, PackedLayout forward of the
-//       transformer — attention within each document, DocumentCausalAttention — truncated-IS
+//       transformer — attention within each document, DocumentAttention — truncated-IS
 //       loss, backward with gradient accumulation, clip, AdamW)
 //   (b) python:   plain eager PyTorch (bench/learner_python.py) on the same packed micro-batches,
 //       same weights (a safetensors file written here), same loss, clip and AdamW, fused q/k/v
 //       and gate/up projections; attention within each document (a loop of batched matmuls
-//       over the documents, what DocumentCausalAttention computes)
+//       over the documents, what DocumentAttention computes)
 //   (c) python dense: the same script with the dense [L, L] block-diagonal additive mask per
 //       row (torch 1.13 has no SDPA), the form a packed row is often written in
 // and ratio_vs_python = a / b, ratio_vs_python_dense = a / c. The three run alternately,

@@ -12,7 +12,7 @@ three and two; the global gradient norm and AdamW's element-wise update are unch
 
 --attention picks how a packed row attends (torch 1.13 has no SDPA or varlen kernel):
   documents  (default) causal attention within each document, a loop of batched matmuls over
-             the documents of every row — what flywheel's DocumentCausalAttention computes, the
+             the documents of every row — what flywheel's DocumentAttention computes, the
              way a PyTorch user writes it; padding attends to itself only
   dense      one [L, L] score matrix per row with a block-diagonal causal additive mask
   sdpa       the documents loop with F.scaled_dot_product_attention (is_causal, grouped-query

@@ -6,9 +6,10 @@
 //
 // Each arm attends the way the learner trains that form: flat rows are documents back to back,
 // so they get the packed layout's per-document attention (PackedLayout's doc_lengths →
-// DocumentCausalAttention, what LearnerStep runs on packed rows); tree rows need the ancestor
-// mask (TreeLayout, dense [L, L] per row). With the dense mask on both, time_ratio also counted
-// the flat arm's wasted cross-document scores, not only the tokens a tree shares.
+// DocumentAttention, what LearnerStep runs on packed rows); tree rows attend per tree segment
+// through its block of the ancestor mask (TreeLayout's doc_lengths, DocumentAttention with the
+// mask), what the tree learner runs. With the dense [L, L] mask on either arm, time_ratio also
+// counted scores across documents or trees, not only the tokens a tree shares.
 //
 // Where the executions come from (`--param source=`):
 //   scripted  the harness with its scripted agent (expert plan + noise), seeds 1..N (default)
@@ -254,7 +255,7 @@ absl::StatusOr<BenchReport> RunTrajectoryTreeBench(const BenchArgs& args) {
     c.tree = std::move(*tree);
     if (absl::Status s = CheckFlatLayout(c.flat); !s.ok()) return s;
     // Warm-up of both, which also checks the exact gradients agree (flat per document, tree
-    // through the dense ancestor mask: the same loss by two attention paths).
+    // per tree segment through the ancestor mask: the same loss by two attention paths).
     if (absl::StatusOr<double> s = Step(*model, c.flat, true); !s.ok()) return s.status();
     const std::vector<torch::Tensor> gf = Grads(*model);
     if (absl::StatusOr<double> s = Step(*model, c.tree, false); !s.ok()) return s.status();
@@ -291,8 +292,8 @@ absl::StatusOr<BenchReport> RunTrajectoryTreeBench(const BenchArgs& args) {
       {"noise", harness.noise},
       {"model", {{"vocab", mo.vocab_size}, {"hidden", mo.hidden_size}, {"layers", mo.num_layers}}},
       {"loss", "PPO-clip (0.8, 1.2), exact weighting, token mean"},
-      {"flat_attention", "per document (PackedLayout doc_lengths, DocumentCausalAttention)"},
-      {"tree_attention", "dense ancestor mask per row (TreeLayout)"}};
+      {"flat_attention", "per document (PackedLayout doc_lengths, DocumentAttention)"},
+      {"tree_attention", "per tree segment, its block of the ancestor mask (TreeLayout doc_lengths)"}};
   const double n = static_cast<double>(static_cast<int64_t>(runs.size()) * rounds);
   report.table = {{"J_max", "tokens flat", "tokens tree", "rows flat/tree", "flat s/exec",
                    "tree s/exec", "time ratio", "best round"}};

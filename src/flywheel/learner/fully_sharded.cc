@@ -65,8 +65,8 @@ absl::StatusOr<std::unique_ptr<FullyShardedLayers>> FullyShardedLayers::Create(
   FullyShardedLayers* self = out.get();
   transformer->SetLayerRunner([self](int64_t index, const DecoderLayer& layer,
                                      const torch::Tensor& x, const Rotary& rotary,
-                                     const std::vector<std::vector<int64_t>>& doc_lengths) {
-    return self->Run(index, layer, x, rotary, doc_lengths);
+                                     const Documents& documents) {
+    return self->Run(index, layer, x, rotary, documents);
   });
   out->FreeAll();  // from now on the parameters live in the shards
   return out;
@@ -102,8 +102,8 @@ void FullyShardedLayers::FreeAll() {
 
 torch::Tensor FullyShardedLayers::Run(int64_t index, const DecoderLayer& layer,
                                       const torch::Tensor& x, const Rotary& rotary,
-                                      const std::vector<std::vector<int64_t>>& doc_lengths) {
-  calls_.push_back({index, layer, rotary, doc_lengths});
+                                      const Documents& documents) {
+  calls_.push_back({index, layer, rotary, documents});
   return ShardedLayerFunction::apply(x, this, static_cast<int64_t>(calls_.size()) - 1);
 }
 
@@ -114,7 +114,7 @@ torch::Tensor FullyShardedLayers::Forward(int64_t call, const torch::Tensor& x) 
   torch::Tensor y;
   {
     torch::NoGradGuard no_grad;
-    y = c.layer->ForwardDocuments(x, c.rotary, c.doc_lengths);
+    y = c.layer->ForwardDocuments(x, c.rotary, c.documents);
   }
   shards_->FreeUnit(unit);
   return y;
@@ -131,7 +131,7 @@ torch::Tensor FullyShardedLayers::Backward(int64_t call, const torch::Tensor& x,
   {
     torch::AutoGradMode enable_grad(true);
     const torch::Tensor input = x.detach().requires_grad_(true);
-    const torch::Tensor y = c.layer->ForwardDocuments(input, c.rotary, c.doc_lengths);
+    const torch::Tensor y = c.layer->ForwardDocuments(input, c.rotary, c.documents);
     std::vector<torch::Tensor> wrt{input};
     wrt.insert(wrt.end(), params.begin(), params.end());
     std::vector<torch::Tensor> g = torch::autograd::grad({y}, wrt, {grad_y}, /*retain_graph=*/false,

@@ -55,7 +55,7 @@ class FullyShardedLayers {
     int64_t index;
     DecoderLayer layer;
     Rotary rotary;
-    std::vector<std::vector<int64_t>> doc_lengths;
+    Documents documents;
   };
   torch::Tensor Forward(int64_t call, const torch::Tensor& x);
   torch::Tensor Backward(int64_t call, const torch::Tensor& x, const torch::Tensor& grad_y);
@@ -64,7 +64,7 @@ class FullyShardedLayers {
   FullyShardedLayers(TransformerImpl* transformer, FlatShards* shards, size_t root_unit,
                      std::vector<size_t> layer_units);
   torch::Tensor Run(int64_t index, const DecoderLayer& layer, const torch::Tensor& x,
-                    const Rotary& rotary, const std::vector<std::vector<int64_t>>& doc_lengths);
+                    const Rotary& rotary, const Documents& documents);
 
   TransformerImpl* transformer_;  // borrowed
   FlatShards* shards_;            // borrowed

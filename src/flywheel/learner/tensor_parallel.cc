@@ -194,8 +194,8 @@ absl::StatusOr<std::unique_ptr<TensorParallelModel>> TensorParallelModel::Create
   const TensorParallelModel* self = out.get();
   out->model_->SetLayerRunner([self](int64_t, const DecoderLayer& layer, const torch::Tensor& x,
                                      const Rotary& rotary,
-                                     const std::vector<std::vector<int64_t>>& doc_lengths) {
-    return self->RunLayer(layer, x, rotary, doc_lengths);
+                                     const Documents& documents) {
+    return self->RunLayer(layer, x, rotary, documents);
   });
   return out;
 }
@@ -208,12 +208,12 @@ TensorParallelModel::~TensorParallelModel() { model_->SetLayerRunner(nullptr); }
 
 torch::Tensor TensorParallelModel::RunLayer(
     const DecoderLayer& layer, const torch::Tensor& x, const Rotary& rotary,
-    const std::vector<std::vector<int64_t>>& doc_lengths) const {
+    const Documents& documents) const {
   // DecoderLayerImpl::ForwardDocuments with f before and g after each parallel block. The
   // per-head q/k norm weights (qk_norm) are replicated but see only this rank's heads: f on the
   // weight sums their gradient over the TP group, so it is the full model's on every rank.
   const torch::Tensor attn = layer->self_attn->ForwardDocuments(
-      TensorParallelCopy(layer->input_layernorm->forward(x), tp_), rotary, doc_lengths,
+      TensorParallelCopy(layer->input_layernorm->forward(x), tp_), rotary, documents,
       [this](const torch::Tensor& weight) { return TensorParallelCopy(weight, tp_); });
   const torch::Tensor h = x + TensorParallelReduce(attn, tp_);
   const torch::Tensor mlp = layer->mlp->ForwardTraining(

@@ -144,7 +144,7 @@ class TensorParallelModel {
   TensorParallelModel(Transformer model, dist::Communicator* tp,
                       std::vector<TensorParallelSplit> splits);
   torch::Tensor RunLayer(const DecoderLayer& layer, const torch::Tensor& x, const Rotary& rotary,
-                         const std::vector<std::vector<int64_t>>& doc_lengths) const;
+                         const Documents& documents) const;
 
   Transformer model_;
   dist::Communicator* tp_;  // borrowed (Create)

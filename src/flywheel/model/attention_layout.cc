@@ -1,5 +1,7 @@
 #include "flywheel/model/attention_layout.h"
 
+#include <algorithm>
+
 #include "flywheel/model/torch_status.h"
 
 namespace flywheel {
@@ -25,6 +27,24 @@ struct LayoutBuilder {
   torch::TensorAccessor<int64_t, 2> pos;
   torch::TensorAccessor<bool, 3> mask;
 };
+
+// The tree segments of a row's real tokens: column c starts a segment when no token from c on
+// has a parent before c (then none has an ancestor before c either), so no attention crosses c.
+std::vector<int64_t> TreeSegments(const std::vector<int64_t>& parents) {
+  const auto n = static_cast<int64_t>(parents.size());
+  std::vector<int64_t> lengths;
+  int64_t reach = n;  // the smallest parent of the tokens from c on
+  int64_t end = n;
+  for (int64_t c = n - 1; c >= 0; --c) {
+    if (parents[c] >= 0) reach = std::min(reach, parents[c]);
+    if (reach >= c) {
+      lengths.push_back(end - c);
+      end = c;
+    }
+  }
+  std::reverse(lengths.begin(), lengths.end());
+  return lengths;
+}
 
 }  // namespace
 
@@ -81,7 +101,10 @@ AttentionLayout TreeLayout(const std::vector<std::vector<int64_t>>& parents, int
     }
     builder.Pad(b, n);
   }
-  return {builder.positions, builder.allowed, /*doc_lengths=*/{}};
+  AttentionLayout layout{builder.positions, builder.allowed, /*doc_lengths=*/{}};
+  for (const auto& row : parents) layout.doc_lengths.push_back(TreeSegments(row));
+  layout.documents_masked = true;
+  return layout;
 }
 
 absl::StatusOr<AttentionLayout> MakePackedLayout(

@@ -26,10 +26,13 @@ namespace flywheel {
 struct AttentionLayout {
   torch::Tensor positions;  // [B, L] int64 rotary positions
   torch::Tensor allowed;    // [B, L, L] bool: allowed[b][i][j] = token i may attend to token j
-  // Set by PackedLayout only: row b's documents, whose block-diagonal causal mask `allowed` is.
-  // The transformer's training forward then attends within each document
-  // (DocumentCausalAttention) instead of scoring the dense [L, L] mask; empty for other layouts.
+  // Row b's documents: PackedLayout's (whose block-diagonal causal mask `allowed` is) or
+  // TreeLayout's tree segments (runs of tokens no later token attends across). The transformer's
+  // training forward then attends within each document (DocumentAttention) instead of scoring
+  // the dense [L, L] mask; empty for causal rows. Clear it to take the dense path.
   std::vector<std::vector<int64_t>> doc_lengths;
+  // The documents attend through their diagonal blocks of `allowed` (tree segments), not causally.
+  bool documents_masked = false;
 };
 
 // Plain causal rows, positions 0..length-1.
@@ -43,7 +46,8 @@ AttentionLayout PackedLayout(const std::vector<std::vector<int64_t>>& doc_length
 
 // parents[b][i] = index (< i) of token i's parent in row b, -1 for a root; token i attends to
 // itself and its ancestors; position = depth. Entries past parents[b].size() are padding as
-// above. Throws c10::Error for a parent that is not earlier in the row or a row longer than
+// above. doc_lengths are the row's tree segments (a new one starts where no later token has a
+// parent before it), documents_masked: a packed row of trees costs Σ n_tree² in attention. Throws c10::Error for a parent that is not earlier in the row or a row longer than
 // `length`.
 AttentionLayout TreeLayout(const std::vector<std::vector<int64_t>>& parents, int64_t length);
 

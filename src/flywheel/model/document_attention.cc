@@ -24,10 +24,10 @@ torch::Tensor RepeatKv(const torch::Tensor& x, int64_t groups) {
 
 }  // namespace
 
-torch::Tensor DocumentCausalAttention(const torch::Tensor& q, const torch::Tensor& k,
-                                      const torch::Tensor& v,
-                                      const std::vector<std::vector<int64_t>>& doc_lengths,
-                                      double scale) {
+torch::Tensor DocumentAttention(const torch::Tensor& q, const torch::Tensor& k,
+                                const torch::Tensor& v, const Documents& documents, double scale) {
+  const std::vector<std::vector<int64_t>>& doc_lengths = documents.lengths;
+  const torch::Tensor& mask = documents.mask;
   TORCH_CHECK_VALUE(q.dim() == 4 && k.dim() == 4 && v.sizes() == k.sizes(),
                     "document attention: q ", q.sizes(), " must be [B, L, heads, D] and k ",
                     k.sizes(), ", v ", v.sizes(), " [B, L, kv_heads, D]");
@@ -39,6 +39,10 @@ torch::Tensor DocumentCausalAttention(const torch::Tensor& q, const torch::Tenso
   TORCH_CHECK_VALUE(static_cast<int64_t>(doc_lengths.size()) == rows,
                     "document attention: ", doc_lengths.size(), " rows of document lengths for ",
                     rows, " rows");
+  TORCH_CHECK_VALUE(!mask.defined() || (mask.dim() == 3 && mask.size(0) == rows &&
+                                        mask.size(1) == length && mask.size(2) == length),
+                    "document attention: mask ", mask.sizes(), " must be [B, L, L] for q ",
+                    q.sizes());
   const int64_t groups = heads / kv_heads;
   int64_t longest = 0;
   for (const auto& row : doc_lengths) {
@@ -56,8 +60,12 @@ torch::Tensor DocumentCausalAttention(const torch::Tensor& q, const torch::Tenso
   const torch::Tensor kf = k.reshape({rows * length, kv_heads, dim});
   const torch::Tensor vf = v.reshape({rows * length, kv_heads, dim});
   // One additive causal mask for the longest document; each document uses its top-left corner.
-  const torch::Tensor causal =
-      torch::full({longest, longest}, -std::numeric_limits<float>::infinity(), q.options()).triu(1);
+  // With a mask, each document's additive block is made from it instead.
+  const float kMasked = -std::numeric_limits<float>::infinity();
+  const torch::Tensor causal = mask.defined()
+                                   ? torch::Tensor()
+                                   : torch::full({longest, longest}, kMasked, q.options()).triu(1);
+  const torch::Tensor allowed = mask.defined() ? mask.to(q.device()) : torch::Tensor();
 
   // The CPU path (and LibTorch 1.13's) is the one CI tests; the GPU build fuses on CUDA only.
   bool fused = false;
@@ -68,22 +76,33 @@ torch::Tensor DocumentCausalAttention(const torch::Tensor& q, const torch::Tenso
   for (int64_t b = 0; b < rows; ++b) {
     int64_t offset = b * length;
     for (int64_t n : doc_lengths[b]) {
+      // [n, n] bool: query i of the document may attend to key j.
+      const torch::Tensor block =
+          allowed.defined()
+              ? allowed[b].narrow(0, offset - b * length, n).narrow(1, offset - b * length, n)
+              : torch::Tensor();
       const torch::Tensor qd = qf.narrow(0, offset, n).transpose(0, 1);  // [H, n, D]
       const torch::Tensor vd = RepeatKv(vf.narrow(0, offset, n).transpose(0, 1), groups);
       torch::Tensor out;  // [H, n, D]
       if (fused) {
 #ifdef FLYWHEEL_FUSED_ATTENTION
         const torch::Tensor kd = RepeatKv(kf.narrow(0, offset, n).transpose(0, 1), groups);
-        out = at::scaled_dot_product_attention(qd.unsqueeze(0), kd.unsqueeze(0), vd.unsqueeze(0),
-                                               /*attn_mask=*/{}, /*dropout_p=*/0.0,
-                                               /*is_causal=*/true, scale)
-                  .squeeze(0);
+        out =
+            at::scaled_dot_product_attention(
+                qd.unsqueeze(0), kd.unsqueeze(0), vd.unsqueeze(0),
+                /*attn_mask=*/block.defined() ? c10::optional<torch::Tensor>(block) : c10::nullopt,
+                /*dropout_p=*/0.0,
+                /*is_causal=*/!block.defined(), scale)
+                .squeeze(0);
 #endif
       } else {
         const torch::Tensor kd = RepeatKv(kf.narrow(0, offset, n).permute({1, 2, 0}), groups);
         // scores = mask + scale · q kᵀ in one GEMM pass: [H, n, n].
-        const torch::Tensor scores =
-            torch::baddbmm(causal.narrow(0, 0, n).narrow(1, 0, n), qd, kd, 1.0, scale);
+        const torch::Tensor additive =
+            block.defined()
+                ? torch::zeros({n, n}, q.options()).masked_fill(block.logical_not(), kMasked)
+                : causal.narrow(0, 0, n).narrow(1, 0, n);
+        const torch::Tensor scores = torch::baddbmm(additive, qd, kd, 1.0, scale);
         out = torch::bmm(torch::softmax(scores, -1), vd);
       }
       pieces.push_back(out.transpose(0, 1).reshape({n, heads * dim}));

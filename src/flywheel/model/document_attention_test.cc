@@ -47,7 +47,7 @@ TEST(DocumentAttentionTest, EqualsTheDenseMaskedAttentionAndItsGradients) {
     Qkv a = Random(3, 12, 4, kv_heads, 8);
     Qkv b = Random(3, 12, 4, kv_heads, 8);
     const double scale = 1.0 / std::sqrt(8.0);
-    const auto got = DocumentCausalAttention(a.q, a.k, a.v, docs, scale);
+    const auto got = DocumentAttention(a.q, a.k, a.v, {docs}, scale);
     const auto want = DenseMaskedAttention(b.q, b.k, b.v, docs, scale);
     ASSERT_EQ(got.sizes(), want.sizes());
     EXPECT_TRUE(torch::allclose(got, want, 1e-6, 1e-6))
@@ -65,7 +65,7 @@ TEST(DocumentAttentionTest, EqualsTheDenseMaskedAttentionAndItsGradients) {
 
 TEST(DocumentAttentionTest, PaddingOutputsItsOwnValue) {
   Qkv a = Random(1, 6, 2, 1, 4);
-  const auto out = DocumentCausalAttention(a.q, a.k, a.v, {{4}}, 0.5);
+  const auto out = DocumentAttention(a.q, a.k, a.v, {{{4}}}, 0.5);
   // Tokens 4 and 5 are padding: each of the 2 query heads reads the single kv head's value.
   for (int64_t t : {4, 5}) {
     EXPECT_TRUE(out[0][t].equal(a.v[0][t][0].repeat({2})));
@@ -75,7 +75,7 @@ TEST(DocumentAttentionTest, PaddingOutputsItsOwnValue) {
 TEST(DocumentAttentionTest, BadDocumentsAreErrors) {
   Qkv a = Random(2, 6, 2, 2, 4);
   auto call = [&](std::vector<std::vector<int64_t>> docs) {
-    return TorchCall("attention", [&] { DocumentCausalAttention(a.q, a.k, a.v, docs, 1.0); });
+    return TorchCall("attention", [&] { DocumentAttention(a.q, a.k, a.v, {docs}, 1.0); });
   };
   EXPECT_THAT(call({{4, 3}, {1}}).message(), HasSubstr("more than the row length 6"));
   EXPECT_THAT(call({{4}}).message(), HasSubstr("1 rows of document lengths for 2 rows"));
@@ -123,6 +123,41 @@ TEST(DocumentAttentionTest, TransformerPackedForwardEqualsTheDenseMaskPath) {
       EXPECT_TRUE(torch::allclose(g, h, 1e-5, 1e-5))
           << p.key() << " max |diff| " << (g - h).abs().max().item<double>();
     }
+  }
+}
+
+// Rows of trees (TreeLayout): each tree is a segment attended through its block of the ancestor
+// mask; logits and gradients equal the dense mask's over the whole row.
+TEST(DocumentAttentionTest, TransformerTreeSegmentsEqualTheDenseMaskPath) {
+  // Row 0: a tree of 5 (root, two branches) then a tree of 3; row 1: a forest of two roots whose
+  // second tree reaches back across a sibling (one segment), padding after.
+  const std::vector<std::vector<int64_t>> parents = {{-1, 0, 1, 1, 2, -1, 5, 5},
+                                                     {-1, 0, -1, 2, 1, 3}};
+  const AttentionLayout layout = TreeLayout(parents, 10);
+  EXPECT_EQ(layout.doc_lengths, (std::vector<std::vector<int64_t>>{{5, 3}, {6}}));
+  EXPECT_TRUE(layout.documents_masked);
+  AttentionLayout dense_layout = layout;
+  dense_layout.doc_lengths.clear();
+  const ModelOptions o = testing::TinyModelOptions(/*seed=*/5);
+  auto segmented = MakeTransformer(o);
+  auto dense = MakeTransformer(o);
+  ASSERT_TRUE(segmented.ok() && dense.ok());
+  torch::manual_seed(3);
+  const auto tokens = torch::randint(0, o.vocab_size, {2, 10}, torch::kInt64);
+  const auto got = (*segmented)->forward(tokens, layout);
+  const auto want = (*dense)->forward(tokens, dense_layout);
+  EXPECT_TRUE(torch::allclose(got, want, 1e-5, 1e-5))
+      << "max |diff| " << (got - want).abs().max().item<double>();
+  const auto upstream = torch::randn(got.sizes());
+  (got * upstream).sum().backward();
+  (want * upstream).sum().backward();
+  const auto dense_params = (*dense)->named_parameters();
+  for (const auto& p : (*segmented)->named_parameters()) {
+    const auto& g = p.value().grad();
+    const auto& h = dense_params[p.key()].grad();
+    ASSERT_TRUE(g.defined() && h.defined()) << p.key();
+    EXPECT_TRUE(torch::allclose(g, h, 1e-5, 1e-5))
+        << p.key() << " max |diff| " << (g - h).abs().max().item<double>();
   }
 }
 

@@ -146,7 +146,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Rotary& rotar
 }
 
 torch::Tensor AttentionImpl::ForwardDocuments(const torch::Tensor& x, const Rotary& rotary,
-                                              const std::vector<std::vector<int64_t>>& doc_lengths,
+                                              const Documents& documents,
                                               const HeadWeightMap& head_weight_map) const {
   const int64_t b = x.size(0);
   const int64_t l = x.size(1);
@@ -170,7 +170,7 @@ torch::Tensor AttentionImpl::ForwardDocuments(const torch::Tensor& x, const Rota
   const auto v =
       qkv.narrow(-1, q_width + kv_width, kv_width).view({b, l, num_kv_heads_, head_dim_});
   return o_proj->forward(
-      DocumentCausalAttention(q, k, v, doc_lengths, 1.0 / std::sqrt(double(head_dim_))));
+      DocumentAttention(q, k, v, documents, 1.0 / std::sqrt(double(head_dim_))));
 }
 
 MlpImpl::MlpImpl(const ModelOptions& o, int64_t tensor_parallel) {
@@ -228,8 +228,8 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const Rotary& ro
 
 torch::Tensor DecoderLayerImpl::ForwardDocuments(
     const torch::Tensor& x, const Rotary& rotary,
-    const std::vector<std::vector<int64_t>>& doc_lengths) const {
-  const auto h = x + self_attn->ForwardDocuments(input_layernorm->forward(x), rotary, doc_lengths);
+    const Documents& documents) const {
+  const auto h = x + self_attn->ForwardDocuments(input_layernorm->forward(x), rotary, documents);
   return h + mlp->ForwardTraining(post_attention_layernorm->forward(h));
 }
 
@@ -278,7 +278,8 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens,
                                        const AttentionLayout& layout) const {
   const auto device = model_->embed_tokens->weight.device();
   if (!layout.doc_lengths.empty()) {
-    // Packed rows: attention within each document, never the dense [L, L] mask.
+    // Packed rows (or tree segments): attention within each document, never the dense [L, L]
+    // mask.
     TORCH_CHECK_VALUE(tokens.dim() == 2 && layout.positions.sizes() == tokens.sizes() &&
                           static_cast<int64_t>(layout.doc_lengths.size()) == tokens.size(0),
                       "transformer: tokens ", tokens.sizes(), ", positions ",
@@ -288,11 +289,13 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens,
     const Rotary rotary = MakeRotary(layout.positions.to(device), options_);
     // [B, 1, L, D] → [B, L, 1, D]: the packed path keeps activations token-major.
     const Rotary token_major{rotary.cos.transpose(1, 2), rotary.sin.transpose(1, 2)};
+    const Documents documents{layout.doc_lengths,
+                              layout.documents_masked ? layout.allowed : torch::Tensor()};
     for (size_t i = 0; i < model_->decoder.size(); ++i) {
       const DecoderLayer& layer = model_->decoder[i];
       x = layer_runner_
-              ? layer_runner_(static_cast<int64_t>(i), layer, x, token_major, layout.doc_lengths)
-              : layer->ForwardDocuments(x, token_major, layout.doc_lengths);
+              ? layer_runner_(static_cast<int64_t>(i), layer, x, token_major, documents)
+              : layer->ForwardDocuments(x, token_major, documents);
     }
     return Logits(model_->norm->forward(x));
   }

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "flywheel/model/attention_layout.h"
+#include "flywheel/model/document_attention.h"
 #include "flywheel/model/kv_store.h"
 #include "flywheel/model/model_options.h"
 
@@ -97,10 +98,10 @@ class AttentionImpl : public torch::nn::Module {
   using HeadWeightMap = std::function<torch::Tensor(const torch::Tensor&)>;
 
   // Training forward of packed rows: x [B, L, hidden], `rotary` token-major ([B, L, 1, D]),
-  // attention within each document of doc_lengths (DocumentCausalAttention). q/k/v come from one
+  // attention within each document (DocumentAttention). q/k/v come from one
   // GEMM against the parameters concatenated on the fly (gradients reach each parameter).
   torch::Tensor ForwardDocuments(const torch::Tensor& x, const Rotary& rotary,
-                                 const std::vector<std::vector<int64_t>>& doc_lengths,
+                                 const Documents& documents,
                                  const HeadWeightMap& head_weight_map = nullptr) const;
 
   LinearWeights q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
@@ -138,7 +139,7 @@ class DecoderLayerImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const Rotary& rotary, const torch::Tensor& bias,
                         KvStore* store) const;
   torch::Tensor ForwardDocuments(const torch::Tensor& x, const Rotary& rotary,
-                                 const std::vector<std::vector<int64_t>>& doc_lengths) const;
+                                 const Documents& documents) const;
   RMSNorm input_layernorm{nullptr};
   Attention self_attn{nullptr};
   RMSNorm post_attention_layernorm{nullptr};
@@ -173,7 +174,8 @@ class TransformerImpl : public torch::nn::Module {
   explicit TransformerImpl(const ModelOptions& options, int64_t tensor_parallel = 1);
 
   // Training / scoring: logits [B, L, V] for tokens [B, L] int64 under `layout`. A packed
-  // layout (doc_lengths set) takes the document-wise attention path, others the dense mask.
+  // layout (doc_lengths set: packed documents, or tree segments) takes the document-wise attention
+  // path, others the dense mask.
   torch::Tensor forward(const torch::Tensor& tokens, const AttentionLayout& layout) const;
 
   // Final-norm hidden states [B, Lq, hidden] of `tokens` [B, Lq] at `positions` [B, Lq], where
@@ -195,7 +197,7 @@ class TransformerImpl : public torch::nn::Module {
   int64_t NumParameters() const;
 
   // Runs decoder layer `index` of the packed training path (forward with doc_lengths): returns
-  // layer->ForwardDocuments(x, rotary, doc_lengths) or what replaces it. The one hook a wrapper
+  // layer->ForwardDocuments(x, rotary, documents) or what replaces it. The one hook a wrapper
   // needs to put code around each layer's compute, e.g. fully sharded training
   // (learner/fully_sharded.h) gathering a layer's parameters just before it runs and freeing
   // them after, or tensor parallel training (learner/tensor_parallel.h) adding the all-reduces
@@ -203,7 +205,7 @@ class TransformerImpl : public torch::nn::Module {
   // inference paths.
   using LayerRunner = std::function<torch::Tensor(
       int64_t index, const DecoderLayer& layer, const torch::Tensor& x, const Rotary& rotary,
-      const std::vector<std::vector<int64_t>>& doc_lengths)>;
+      const Documents& documents)>;
   void SetLayerRunner(LayerRunner runner) { layer_runner_ = std::move(runner); }
 
  private:

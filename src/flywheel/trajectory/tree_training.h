@@ -34,7 +34,7 @@ absl::StatusOr<TreeBatchTensors> ToTensors(const PackedTrees& packed);
 
 // The documents of each row of flat paths (PackFlatPaths: every path a run of tokens whose
 // parent is the column before, from a root): their lengths, as PackedLayout takes them. Set as
-// a flat batch's layout.doc_lengths, the forward attends per document (DocumentCausalAttention,
+// a flat batch's layout.doc_lengths, the forward attends per document (DocumentAttention,
 // as the learner trains packed trajectories) instead of through the dense mask, which gives the
 // same function for flat rows. Errors name a row and column that is not a flat path.
 absl::StatusOr<std::vector<std::vector<int64_t>>> FlatPathDocuments(const PackedTrees& packed);
