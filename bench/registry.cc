@@ -17,6 +17,7 @@ const std::vector<BenchEntry>& Benchmarks() {
       {"pipeline", "guess training under heavy-tailed env latency: async vs colocated learner utilization, samples/s, time to a reward (and per latency median)", RunPipelineBench},
       {"elastic", "heavy-tailed copy task on the same cells: colocated vs static splits vs the elastic scheduler, time to a reward, samples/s, switch seconds", RunElasticBench},
       {"sim", "cluster simulator: simulated events/s, 1e6 episodes on 1,024 devices, and the published ratios (Tunix utilisation, elastic speedups) reproduced next to the published ones", RunSimBench},
+      {"learning", "the built-in tasks learning from a fresh start: seconds to a success target, final evaluation; tree vs flat job: time per step and reward gap", RunLearningBench},
       {"tokenizer", "tokenizer.json BPE encode MB/s (Qwen3, Llama-3), one thread: flywheel vs Hugging Face tokenizers, and id mismatches", RunTokenizerBench},
   };
   return *entries;

@@ -30,6 +30,7 @@ absl::StatusOr<BenchReport> RunLearnerParallelBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunTrajectoryTreeBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunPipelineBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunElasticBench(const BenchArgs& args);
+absl::StatusOr<BenchReport> RunLearningBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunSimBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunTokenizerBench(const BenchArgs& args);
 

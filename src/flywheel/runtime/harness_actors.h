@@ -46,8 +46,8 @@ struct HarnessActorsOptions {
 
 class HarnessActors {
  public:
-  // Starts the threads, each with an engine on `snapshot`. `buffer` is borrowed and must stay
-  // open until Stop (closing it is how a blocked insert ends).
+  // Starts the threads, each with an engine on `snapshot`. `buffer` is borrowed and must outlive
+  // Stop.
   static absl::StatusOr<std::unique_ptr<HarnessActors>> Start(
       const HarnessActorsOptions& options, std::shared_ptr<const WeightSnapshot> snapshot,
       Buffer* buffer);
@@ -59,8 +59,8 @@ class HarnessActors {
   void Wake();
   // The first error of a thread, in thread order; OK while all run.
   absl::Status FirstError();
-  // Ends every thread after the execution it is playing (an insert waiting on the buffer ends
-  // when the buffer closes) and joins them. Idempotent.
+  // Ends every thread after the execution it is playing (an insert waiting on a full buffer
+  // gives up at its next poll, within 200 ms) and joins them. Idempotent.
   void Stop();
 
   int64_t executions() const { return executions_.load(); }

@@ -367,8 +367,9 @@ absl::Status TreeJob::TrainAsync(const RunStop& stop) {
 
 void TreeJob::StopActors() {
   publish_ = nullptr;
-  if (buffer_ != nullptr) buffer_->Close();
+  // The actors first: an insert they are waiting on ends at its next poll, not as an error.
   if (actors_ != nullptr) actors_->Stop();
+  if (buffer_ != nullptr) buffer_->Close();
 }
 
 absl::Status TreeJob::AfterStep(int64_t step, std::vector<Execution>& executions,

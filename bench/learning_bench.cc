@@ -1,0 +1,347 @@
+// `flywheel bench learning`: the built-in tasks as demonstrations of learning, each from a fresh
+// start with its example config on this machine, each final policy evaluated on episodes of its
+// own:
+//
+//   guess        examples/guess.toml, one run per seed (guess_seeds): seconds_to_target = wall
+//                seconds at the first step whose trailing `window`-step mean success reaches
+//                guess_target (0.9), within guess_seconds
+//   calc         examples/calc.toml after a warm start of calc_sft_steps on the scripted expert,
+//                RL until calc_seconds: seconds to calc_target (0.8) the same way
+//   repair       examples/repair.toml (flat, async) after a warm start of repair_sft_steps, RL
+//                until repair_seconds; its final success against the warm-started policy's
+//                (the same warm start and one RL step, evaluated alike): improvement
+//   repair-tree  examples/repair-tree.toml: its imitation once (and one step, checkpointed),
+//                then from that checkpoint, per seed (tree_seeds), tree_steps steps with
+//                tree.packing = "tree" and "flat" (both exact weighting: the same gradient),
+//                the order alternating over seeds. tree_vs_flat_time_per_step = median over
+//                seeds of (tree's median wall seconds per step / flat's); reward_gap = mean
+//                over seeds of tree's mean reward per step − flat's; improvement = the tree
+//                arms' last-window reward − first-window reward.
+//
+// What limits each task (and what was tried) is in docs/learning.md; a target not reached is
+// reported as such (seconds_to_target null), never as the budget.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <optional>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "bench/registry.h"
+#include "flywheel/core/status_macros.h"
+#include "flywheel/core/strings.h"
+#include "flywheel/runtime/embedded_job.h"
+#include "flywheel/runtime/job_config.h"
+#include "flywheel/runtime/tree_job.h"
+
+namespace flywheel::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Run {
+  std::vector<nlohmann::json> metrics;
+  std::optional<PolicyEvalResult> eval;
+};
+
+absl::StatusOr<std::vector<nlohmann::json>> ReadMetrics(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(StrCat("bench learning: cannot read ", path.string()));
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) {
+      return absl::DataLossError(StrCat("bench learning: ", path.string(), ": not JSON: ", line));
+    }
+    lines.push_back(std::move(j));
+  }
+  return lines;
+}
+
+// An embedded job (async, as shipped) with `overrides`, in runs_dir/name.
+absl::StatusOr<Run> RunEmbedded(const std::string& config_file, const fs::path& runs_dir,
+                                const std::string& name, std::vector<std::string> overrides) {
+  overrides.push_back(StrCat("run.runs_dir=\"", runs_dir.string(), "\""));
+  overrides.push_back(StrCat("run.name=\"", name, "\""));
+  overrides.push_back("learner.checkpoint_every=0");
+  ASSIGN_OR_RETURN(const JobConfig config, LoadJobConfig(config_file, overrides));
+  EmbeddedJobOptions options;
+  options.progress = nullptr;
+  ASSIGN_OR_RETURN(const EmbeddedJobResult result, RunEmbeddedJob(config, options));
+  Run run;
+  ASSIGN_OR_RETURN(run.metrics, ReadMetrics(runs_dir / name / "metrics.jsonl"));
+  run.eval = result.eval;
+  return run;
+}
+
+// Wall seconds at the first step whose trailing `window`-step mean success reaches `target`.
+std::optional<double> SecondsToTarget(const std::vector<nlohmann::json>& lines, size_t window,
+                                      double target) {
+  double sum = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    sum += lines[i].value("success_rate", 0.0);
+    if (i >= window) sum -= lines[i - window].value("success_rate", 0.0);
+    if (i + 1 >= window && sum / static_cast<double>(window) >= target) {
+      return lines[i].value("elapsed_s", 0.0);
+    }
+  }
+  return std::nullopt;
+}
+
+nlohmann::json OrNull(const std::optional<double>& v) {
+  return v.has_value() ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+nlohmann::json EvalJson(const Run& run) {
+  return run.eval.has_value() ? run.eval->ToJson() : nlohmann::json(nullptr);
+}
+
+double EvalSuccess(const Run& run) { return run.eval.has_value() ? run.eval->success_rate : 0.0; }
+
+struct Settings {
+  fs::path runs_dir;
+  std::string examples;
+  size_t window = 50;
+  int64_t eval_episodes = 256;
+};
+
+// One task trained to a success target: per seed, seconds to the target and the evaluation.
+absl::StatusOr<nlohmann::json> TargetTask(const Settings& s, const std::string& task,
+                                          const std::vector<int64_t>& seeds, double seconds,
+                                          double target, std::vector<std::string> overrides) {
+  nlohmann::json out = {{"target_success", target},
+                        {"budget_seconds", seconds},
+                        {"window_steps", s.window},
+                        {"seeds", nlohmann::json::array()}};
+  std::vector<double> times, finals;  // a seed that never reached the target: +inf
+  for (int64_t seed : seeds) {
+    std::vector<std::string> o = overrides;
+    o.push_back(StrCat("run.seed=", seed));
+    o.push_back(StrCat("run.max_wall_seconds=", seconds));
+    o.push_back(StrCat("run.eval_episodes=", s.eval_episodes));
+    ASSIGN_OR_RETURN(const Run run, RunEmbedded(StrCat(s.examples, "/", task, ".toml"), s.runs_dir,
+                                                StrCat(task, "-", seed), o));
+    const std::optional<double> t = SecondsToTarget(run.metrics, s.window, target);
+    times.push_back(t.value_or(std::numeric_limits<double>::infinity()));
+    finals.push_back(EvalSuccess(run));
+    out["seeds"].push_back({{"seed", seed},
+                            {"seconds_to_target", OrNull(t)},
+                            {"steps", run.metrics.size()},
+                            {"eval", EvalJson(run)}});
+  }
+  std::sort(times.begin(), times.end());
+  out["reached"] =
+      std::count_if(times.begin(), times.end(), [](double t) { return std::isfinite(t); });
+  // The median over seeds (the upper one of an even count); null when half or more never
+  // reached the target.
+  const double median = times[times.size() / 2];
+  out["seconds_to_target"] =
+      std::isfinite(median) ? nlohmann::json(median) : nlohmann::json(nullptr);
+  out["final_success"] = Median(finals);
+  return out;
+}
+
+// The flat repair task: RL after a warm start against the warm-started policy.
+absl::StatusOr<nlohmann::json> RepairTask(const Settings& s, int64_t sft_steps, double seconds) {
+  const std::vector<std::string> warm = {StrCat("sft.steps=", sft_steps),
+                                         "sft.episodes_per_step=32",
+                                         "sft.lr=3e-3",
+                                         "learner.lr=1e-4",
+                                         "learner.warmup_steps=5",
+                                         StrCat("run.eval_episodes=", s.eval_episodes)};
+  const std::string file = s.examples + "/repair.toml";
+  std::vector<std::string> o = warm;
+  o.push_back("run.max_steps=1");
+  ASSIGN_OR_RETURN(const Run start, RunEmbedded(file, s.runs_dir, "repair-warm", o));
+  o = warm;
+  o.push_back("run.max_steps=100000");
+  o.push_back(StrCat("run.max_wall_seconds=", seconds));
+  ASSIGN_OR_RETURN(const Run trained, RunEmbedded(file, s.runs_dir, "repair-rl", o));
+  return nlohmann::json{{"sft_steps", sft_steps},
+                        {"budget_seconds", seconds},
+                        {"steps", trained.metrics.size()},
+                        {"warm_start_eval", EvalJson(start)},
+                        {"eval", EvalJson(trained)},
+                        {"final_success", EvalSuccess(trained)},
+                        {"improvement", EvalSuccess(trained) - EvalSuccess(start)},
+                        {"target_improvement", 0.15}};
+}
+
+struct TreeArm {
+  double seconds_per_step = 0;  // median wall seconds between consecutive steps
+  double train_seconds = 0;     // median learner seconds per step
+  double reward_mean = 0;       // over the steps
+  double first_window = 0, last_window = 0;
+};
+
+absl::StatusOr<TreeArm> RunTreeArm(const Settings& s, const std::vector<std::string>& base,
+                                   const fs::path& checkpointed, int64_t seed,
+                                   const std::string& packing, int64_t steps) {
+  const std::string name = StrCat("tree-", packing, "-", seed);
+  fs::remove_all(s.runs_dir / name);
+  fs::copy(checkpointed, s.runs_dir / name, fs::copy_options::recursive);
+  std::vector<std::string> o = base;
+  o.push_back(StrCat("run.name=\"", name, "\""));
+  o.push_back(StrCat("run.seed=", seed));
+  o.push_back(StrCat("run.max_steps=", 1 + steps));
+  o.push_back(StrCat("tree.packing=\"", packing, "\""));
+  o.push_back("learner.checkpoint_every=0");
+  ASSIGN_OR_RETURN(const JobConfig config, LoadJobConfig(s.examples + "/repair-tree.toml", o));
+  TreeJobRunOptions run;
+  run.resume = true;
+  ASSIGN_OR_RETURN(const TreeJobResult result, RunTreeJob(config, run));
+  if (result.metrics.size() < 2) {
+    return absl::InternalError(
+        StrCat("bench learning: ", name, " trained ", result.metrics.size(), " steps; need >= 2"));
+  }
+  TreeArm arm;
+  std::vector<double> wall, train;
+  const size_t n = result.metrics.size();
+  const size_t window = std::max<size_t>(1, n / 3);
+  for (size_t i = 0; i < n; ++i) {
+    const nlohmann::json& m = result.metrics[i];
+    const double r = m["reward_mean"].get<double>();
+    arm.reward_mean += r / static_cast<double>(n);
+    if (i < window) arm.first_window += r / static_cast<double>(window);
+    if (i >= n - window) arm.last_window += r / static_cast<double>(window);
+    train.push_back(m["train_seconds"].get<double>());
+    if (i > 0) {
+      wall.push_back(m["elapsed_seconds"].get<double>() -
+                     result.metrics[i - 1]["elapsed_seconds"].get<double>());
+    }
+  }
+  arm.seconds_per_step = Median(wall);
+  arm.train_seconds = Median(train);
+  return arm;
+}
+
+absl::StatusOr<nlohmann::json> TreeTask(const Settings& s, int64_t imitation_steps,
+                                        const std::vector<int64_t>& seeds, int64_t steps) {
+  const std::vector<std::string> base = {StrCat("run.runs_dir=\"", s.runs_dir.string(), "\""),
+                                         "tree.weighting=\"exact\""};
+  std::vector<std::string> o = base;
+  o.push_back("run.name=\"tree-imitated\"");
+  o.push_back(StrCat("tree.imitation_steps=", imitation_steps));
+  o.push_back("run.max_steps=1");
+  o.push_back("learner.checkpoint_every=1");
+  ASSIGN_OR_RETURN(const JobConfig first, LoadJobConfig(s.examples + "/repair-tree.toml", o));
+  ASSIGN_OR_RETURN(const TreeJobResult imitated, RunTreeJob(first, TreeJobRunOptions{}));
+
+  nlohmann::json out = {{"imitation_steps", imitation_steps},
+                        {"steps_per_arm", steps},
+                        {"weighting", "exact"},
+                        {"seeds", nlohmann::json::array()}};
+  std::vector<double> time_ratios, train_ratios, gaps, improvements;
+  for (size_t k = 0; k < seeds.size(); ++k) {
+    std::vector<std::string> order = {"tree", "flat"};
+    if (k % 2 == 1) std::reverse(order.begin(), order.end());
+    std::map<std::string, TreeArm> arms;
+    for (const std::string& packing : order) {
+      ASSIGN_OR_RETURN(arms[packing],
+                       RunTreeArm(s, base, imitated.run_dir, seeds[k], packing, steps));
+    }
+    const TreeArm& tree = arms["tree"];
+    const TreeArm& flat = arms["flat"];
+    time_ratios.push_back(tree.seconds_per_step / flat.seconds_per_step);
+    train_ratios.push_back(tree.train_seconds / flat.train_seconds);
+    gaps.push_back(tree.reward_mean - flat.reward_mean);
+    improvements.push_back(tree.last_window - tree.first_window);
+    nlohmann::json seed = {{"seed", seeds[k]}, {"order", order}};
+    for (const auto& [name, arm] : arms) {
+      seed[name] = {{"seconds_per_step", arm.seconds_per_step},
+                    {"train_seconds_per_step", arm.train_seconds},
+                    {"reward_mean", arm.reward_mean},
+                    {"first_window_reward", arm.first_window},
+                    {"last_window_reward", arm.last_window}};
+    }
+    out["seeds"].push_back(seed);
+  }
+  double gap = 0, improvement = 0;
+  for (double g : gaps) gap += g / static_cast<double>(gaps.size());
+  for (double i : improvements) improvement += i / static_cast<double>(improvements.size());
+  out["tree_vs_flat_time_per_step"] = Median(time_ratios);
+  out["tree_vs_flat_train_seconds"] = Median(train_ratios);
+  out["reward_gap"] = gap;
+  out["improvement"] = improvement;
+  out["first_reward_after_imitation"] = imitated.last_reward;
+  return out;
+}
+
+absl::StatusOr<std::vector<int64_t>> Seeds(const BenchArgs& args, const std::string& key,
+                                           const std::string& fallback) {
+  return ParseIntList(args, key, fallback);
+}
+
+}  // namespace
+
+absl::StatusOr<BenchReport> RunLearningBench(const BenchArgs& args) {
+  const bool q = args.quick;
+  Settings s;
+  s.examples = args.GetString("examples", args.source_dir + "/examples");
+  s.window = static_cast<size_t>(args.GetInt("window", q ? 5 : 50));
+  s.eval_episodes = args.GetInt("eval_episodes", q ? 8 : 256);
+  s.runs_dir = fs::temp_directory_path() / StrCat("flywheel_learning_bench_", getpid());
+  fs::remove_all(s.runs_dir);
+  const std::vector<std::string> tasks =
+      absl::StrSplit(args.GetString("tasks", "guess,calc,repair,repair-tree"), ',');
+
+  BenchReport report;
+  report.config = {{"tasks", tasks},
+                   {"window_steps", s.window},
+                   {"eval_episodes", s.eval_episodes},
+                   {"examples", s.examples}};
+  report.table = {{"task", "seconds to target", "final success", "note"}};
+  for (const std::string& task : tasks) {
+    nlohmann::json r;
+    if (task == "guess") {
+      ASSIGN_OR_RETURN(const std::vector<int64_t> seeds,
+                       Seeds(args, "guess_seeds", q ? "1" : "1,2,3"));
+      ASSIGN_OR_RETURN(r,
+                       TargetTask(s, "guess", seeds, args.GetDouble("guess_seconds", q ? 8 : 120),
+                                  args.GetDouble("guess_target", 0.9), {}));
+    } else if (task == "calc") {
+      const int64_t sft = args.GetInt("calc_sft_steps", q ? 3 : 400);
+      ASSIGN_OR_RETURN(r, TargetTask(s, "calc", {1}, args.GetDouble("calc_seconds", q ? 8 : 600),
+                                     args.GetDouble("calc_target", 0.8),
+                                     {StrCat("sft.steps=", sft), "sft.episodes_per_step=64",
+                                      "sft.lr=3e-3", "run.max_steps=100000"}));
+      r["sft_steps"] = sft;
+    } else if (task == "repair") {
+      ASSIGN_OR_RETURN(r, RepairTask(s, args.GetInt("repair_sft_steps", q ? 3 : 150),
+                                     args.GetDouble("repair_seconds", q ? 8 : 580)));
+    } else if (task == "repair-tree") {
+      ASSIGN_OR_RETURN(const std::vector<int64_t> seeds,
+                       Seeds(args, "tree_seeds", q ? "1" : "1,2,3"));
+      ASSIGN_OR_RETURN(r, TreeTask(s, args.GetInt("tree_imitation_steps", q ? 3 : 150), seeds,
+                                   args.GetInt("tree_steps", q ? 3 : 30)));
+      report.ratios["tree_vs_flat_time_per_step"] = r["tree_vs_flat_time_per_step"];
+      report.ratios["tree_reward_gap"] = r["reward_gap"];
+    } else {
+      return absl::InvalidArgumentError(
+          StrCat("bench learning: --param tasks: unknown task '", task,
+                 "'; the tasks are guess, calc, repair, repair-tree"));
+    }
+    report.results[task] = r;
+    auto fmt = [](const nlohmann::json& v) {
+      return v.is_number() ? absl::StrFormat("%.3g", v.get<double>()) : std::string("-");
+    };
+    std::string note;
+    if (task == "repair") note = StrCat("improvement ", fmt(r["improvement"]));
+    if (task == "repair-tree") {
+      note = StrCat("tree/flat s per step ", fmt(r["tree_vs_flat_time_per_step"]), ", reward gap ",
+                    fmt(r["reward_gap"]), ", improvement ", fmt(r["improvement"]));
+    }
+    report.table.push_back({task, fmt(r.value("seconds_to_target", nlohmann::json())),
+                            fmt(r.value("final_success", nlohmann::json())), note});
+  }
+  report.summary = StrCat(tasks.size(), " tasks; per-seed figures in the JSON");
+  fs::remove_all(s.runs_dir);
+  return report;
+}
+
+}  // namespace flywheel::bench
