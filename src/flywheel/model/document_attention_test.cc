@@ -83,6 +83,30 @@ TEST(DocumentAttentionTest, BadDocumentsAreErrors) {
   EXPECT_TRUE(call({{6}, {}}).ok());  // an all-padding row is fine
 }
 
+// Two copies of one model: `by_documents` runs `layout` (its doc_lengths set), `dense` the same
+// layout with doc_lengths cleared (scores over the [L, L] mask). Logits and every parameter's
+// gradient must agree.
+void ExpectDocumentsEqualDense(const Transformer& by_documents, const Transformer& dense,
+                               const torch::Tensor& tokens, const AttentionLayout& layout) {
+  AttentionLayout dense_layout = layout;
+  dense_layout.doc_lengths.clear();
+  const auto got = by_documents->forward(tokens, layout);
+  const auto want = dense->forward(tokens, dense_layout);
+  EXPECT_TRUE(torch::allclose(got, want, 1e-5, 1e-5))
+      << "max |diff| " << (got - want).abs().max().item<double>();
+  const auto upstream = torch::randn(got.sizes());
+  (got * upstream).sum().backward();
+  (want * upstream).sum().backward();
+  const auto dense_params = dense->named_parameters();
+  for (const auto& p : by_documents->named_parameters()) {
+    const auto& g = p.value().grad();
+    const auto& h = dense_params[p.key()].grad();
+    ASSERT_TRUE(g.defined() && h.defined()) << p.key();
+    EXPECT_TRUE(torch::allclose(g, h, 1e-5, 1e-5))
+        << p.key() << " max |diff| " << (g - h).abs().max().item<double>();
+  }
+}
+
 // The transformer's packed training forward (document attention, fused projections) against its
 // general path over the dense mask of the same layout: logits and every parameter's gradient.
 TEST(DocumentAttentionTest, TransformerPackedForwardEqualsTheDenseMaskPath) {
@@ -103,26 +127,9 @@ TEST(DocumentAttentionTest, TransformerPackedForwardEqualsTheDenseMaskPath) {
         }
       }
     }
-    const auto layout = PackedLayout({{7, 5, 2}, {9}}, 16);
-    AttentionLayout dense_layout = layout;
-    dense_layout.doc_lengths.clear();  // the general path: scores over the [L, L] mask
     torch::manual_seed(2);
     const auto tokens = torch::randint(0, o.vocab_size, {2, 16}, torch::kInt64);
-    const auto got = (*packed)->forward(tokens, layout);
-    const auto want = (*dense)->forward(tokens, dense_layout);
-    EXPECT_TRUE(torch::allclose(got, want, 1e-5, 1e-5))
-        << "max |diff| " << (got - want).abs().max().item<double>();
-    const auto upstream = torch::randn(got.sizes());
-    (got * upstream).sum().backward();
-    (want * upstream).sum().backward();
-    const auto dense_params = (*dense)->named_parameters();
-    for (const auto& p : (*packed)->named_parameters()) {
-      const auto& g = p.value().grad();
-      const auto& h = dense_params[p.key()].grad();
-      ASSERT_TRUE(g.defined() && h.defined()) << p.key();
-      EXPECT_TRUE(torch::allclose(g, h, 1e-5, 1e-5))
-          << p.key() << " max |diff| " << (g - h).abs().max().item<double>();
-    }
+    ExpectDocumentsEqualDense(*packed, *dense, tokens, PackedLayout({{7, 5, 2}, {9}}, 16));
   }
 }
 
@@ -136,29 +143,13 @@ TEST(DocumentAttentionTest, TransformerTreeSegmentsEqualTheDenseMaskPath) {
   const AttentionLayout layout = TreeLayout(parents, 10);
   EXPECT_EQ(layout.doc_lengths, (std::vector<std::vector<int64_t>>{{5, 3}, {6}}));
   EXPECT_TRUE(layout.documents_masked);
-  AttentionLayout dense_layout = layout;
-  dense_layout.doc_lengths.clear();
   const ModelOptions o = testing::TinyModelOptions(/*seed=*/5);
   auto segmented = MakeTransformer(o);
   auto dense = MakeTransformer(o);
   ASSERT_TRUE(segmented.ok() && dense.ok());
   torch::manual_seed(3);
   const auto tokens = torch::randint(0, o.vocab_size, {2, 10}, torch::kInt64);
-  const auto got = (*segmented)->forward(tokens, layout);
-  const auto want = (*dense)->forward(tokens, dense_layout);
-  EXPECT_TRUE(torch::allclose(got, want, 1e-5, 1e-5))
-      << "max |diff| " << (got - want).abs().max().item<double>();
-  const auto upstream = torch::randn(got.sizes());
-  (got * upstream).sum().backward();
-  (want * upstream).sum().backward();
-  const auto dense_params = (*dense)->named_parameters();
-  for (const auto& p : (*segmented)->named_parameters()) {
-    const auto& g = p.value().grad();
-    const auto& h = dense_params[p.key()].grad();
-    ASSERT_TRUE(g.defined() && h.defined()) << p.key();
-    EXPECT_TRUE(torch::allclose(g, h, 1e-5, 1e-5))
-        << p.key() << " max |diff| " << (g - h).abs().max().item<double>();
-  }
+  ExpectDocumentsEqualDense(*segmented, *dense, tokens, layout);
 }
 
 }  // namespace
