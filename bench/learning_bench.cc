@@ -5,7 +5,7 @@
 //   guess        examples/guess.toml, one run per seed (guess_seeds): seconds_to_target = wall
 //                seconds at the first step whose trailing `window`-step mean success reaches
 //                guess_target (0.9), within guess_seconds
-//   calc         examples/calc.toml after a warm start of calc_sft_steps on the scripted expert,
+//   calc         examples/calc.toml after a warm start of calc_sft_steps (1000) on the expert,
 //                RL until calc_seconds: seconds to calc_target (0.8) the same way
 //   repair       examples/repair.toml (flat, async) after a warm start of repair_sft_steps, RL
 //                until repair_seconds; its final success against the warm-started policy's
@@ -305,7 +305,7 @@ absl::StatusOr<BenchReport> RunLearningBench(const BenchArgs& args) {
                        TargetTask(s, "guess", seeds, args.GetDouble("guess_seconds", q ? 8 : 120),
                                   args.GetDouble("guess_target", 0.9), {}));
     } else if (task == "calc") {
-      const int64_t sft = args.GetInt("calc_sft_steps", q ? 3 : 400);
+      const int64_t sft = args.GetInt("calc_sft_steps", q ? 3 : 1000);
       ASSIGN_OR_RETURN(r, TargetTask(s, "calc", {1}, args.GetDouble("calc_seconds", q ? 8 : 600),
                                      args.GetDouble("calc_target", 0.8),
                                      {StrCat("sft.steps=", sft), "sft.episodes_per_step=64",
