@@ -44,15 +44,38 @@ torch::Tensor PpoClip(const torch::Tensor& logp, const torch::Tensor& logmu,
   return -torch::min(ratio * adv, torch::clamp(ratio, 0.8, 1.2) * adv);
 }
 
+// The documents of each row of flat paths (PackFlatPaths: every path a run of tokens whose
+// parent is the column before, from a root): their lengths, as PackedLayout takes them.
+absl::StatusOr<std::vector<std::vector<int64_t>>> FlatDocuments(const PackedTrees& packed) {
+  std::vector<std::vector<int64_t>> docs(packed.rows);
+  for (int64_t r = 0; r < packed.rows; ++r) {
+    const std::vector<int64_t>& parents = packed.parents[r];
+    for (size_t c = 0; c < parents.size(); ++c) {
+      const auto col = static_cast<int64_t>(c);
+      if (parents[c] == -1) {
+        docs[r].push_back(1);
+      } else if (parents[c] == col - 1 && !docs[r].empty()) {
+        ++docs[r].back();
+      } else {
+        return absl::InvalidArgumentError(StrCat("bench trajectory-tree: flat row ", r, " column ",
+                                                 c, " has parent ", parents[c],
+                                                 ", not the column before: not a flat path"));
+      }
+    }
+  }
+  return docs;
+}
+
 // Tensors of a packed batch; for flat paths with the per-document layout (`documents` non-null).
 // The tree layout's mask and positions equal PackedLayout's for flat rows (CheckFlatLayout), so
 // only its documents are added: the forward then attends per document and ignores the mask.
 absl::StatusOr<TreeBatchTensors> BatchTensors(const PackedTrees& packed, bool per_document) {
   absl::StatusOr<TreeBatchTensors> batch = ToTensors(packed);
   if (!batch.ok() || !per_document) return batch;
-  absl::StatusOr<std::vector<std::vector<int64_t>>> docs = FlatPathDocuments(packed);
+  absl::StatusOr<std::vector<std::vector<int64_t>>> docs = FlatDocuments(packed);
   if (!docs.ok()) return docs.status();
   batch->layout.doc_lengths = std::move(*docs);
+  batch->layout.documents_masked = false;  // causal documents, not blocks of the mask
   return batch;
 }
 
@@ -62,7 +85,7 @@ absl::StatusOr<TreeBatchTensors> BatchTensors(const PackedTrees& packed, bool pe
 absl::Status CheckFlatLayout(const PackedTrees& flat) {
   absl::StatusOr<TreeBatchTensors> tree = ToTensors(flat);
   if (!tree.ok()) return tree.status();
-  absl::StatusOr<std::vector<std::vector<int64_t>>> docs = FlatPathDocuments(flat);
+  absl::StatusOr<std::vector<std::vector<int64_t>>> docs = FlatDocuments(flat);
   if (!docs.ok()) return docs.status();
   absl::StatusOr<AttentionLayout> packed = MakePackedLayout(*docs, flat.length);
   if (!packed.ok()) return packed.status();
@@ -293,7 +316,8 @@ absl::StatusOr<BenchReport> RunTrajectoryTreeBench(const BenchArgs& args) {
       {"model", {{"vocab", mo.vocab_size}, {"hidden", mo.hidden_size}, {"layers", mo.num_layers}}},
       {"loss", "PPO-clip (0.8, 1.2), exact weighting, token mean"},
       {"flat_attention", "per document (PackedLayout doc_lengths, DocumentAttention)"},
-      {"tree_attention", "per tree segment, its block of the ancestor mask (TreeLayout doc_lengths)"}};
+      {"tree_attention",
+       "per tree segment, its block of the ancestor mask (TreeLayout doc_lengths)"}};
   const double n = static_cast<double>(static_cast<int64_t>(runs.size()) * rounds);
   report.table = {{"J_max", "tokens flat", "tokens tree", "rows flat/tree", "flat s/exec",
                    "tree s/exec", "time ratio", "best round"}};

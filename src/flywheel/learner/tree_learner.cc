@@ -111,18 +111,16 @@ absl::StatusOr<TreeStepResult> TreeLearner::Train(const std::vector<Execution>& 
   RETURN_IF_ERROR(options_.Validate());
   ASSIGN_OR_RETURN(const TreeBatch batch, PrepareTreeBatch(executions, options_));
   ASSIGN_OR_RETURN(TreeBatchTensors tensors, ToTensors(batch.packed));
-  if (options_.packing == TreePacking::kFlat) {
-    // Flat rows are causal documents: attend per document, as packed trajectories train.
-    ASSIGN_OR_RETURN(tensors.layout.doc_lengths, FlatPathDocuments(batch.packed));
-  }
+  // Flat rows' segments are their paths, causal documents: attend to them as packed
+  // trajectories train, not through the mask.
+  if (options_.packing == TreePacking::kFlat) tensors.layout.documents_masked = false;
   TreeStepResult result;
   const LossOptions& lo = options_.loss;
   RETURN_IF_ERROR(TorchCall("tree learner step: forward/backward", [&] {
     optimizer_.ZeroGrad();
     torch::Tensor logits;
     {
-      AutocastScope autocast(model_->parameters().front().device(),
-                             ModelDtype(model_->options()));
+      AutocastScope autocast(model_->parameters().front().device(), ModelDtype(model_->options()));
       logits = model_->forward(tensors.tokens, tensors.layout);
     }
     const torch::Tensor logp = ContributionLogprobs(logits, tensors, options_.sampling);

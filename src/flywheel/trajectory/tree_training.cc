@@ -1,6 +1,5 @@
 #include "flywheel/trajectory/tree_training.h"
 
-#include "flywheel/core/strings.h"
 #include "flywheel/model/torch_status.h"
 
 namespace flywheel {
@@ -11,9 +10,9 @@ absl::StatusOr<TreeBatchTensors> ToTensors(const PackedTrees& packed) {
   if (!layout.ok()) return layout.status();
   out.layout = std::move(*layout);
   const auto long_opts = torch::TensorOptions().dtype(torch::kInt64);
-  out.tokens = torch::tensor(std::vector<int64_t>(packed.tokens.begin(), packed.tokens.end()),
-                             long_opts)
-                   .view({packed.rows, packed.length});
+  out.tokens =
+      torch::tensor(std::vector<int64_t>(packed.tokens.begin(), packed.tokens.end()), long_opts)
+          .view({packed.rows, packed.length});
   const size_t n = packed.contributions.size();
   std::vector<int64_t> rows(n), cols(n), targets(n);
   std::vector<float> behaviour(n), advantages(n), weights(n);
@@ -33,26 +32,6 @@ absl::StatusOr<TreeBatchTensors> ToTensors(const PackedTrees& packed) {
   out.advantages = torch::tensor(advantages);
   out.weights = torch::tensor(weights);
   return out;
-}
-
-absl::StatusOr<std::vector<std::vector<int64_t>>> FlatPathDocuments(const PackedTrees& packed) {
-  std::vector<std::vector<int64_t>> docs(packed.rows);
-  for (int64_t r = 0; r < packed.rows; ++r) {
-    const std::vector<int64_t>& parents = packed.parents[r];
-    for (size_t c = 0; c < parents.size(); ++c) {
-      const auto col = static_cast<int64_t>(c);
-      if (parents[c] == -1) {
-        docs[r].push_back(1);
-      } else if (parents[c] == col - 1 && !docs[r].empty()) {
-        ++docs[r].back();
-      } else {
-        return absl::InvalidArgumentError(StrCat("flat row ", r, " column ", c, " has parent ",
-                                                 parents[c],
-                                                 ", not the column before: not a flat path"));
-      }
-    }
-  }
-  return docs;
 }
 
 torch::Tensor ContributionLogprobs(const torch::Tensor& logits, const TreeBatchTensors& batch,

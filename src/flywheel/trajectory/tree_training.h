@@ -7,7 +7,6 @@
 #define FLYWHEEL_TRAJECTORY_TREE_TRAINING_H_
 
 #include <functional>
-#include <vector>
 
 #include <torch/torch.h>
 
@@ -32,12 +31,6 @@ struct TreeBatchTensors {
 
 absl::StatusOr<TreeBatchTensors> ToTensors(const PackedTrees& packed);
 
-// The documents of each row of flat paths (PackFlatPaths: every path a run of tokens whose
-// parent is the column before, from a root): their lengths, as PackedLayout takes them. Set as
-// a flat batch's layout.doc_lengths, the forward attends per document (DocumentAttention,
-// as the learner trains packed trajectories) instead of through the dense mask, which gives the
-// same function for flat rows. Errors name a row and column that is not a flat path.
-absl::StatusOr<std::vector<std::vector<int64_t>>> FlatPathDocuments(const PackedTrees& packed);
 
 // log π_θ of each contribution's token under `params` (the sampling distribution): [C].
 torch::Tensor ContributionLogprobs(const torch::Tensor& logits, const TreeBatchTensors& batch,
