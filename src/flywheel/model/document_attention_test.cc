@@ -15,17 +15,23 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// The dense reference: [L, L] scores of every row under PackedLayout's -inf mask, as the
+constexpr DocumentPath kPaths[] = {DocumentPath::kPerDocument, DocumentPath::kDenseRows};
+
+const char* PathName(DocumentPath path) {
+  return path == DocumentPath::kPerDocument ? "per document" : "dense rows";
+}
+
+// The dense reference: [L, L] scores of every row under a layout's -inf mask, as the
 // transformer's general attention path computes them (kv heads repeated as HF repeat_kv).
 torch::Tensor DenseMaskedAttention(const torch::Tensor& q, const torch::Tensor& k,
-                                   const torch::Tensor& v,
-                                   const std::vector<std::vector<int64_t>>& docs, double scale) {
+                                   const torch::Tensor& v, const AttentionLayout& layout,
+                                   double scale) {
   const int64_t b = q.size(0), l = q.size(1), heads = q.size(2), dim = q.size(3);
   const int64_t groups = heads / k.size(2);
   const auto qh = q.transpose(1, 2);                               // [B, H, L, D]
   const auto kh = k.transpose(1, 2).repeat_interleave(groups, 1);  // [B, H, L, D]
   const auto vh = v.transpose(1, 2).repeat_interleave(groups, 1);
-  const auto mask = AttentionBias(PackedLayout(docs, l).allowed, q.scalar_type()).squeeze(1);
+  const auto mask = AttentionBias(layout.allowed, q.scalar_type()).squeeze(1);
   const auto scores = torch::matmul(qh, kh.transpose(-1, -2)) * scale + mask;  // [B, H, L, L]
   return torch::matmul(torch::softmax(scores, -1), vh).transpose(1, 2).reshape({b, l, heads * dim});
 }
@@ -41,41 +47,78 @@ Qkv Random(int64_t rows, int64_t length, int64_t heads, int64_t kv_heads, int64_
           torch::randn({rows, length, kv_heads, dim}).requires_grad_(true)};
 }
 
-TEST(DocumentAttentionTest, EqualsTheDenseMaskedAttentionAndItsGradients) {
-  const std::vector<std::vector<int64_t>> docs = {{5, 4}, {3, 1, 6}, {12}};  // padding 3, 2, 0
-  for (int64_t kv_heads : {4, 2, 1}) {
-    Qkv a = Random(3, 12, 4, kv_heads, 8);
-    Qkv b = Random(3, 12, 4, kv_heads, 8);
-    const double scale = 1.0 / std::sqrt(8.0);
-    const auto got = DocumentAttention(a.q, a.k, a.v, {docs}, scale);
-    const auto want = DenseMaskedAttention(b.q, b.k, b.v, docs, scale);
-    ASSERT_EQ(got.sizes(), want.sizes());
-    EXPECT_TRUE(torch::allclose(got, want, 1e-6, 1e-6))
-        << "kv_heads " << kv_heads << " max |diff| " << (got - want).abs().max().item<double>();
-    const auto upstream = torch::randn(got.sizes());
-    (got * upstream).sum().backward();
-    (want * upstream).sum().backward();
-    for (auto [x, y, name] : {std::tuple{a.q, b.q, "q"}, {a.k, b.k, "k"}, {a.v, b.v, "v"}}) {
-      EXPECT_TRUE(torch::allclose(x.grad(), y.grad(), 1e-6, 1e-6))
-          << name << " kv_heads " << kv_heads << " max |diff| "
-          << (x.grad() - y.grad()).abs().max().item<double>();
+// Both paths of DocumentAttention over `layout`'s documents (causal, or through the tree mask
+// when documents_masked) against the dense masked reference: outputs and q, k, v gradients.
+void ExpectPathsEqualTheDenseMaskedAttention(const AttentionLayout& layout, int64_t rows,
+                                             int64_t length) {
+  const Documents documents{layout.doc_lengths,
+                            layout.documents_masked ? layout.allowed : torch::Tensor()};
+  for (DocumentPath path : kPaths) {
+    for (int64_t kv_heads : {4, 2, 1}) {
+      Qkv a = Random(rows, length, 4, kv_heads, 8);
+      Qkv b = Random(rows, length, 4, kv_heads, 8);
+      const double scale = 1.0 / std::sqrt(8.0);
+      const auto got = DocumentAttention(a.q, a.k, a.v, documents, scale, path);
+      const auto want = DenseMaskedAttention(b.q, b.k, b.v, layout, scale);
+      ASSERT_EQ(got.sizes(), want.sizes());
+      EXPECT_TRUE(torch::allclose(got, want, 1e-6, 1e-6))
+          << PathName(path) << ", kv_heads " << kv_heads << ": max |diff| "
+          << (got - want).abs().max().item<double>();
+      const auto upstream = torch::randn(got.sizes());
+      (got * upstream).sum().backward();
+      (want * upstream).sum().backward();
+      for (auto [x, y, name] : {std::tuple{a.q, b.q, "q"}, {a.k, b.k, "k"}, {a.v, b.v, "v"}}) {
+        EXPECT_TRUE(torch::allclose(x.grad(), y.grad(), 1e-6, 1e-6))
+            << PathName(path) << ", " << name << ", kv_heads " << kv_heads << ": max |diff| "
+            << (x.grad() - y.grad()).abs().max().item<double>();
+      }
     }
   }
 }
 
+TEST(DocumentAttentionTest, EqualsTheDenseMaskedAttentionAndItsGradients) {
+  const std::vector<std::vector<int64_t>> docs = {{5, 4}, {3, 1, 6}, {12}};  // padding 3, 2, 0
+  ExpectPathsEqualTheDenseMaskedAttention(PackedLayout(docs, 12), 3, 12);
+}
+
+TEST(DocumentAttentionTest, TreeBlocksEqualTheDenseMaskedAttentionAndItsGradients) {
+  // Row 0: a tree of 5 then a tree of 3, padding after; row 1: one segment of 6, padding after.
+  const AttentionLayout layout = TreeLayout({{-1, 0, 1, 1, 2, -1, 5, 5}, {-1, 0, -1, 2, 1, 3}}, 10);
+  ASSERT_TRUE(layout.documents_masked);
+  ExpectPathsEqualTheDenseMaskedAttention(layout, 2, 10);
+}
+
 TEST(DocumentAttentionTest, PaddingOutputsItsOwnValue) {
   Qkv a = Random(1, 6, 2, 1, 4);
-  const auto out = DocumentAttention(a.q, a.k, a.v, {{{4}}}, 0.5);
-  // Tokens 4 and 5 are padding: each of the 2 query heads reads the single kv head's value.
-  for (int64_t t : {4, 5}) {
-    EXPECT_TRUE(out[0][t].equal(a.v[0][t][0].repeat({2})));
+  for (DocumentPath path : kPaths) {
+    const auto out = DocumentAttention(a.q, a.k, a.v, {{{4}}, {}}, 0.5, path);
+    // Tokens 4 and 5 are padding: each of the 2 query heads reads the single kv head's value.
+    for (int64_t t : {4, 5}) {
+      EXPECT_TRUE(out[0][t].equal(a.v[0][t][0].repeat({2}))) << PathName(path);
+    }
   }
+}
+
+// The choice between the paths, where it does not depend on the machine: rows of many short
+// documents are one dense matrix (the per-document path spends a dozen operations on each of
+// them to save little; here about 15 times what the dense matrix costs), a short document
+// in a long row is attended alone (the dense matrix would be 100 times its entries).
+TEST(DocumentAttentionTest, TheCheaperPathIsChosen) {
+  const torch::Tensor short_rows = torch::zeros({8, 64, 4, 16});
+  EXPECT_TRUE(DenseIsCheaper(short_rows, 2, std::vector<std::vector<int64_t>>(
+                                                8, std::vector<int64_t>(16, 4))));
+  const torch::Tensor long_row = torch::zeros({1, 1024, 4, 16});
+  EXPECT_FALSE(DenseIsCheaper(long_row, 2, {{100}}));
+  // Never more dense scores than the cap, however short the documents.
+  const torch::Tensor huge = torch::zeros({1, 1, 1, 1}).expand({64, 1024, 32, 16});  // sizes only
+  EXPECT_FALSE(DenseIsCheaper(huge, 8, std::vector<std::vector<int64_t>>(
+                                           64, std::vector<int64_t>(256, 4))));
 }
 
 TEST(DocumentAttentionTest, BadDocumentsAreErrors) {
   Qkv a = Random(2, 6, 2, 2, 4);
   auto call = [&](std::vector<std::vector<int64_t>> docs) {
-    return TorchCall("attention", [&] { DocumentAttention(a.q, a.k, a.v, {docs}, 1.0); });
+    return TorchCall("attention", [&] { DocumentAttention(a.q, a.k, a.v, {docs, {}}, 1.0); });
   };
   EXPECT_THAT(call({{4, 3}, {1}}).message(), HasSubstr("more than the row length 6"));
   EXPECT_THAT(call({{4}}).message(), HasSubstr("1 rows of document lengths for 2 rows"));
