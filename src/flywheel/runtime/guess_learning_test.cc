@@ -24,12 +24,6 @@ constexpr int kSteps = 160;
 constexpr size_t kWindow = 20;
 constexpr double kMargin = 0.08;
 
-double MeanSuccess(const std::vector<nlohmann::json>& lines, size_t begin, size_t end) {
-  double sum = 0;
-  for (size_t i = begin; i < end; ++i) sum += lines[i]["success_rate"].get<double>();
-  return sum / static_cast<double>(end - begin);
-}
-
 TEST(GuessLearningTest, SuccessRisesClearlyAboveRandom) {
   absl::StatusOr<JobConfig> config = testing::LoadGuessJob(
       "curve", {StrCat("run.max_steps=", kSteps), "run.max_wall_seconds=0",
@@ -44,8 +38,8 @@ TEST(GuessLearningTest, SuccessRisesClearlyAboveRandom) {
 
   const std::vector<nlohmann::json> lines = testing::ReadMetrics(*config);
   ASSERT_EQ(lines.size(), static_cast<size_t>(kSteps));
-  const double first = MeanSuccess(lines, 0, kWindow);
-  const double last = MeanSuccess(lines, lines.size() - kWindow, lines.size());
+  const double first = testing::MeanOf(lines, "success_rate", 0, kWindow);
+  const double last = testing::MeanOf(lines, "success_rate", lines.size() - kWindow, lines.size());
   std::cout << "success over the first " << kWindow << " steps " << first << ", over the last "
             << kWindow << " steps " << last << " (random guesser " << kRandomSuccess << ")\n";
   EXPECT_GT(last, kRandomSuccess + kMargin);

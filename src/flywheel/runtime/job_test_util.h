@@ -1,5 +1,6 @@
-// Test helpers for runs of the embedded job on examples/guess.toml: the config in a fresh
-// temporary runs directory, without environment latency, and the metrics.jsonl it writes.
+// Test helpers for runs of the embedded job on the examples (examples/guess.toml above all): the
+// config in a fresh temporary runs directory, without environment latency, and the metrics.jsonl
+// it writes.
 #ifndef FLYWHEEL_RUNTIME_JOB_TEST_UTIL_H_
 #define FLYWHEEL_RUNTIME_JOB_TEST_UTIL_H_
 
@@ -17,15 +18,20 @@
 
 namespace flywheel::testing {
 
-inline std::string GuessConfigPath() {
+// examples/`example`.toml of the source tree.
+inline std::string ExampleConfigPath(const std::string& example) {
   const char* source = std::getenv("FLYWHEEL_SOURCE_DIR");
-  return std::string(source != nullptr ? source : ".") + "/examples/guess.toml";
+  return StrCat(source != nullptr ? source : ".", "/examples/", example, ".toml");
 }
 
-// examples/guess.toml as run `name` in an emptied temporary runs directory, with 1 ms constant
-// environment latency (latency is what other tests are about); `overrides` are applied last.
-inline absl::StatusOr<JobConfig> LoadGuessJob(const std::string& name,
-                                              const std::vector<std::string>& overrides) {
+inline std::string GuessConfigPath() { return ExampleConfigPath("guess"); }
+
+// examples/`example`.toml as run `name` in an emptied temporary runs directory, with 1 ms
+// constant environment latency (latency is what other tests are about); `overrides` are applied
+// last.
+inline absl::StatusOr<JobConfig> LoadExampleJob(const std::string& example,
+                                                const std::string& name,
+                                                const std::vector<std::string>& overrides) {
   const std::filesystem::path runs =
       std::filesystem::temp_directory_path() / ("flywheel_job_test_" + name);
   std::filesystem::remove_all(runs);
@@ -33,7 +39,12 @@ inline absl::StatusOr<JobConfig> LoadGuessJob(const std::string& name,
                                   StrCat("run.name=\"", name, "\""),
                                   "env.latency.model=\"constant\"", "env.latency.mean_ms=1"};
   all.insert(all.end(), overrides.begin(), overrides.end());
-  return LoadJobConfig(GuessConfigPath(), all);
+  return LoadJobConfig(ExampleConfigPath(example), all);
+}
+
+inline absl::StatusOr<JobConfig> LoadGuessJob(const std::string& name,
+                                              const std::vector<std::string>& overrides) {
+  return LoadExampleJob("guess", name, overrides);
 }
 
 // One JSON object per line of the run's metrics.jsonl.
@@ -42,6 +53,14 @@ inline std::vector<nlohmann::json> ReadMetrics(const JobConfig& config) {
   std::vector<nlohmann::json> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
   return lines;
+}
+
+// The mean of `key` over lines [begin, end) of a metrics.jsonl.
+inline double MeanOf(const std::vector<nlohmann::json>& lines, const std::string& key,
+                     size_t begin, size_t end) {
+  double sum = 0;
+  for (size_t i = begin; i < end; ++i) sum += lines[i][key].get<double>();
+  return sum / static_cast<double>(end - begin);
 }
 
 }  // namespace flywheel::testing
