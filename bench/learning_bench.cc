@@ -5,8 +5,9 @@
 //   guess        examples/guess.toml, one run per seed (guess_seeds): seconds_to_target = wall
 //                seconds at the first step whose trailing `window`-step mean success reaches
 //                guess_target (0.9), within guess_seconds
-//   calc         examples/calc.toml after a warm start of calc_sft_steps (1000) on the expert,
-//                RL until calc_seconds: seconds to calc_target (0.8) the same way
+//   calc         examples/calc.toml as shipped (its [sft] warm start on the expert, then RL; the
+//                warm start's length calc_sft_steps when given), RL until calc_seconds: seconds
+//                to calc_target (0.8) the same way
 //   repair       examples/repair.toml (flat, async) after a warm start of repair_sft_steps, RL
 //                until repair_seconds; its final success against the warm-started policy's
 //                (the same warm start and one RL step, evaluated alike): improvement
@@ -305,12 +306,12 @@ absl::StatusOr<BenchReport> RunLearningBench(const BenchArgs& args) {
                        TargetTask(s, "guess", seeds, args.GetDouble("guess_seconds", q ? 8 : 120),
                                   args.GetDouble("guess_target", 0.9), {}));
     } else if (task == "calc") {
-      const int64_t sft = args.GetInt("calc_sft_steps", q ? 3 : 1000);
+      std::vector<std::string> o = {"run.max_steps=100000"};
+      const int64_t sft = args.GetInt("calc_sft_steps", q ? 3 : 0);  // 0: the example's
+      if (sft > 0) o.push_back(StrCat("sft.steps=", sft));
       ASSIGN_OR_RETURN(r, TargetTask(s, "calc", {1}, args.GetDouble("calc_seconds", q ? 8 : 600),
-                                     args.GetDouble("calc_target", 0.8),
-                                     {StrCat("sft.steps=", sft), "sft.episodes_per_step=64",
-                                      "sft.lr=3e-3", "run.max_steps=100000"}));
-      r["sft_steps"] = sft;
+                                     args.GetDouble("calc_target", 0.8), o));
+      if (sft > 0) r["sft_steps"] = sft;
     } else if (task == "repair") {
       ASSIGN_OR_RETURN(r, RepairTask(s, args.GetInt("repair_sft_steps", q ? 3 : 150),
                                      args.GetDouble("repair_seconds", q ? 8 : 580)));
