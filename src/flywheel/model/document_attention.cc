@@ -102,8 +102,7 @@ torch::Tensor PerDocumentAttention(const torch::Tensor& q, const torch::Tensor& 
 // (PackedLayout's block-diagonal causal one, or the tree mask), as the transformer's general
 // path computes it. rows · L² entries, but a handful of operations in all.
 torch::Tensor DenseRowsAttention(const torch::Tensor& q, const torch::Tensor& k,
-                                 const torch::Tensor& v, const Documents& documents,
-                                 double scale) {
+                                 const torch::Tensor& v, const Documents& documents, double scale) {
   const int64_t rows = q.size(0), length = q.size(1), heads = q.size(2), dim = q.size(3);
   const int64_t kv_heads = k.size(2), groups = heads / kv_heads;
   torch::Tensor allowed = documents.mask.defined()
@@ -140,6 +139,10 @@ struct PathCosts {
 
 PathCosts MeasurePathCosts(const torch::Tensor& like, int64_t heads, int64_t kv_heads,
                            int64_t dim) {
+  // The first call may come under no_grad or inference mode (an evaluation): measure with
+  // gradients all the same, as training runs.
+  c10::InferenceMode not_inference(false);
+  torch::AutoGradMode gradients(true);
   constexpr int64_t kLength = 128, kDocuments = 16;
   const auto options = like.options().requires_grad(true);
   const torch::Tensor q = torch::randn({1, kLength, heads, dim}, options);
@@ -150,8 +153,8 @@ PathCosts MeasurePathCosts(const torch::Tensor& like, int64_t heads, int64_t kv_
     for (int rep = 0; rep < 5; ++rep) {
       const auto start = std::chrono::steady_clock::now();
       attend().sum().backward();
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                                .count());
+      best = std::min(
+          best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
     return best;
   };

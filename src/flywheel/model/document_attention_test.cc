@@ -104,15 +104,17 @@ TEST(DocumentAttentionTest, PaddingOutputsItsOwnValue) {
 // them to save little; here about 15 times what the dense matrix costs), a short document
 // in a long row is attended alone (the dense matrix would be 100 times its entries).
 TEST(DocumentAttentionTest, TheCheaperPathIsChosen) {
+  // Measured on first use even without gradients (as an evaluation's first call would be).
+  torch::NoGradGuard no_grad;
   const torch::Tensor short_rows = torch::zeros({8, 64, 4, 16});
-  EXPECT_TRUE(DenseIsCheaper(short_rows, 2, std::vector<std::vector<int64_t>>(
-                                                8, std::vector<int64_t>(16, 4))));
+  EXPECT_TRUE(DenseIsCheaper(short_rows, 2,
+                             std::vector<std::vector<int64_t>>(8, std::vector<int64_t>(16, 4))));
   const torch::Tensor long_row = torch::zeros({1, 1024, 4, 16});
   EXPECT_FALSE(DenseIsCheaper(long_row, 2, {{100}}));
   // Never more dense scores than the cap, however short the documents.
   const torch::Tensor huge = torch::zeros({1, 1, 1, 1}).expand({64, 1024, 32, 16});  // sizes only
-  EXPECT_FALSE(DenseIsCheaper(huge, 8, std::vector<std::vector<int64_t>>(
-                                           64, std::vector<int64_t>(256, 4))));
+  EXPECT_FALSE(
+      DenseIsCheaper(huge, 8, std::vector<std::vector<int64_t>>(64, std::vector<int64_t>(256, 4))));
 }
 
 TEST(DocumentAttentionTest, BadDocumentsAreErrors) {
