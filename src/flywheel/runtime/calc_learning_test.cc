@@ -4,14 +4,12 @@
 // docs/learning.md). Step-bounded, so a slow machine makes it slower, not flakier.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <iostream>
 #include <string>
-#include <vector>
 
 #include "flywheel/core/strings.h"
-#include "flywheel/runtime/embedded_job.h"
 #include "flywheel/runtime/job_test_util.h"
+#include "flywheel/runtime/learning_curve_test_util.h"
 
 namespace flywheel {
 namespace {
@@ -32,23 +30,16 @@ TEST(CalcLearningTest, ReinforcementLearningLiftsTheWarmStartedPolicy) {
       {"env.calc.max_operand=9", "env.tool_latency.model=\"constant\"",
        "env.tool_latency.mean_ms=1", StrCat("sft.steps=", kSftSteps), "sft.episodes_per_step=32",
        "sft.lr=3e-3", StrCat("run.max_steps=", kSteps), "run.max_wall_seconds=0",
-       "run.batch_groups=8", "actor.episodes_in_flight=64", "buffer.max_size=8",
-       "learner.lr=5e-4", "learner.warmup_steps=5", "learner.checkpoint_every=0"});
+       "run.batch_groups=8", "actor.episodes_in_flight=64", "buffer.max_size=8", "learner.lr=5e-4",
+       "learner.warmup_steps=5", "learner.checkpoint_every=0"});
   ASSERT_TRUE(config.ok()) << config.status();
-  EmbeddedJobOptions options;
-  options.progress = nullptr;
-  absl::StatusOr<EmbeddedJobResult> result = RunEmbeddedJob(*config, options);
-  ASSERT_TRUE(result.ok()) << result.status();
-
-  const std::vector<nlohmann::json> lines = testing::ReadMetrics(*config);
-  ASSERT_EQ(lines.size(), static_cast<size_t>(kSteps));
-  const double first = testing::MeanOf(lines, "success_rate", 0, kWindow);
-  const double last = testing::MeanOf(lines, "success_rate", lines.size() - kWindow, lines.size());
-  std::cout << "success over the first " << kWindow << " RL steps " << first << ", over the last "
-            << kWindow << " " << last << "\n";
-  EXPECT_GT(first, 0.0) << "the warm start should leave the policy solving some tasks";
-  EXPECT_GT(last, first + kMargin);
-  std::filesystem::remove_all(config->run.runs_dir);
+  absl::StatusOr<testing::CurveEnds> curve = testing::TrainForCurve(*config, kWindow);
+  ASSERT_TRUE(curve.ok()) << curve.status();
+  EXPECT_EQ(curve->steps, static_cast<size_t>(kSteps));
+  std::cout << "success over the first " << kWindow << " RL steps " << curve->first
+            << ", over the last " << kWindow << " " << curve->last << "\n";
+  EXPECT_GT(curve->first, 0.0) << "the warm start should leave the policy solving some tasks";
+  EXPECT_GT(curve->last, curve->first + kMargin);
 }
 
 }  // namespace

@@ -55,14 +55,6 @@ inline std::vector<nlohmann::json> ReadMetrics(const JobConfig& config) {
   return lines;
 }
 
-// The mean of `key` over lines [begin, end) of a metrics.jsonl.
-inline double MeanOf(const std::vector<nlohmann::json>& lines, const std::string& key,
-                     size_t begin, size_t end) {
-  double sum = 0;
-  for (size_t i = begin; i < end; ++i) sum += lines[i][key].get<double>();
-  return sum / static_cast<double>(end - begin);
-}
-
 }  // namespace flywheel::testing
 
 #endif  // FLYWHEEL_RUNTIME_JOB_TEST_UTIL_H_
