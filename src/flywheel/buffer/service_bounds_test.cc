@@ -11,7 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <thread>
@@ -389,10 +391,23 @@ TEST(BufferBoundsTest, CallsBeyondTheLimitAreRefusedAndIdleStreamsLoseTheirSlots
   auto stubs = Stubs(server->address(), 2);
   const int64_t too_many_before = Refused("too_many_calls");
   const int64_t idle_before = Refused("idle");
+  // The limit holds at every moment: the most calls the server ever held at once.
+  std::atomic<bool> done{false};
+  std::atomic<int> most_active{0};
+  std::thread watch([&] {
+    while (!done) {
+      most_active = std::max(most_active.load(), server->service().limiter().active_calls());
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
   auto flood = std::make_unique<StreamFlood>(stubs, 200);
-  EXPECT_TRUE(WaitFor([&] { return Refused("too_many_calls") - too_many_before >= 200 - 64; },
-                        absl::Seconds(5)))
-      << Refused("too_many_calls") - too_many_before;
+  // Not a count of the limiter's refusals: streams beyond the server's thread quota
+  // (max_concurrent_calls + headroom) are refused by gRPC itself, RESOURCE_EXHAUSTED "Server
+  // Threadpool Exhausted", before the limiter sees them, and the slots of the first streams cut off
+  // idle go to later ones; how many of each depends on scheduling (all 136 beyond the slots
+  // refused by the limiter within 5 s in most runs, 82 in one CI run).
+  EXPECT_TRUE(WaitFor([&] { return Refused("too_many_calls") - too_many_before >= 1; },
+                        absl::Seconds(5)));
   // The normal client is refused while the idle streams hold every slot, then served once the
   // watchdog has cut them off.
   const absl::Time start = absl::Now();
@@ -402,8 +417,13 @@ TEST(BufferBoundsTest, CallsBeyondTheLimitAreRefusedAndIdleStreamsLoseTheirSlots
     ++attempts;
     served = InsertAndSample(server->address(), StrCat("normal-", attempts));
     if (served.ok()) break;
-    EXPECT_EQ(served.status().code(), absl::StatusCode::kUnavailable) << served.status();
-    EXPECT_THAT(served.status().message(), HasSubstr("max_concurrent_calls"));
+    // Refused by the limiter, or by gRPC's thread quota while the flood still holds its threads.
+    if (served.status().code() == absl::StatusCode::kResourceExhausted) {
+      EXPECT_THAT(served.status().message(), HasSubstr("Threadpool Exhausted"));
+    } else {
+      EXPECT_EQ(served.status().code(), absl::StatusCode::kUnavailable) << served.status();
+      EXPECT_THAT(served.status().message(), HasSubstr("max_concurrent_calls"));
+    }
     absl::SleepFor(absl::Milliseconds(50));
   }
   ASSERT_TRUE(served.ok()) << served.status();
@@ -416,6 +436,9 @@ TEST(BufferBoundsTest, CallsBeyondTheLimitAreRefusedAndIdleStreamsLoseTheirSlots
       attempts);
   EXPECT_LT(waited, absl::Seconds(3));
   EXPECT_GE(Refused("idle") - idle_before, 1);
+  done = true;
+  watch.join();
+  EXPECT_LE(most_active.load(), 64) << "the server held more calls than max_concurrent_calls";
   flood.reset();
 }
 
