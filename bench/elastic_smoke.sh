@@ -11,10 +11,12 @@ if "$flywheel" bench elastic --quick --param cells=1 >"$out.err" 2>&1; then
 fi
 grep -q "cells=1" "$out.err" || { echo "error does not name the knob:"; cat "$out.err"; exit 1; }
 # At the example's token budget (512) the learner keeps up with one rollout cell, so the water
-# level never frees the satellite; 4096 makes a step slower than a batch's generation, and the
-# satellite moves to training between batches.
+# level never frees the satellite; a larger budget makes a step slower than a batch's
+# generation, and the satellite moves to training between batches. 4096 did until guess's short
+# rows were attended as one dense matrix (faster steps): one CI run then saw no switch; 8192
+# gave 18 and 24 switches in two runs.
 "$flywheel" bench elastic --quick --param wall_s=12 --param eval_episodes=8 \
-  --param token_budget=4096 --out "$out"
+  --param token_budget=8192 --out "$out"
 /usr/bin/python3 - "$out" <<'EOF'
 import json, math, sys
 
