@@ -23,6 +23,7 @@ struct Actor::Episode {
   double total_reward = 0;
   absl::Time started;           // the reset came back: the time budget counts from here
   absl::Time call_started;      // when the env call in flight began
+  int64_t call_started_trace_ns = 0;  // the same, on the trace's steady clock
   bool call_in_flight = false;  // otherwise a policy turn is generating
   // The last environment boundary: the reply that opened the current policy turn, and the
   // trajectory's size before its tokens. Suspend cuts the trajectory back to it.
@@ -92,12 +93,14 @@ void Actor::TakeTraceSlot(Episode& ep) {
   }
 }
 
-void Actor::TraceEnvWait(Episode& ep, absl::Duration waited) {
+// Both ends on the trace's clock: a start derived from the wall-clock wait would be late by
+// however long the thread was preempted between the two clock reads, and under load that made
+// a span overlap the one its slot's next episode began after it.
+void Actor::TraceEnvWait(Episode& ep) {
   TraceRecorder& trace = TraceRecorder::Global();
   if (!trace.enabled() || ep.trace_slot < 0) return;
-  const int64_t end = TraceRecorder::NowNanos();
-  trace.Record(StrCat("episode ", ep.trace_slot), "env wait",
-               end - absl::ToInt64Nanoseconds(waited), end);
+  trace.Record(StrCat("episode ", ep.trace_slot), "env wait", ep.call_started_trace_ns,
+               TraceRecorder::NowNanos());
 }
 
 void Actor::ReleaseTraceSlot(Episode& ep) {
@@ -108,6 +111,7 @@ void Actor::ReleaseTraceSlot(Episode& ep) {
 void Actor::BeginCall(Episode& ep) {
   TakeTraceSlot(ep);  // before the wait begins: the slot's previous episode has ended by now
   ep.call_started = absl::Now();
+  ep.call_started_trace_ns = TraceRecorder::NowNanos();
   ep.call_in_flight = true;
   absl::MutexLock lock(&mu_);
   ++calls_in_flight_;
@@ -204,7 +208,7 @@ absl::Status Actor::HandleEvent(Event event) {
   const absl::Duration waited = absl::Now() - ep.call_started;
   const double env_seconds = absl::ToDoubleSeconds(waited);
   ActorMetrics::Get().env_step_seconds->Observe(env_seconds);
-  TraceEnvWait(ep, waited);
+  TraceEnvWait(ep);
   {
     absl::MutexLock lock(&mu_);
     stats_.env_wait_seconds += env_seconds;

@@ -191,7 +191,7 @@ class Actor {
   // ("episode K / actor-N"). An episode takes the lowest free slot when its first call starts
   // and gives it back when it ends or is handed over, so a slot's spans never overlap.
   void TakeTraceSlot(Episode& ep);
-  void TraceEnvWait(Episode& ep, absl::Duration waited);
+  void TraceEnvWait(Episode& ep);  // the env call that just came back, on the episode's slot
   void ReleaseTraceSlot(Episode& ep);
   void Post(Event event);
   bool BudgetExpired(const Episode& ep) const;
