@@ -286,8 +286,13 @@ absl::StatusOr<BenchReport> RunLearningBench(const BenchArgs& args) {
   s.examples = args.GetString("examples", args.source_dir + "/examples");
   s.window = static_cast<size_t>(args.GetInt("window", q ? 5 : 50));
   s.eval_episodes = args.GetInt("eval_episodes", q ? 8 : 256);
-  s.runs_dir = fs::temp_directory_path() / StrCat("flywheel_learning_bench_", getpid());
-  fs::remove_all(s.runs_dir);
+  // --param runs_dir=DIR keeps every run (metrics.jsonl, summary.json, checkpoints) for
+  // scripts/learning-curves; by default they go to a temporary directory removed at the end.
+  const std::string kept_runs = args.GetString("runs_dir", "");
+  s.runs_dir = kept_runs.empty()
+                   ? fs::temp_directory_path() / StrCat("flywheel_learning_bench_", getpid())
+                   : fs::path(kept_runs);
+  if (kept_runs.empty()) fs::remove_all(s.runs_dir);
   const std::vector<std::string> tasks =
       absl::StrSplit(args.GetString("tasks", "guess,calc,repair,repair-tree"), ',');
 
@@ -295,7 +300,8 @@ absl::StatusOr<BenchReport> RunLearningBench(const BenchArgs& args) {
   report.config = {{"tasks", tasks},
                    {"window_steps", s.window},
                    {"eval_episodes", s.eval_episodes},
-                   {"examples", s.examples}};
+                   {"examples", s.examples},
+                   {"runs_kept_in", kept_runs.empty() ? nlohmann::json() : nlohmann::json(kept_runs)}};
   report.table = {{"task", "seconds to target", "final success", "note"}};
   for (const std::string& task : tasks) {
     nlohmann::json r;
@@ -341,7 +347,7 @@ absl::StatusOr<BenchReport> RunLearningBench(const BenchArgs& args) {
                             fmt(r.value("final_success", nlohmann::json())), note});
   }
   report.summary = StrCat(tasks.size(), " tasks; per-seed figures in the JSON");
-  fs::remove_all(s.runs_dir);
+  if (kept_runs.empty()) fs::remove_all(s.runs_dir);
   return report;
 }
 
