@@ -109,7 +109,9 @@ mv "$TMP/actor1.log" "$TMP/actor1-killed.log"
 start_actor 1
 RESTARTED_PID=$!
 PIDS+=("$RESTARTED_PID")
-wait_for 30 grep -qs "weights version" "$TMP/actor1.log" || fail "the restarted actor got no weights"
+# 60 s: a process that loads LibTorch and measures its BLAS threads and decoding backends can
+# take half a minute to start on a loaded 2-core machine.
+wait_for 60 grep -qs "weights version" "$TMP/actor1.log" || fail "the restarted actor got no weights"
 first=$(sed -n 's/.*weights version \([0-9]*\) .*/\1/p' "$TMP/actor1.log" | head -n 1)
 ((first >= RESTART_VERSION)) ||
   fail "the restarted actor started from version $first, older than $RESTART_VERSION"

@@ -217,6 +217,10 @@ class StreamingRun {
         died_[s].Notify();
         return absl::OkStatus();
       }
+      // Claim only once every live cell has joined: a cell that claimed at once could finish
+      // the step's last micro-steps before a slower one joined, and that one would then be
+      // refused ("join the next"), as it should be, but the scenario would not be the one named.
+      RETURN_IF_ERROR(Wait(resume_[s], "every cell's join"));
       RETURN_IF_ERROR(RunClaims(cell));
       ASSIGN_OR_RETURN(StreamingStepResult result, Finish(cell, s, group));
       EXPECT_EQ(result.optimizer.version, s + 1);

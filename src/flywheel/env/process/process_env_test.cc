@@ -225,10 +225,12 @@ TEST(ProcessEnvTest, ErrorReplyEndsTheEpisodeButKeepsTheProcess) {
 TEST(ProcessEnvTest, ManyEpisodesShareFewCopies) {
   ProcessOptions o = Options();
   o.copies = 2;
-  o.start_timeout_seconds = 1;  // an episode waits start + step timeout for a free copy
+  // An episode waits start + step timeout for a free copy. Starting Python takes more than a
+  // second on a loaded machine, so the start timeout cannot be as short as the step's.
+  o.start_timeout_seconds = 5;
   o.step_timeout_seconds = 1;
   auto pool = ProcessPool::Create(o, 4096);
-  ASSERT_TRUE(pool.ok());
+  ASSERT_TRUE(pool.ok()) << pool.status();
   ProcessEnv a(*pool), b(*pool), c(*pool);
   ASSERT_TRUE(a.Reset(TaskInstance{"guess", 1}).ok());
   ASSERT_TRUE(b.Reset(TaskInstance{"guess", 2}).ok());
