@@ -82,11 +82,16 @@ ACTOR0_PID=$!
 PIDS+=("$ACTOR0_PID")
 
 wait_for 60 has_lines 3 || die "the learner made no 3 steps with one actor"
+# Actor 0 is frozen from here until actor 1 has been killed and restarted: the learner steps only
+# on actor 1's data meanwhile, so that it cannot run out its 60 steps while actor 1 starts (a
+# process that loads LibTorch and measures its BLAS threads and decoding backends can take half a
+# minute to start on a loaded 2-core machine; on one, the learner finished first).
+kill -STOP "$ACTOR0_PID"
 JOIN_VERSION=$(last_version)
 start_actor 1
 ACTOR1_PID=$!
 PIDS+=("$ACTOR1_PID")
-wait_for 30 grep -qs "weights version" "$TMP/actor1.log" || die "the late actor got no weights"
+wait_for 60 grep -qs "weights version" "$TMP/actor1.log" || die "the late actor got no weights"
 first=$(sed -n 's/.*weights version \([0-9]*\) .*/\1/p' "$TMP/actor1.log" | head -n 1)
 ((first >= JOIN_VERSION)) ||
   fail "the late actor started from version $first, older than $JOIN_VERSION at its start"
@@ -100,17 +105,13 @@ KILL_LINES=$(metrics_lines)
 KILL_VERSION=$(last_version)
 echo "killed actor 1 at learner version $KILL_VERSION ($KILL_LINES steps)"
 
-# A restarted actor 1 (same index) starts from the newest weights and stops cleanly on SIGTERM.
-# Actor 0 is frozen meanwhile, so that the learner cannot run out its steps (and finish) while
-# actor 1 starts: the learner waits for data instead of racing the start-up.
-kill -STOP "$ACTOR0_PID"
+# A restarted actor 1 (same index) starts from the newest weights and stops cleanly on SIGTERM;
+# actor 0 is still frozen, so the learner waits for data instead of racing the start-up.
 RESTART_VERSION=$(last_version)
 mv "$TMP/actor1.log" "$TMP/actor1-killed.log"
 start_actor 1
 RESTARTED_PID=$!
 PIDS+=("$RESTARTED_PID")
-# 60 s: a process that loads LibTorch and measures its BLAS threads and decoding backends can
-# take half a minute to start on a loaded 2-core machine.
 wait_for 60 grep -qs "weights version" "$TMP/actor1.log" || fail "the restarted actor got no weights"
 first=$(sed -n 's/.*weights version \([0-9]*\) .*/\1/p' "$TMP/actor1.log" | head -n 1)
 ((first >= RESTART_VERSION)) ||
