@@ -297,11 +297,12 @@ absl::StatusOr<BenchReport> RunLearningBench(const BenchArgs& args) {
       absl::StrSplit(args.GetString("tasks", "guess,calc,repair,repair-tree"), ',');
 
   BenchReport report;
-  report.config = {{"tasks", tasks},
-                   {"window_steps", s.window},
-                   {"eval_episodes", s.eval_episodes},
-                   {"examples", s.examples},
-                   {"runs_kept_in", kept_runs.empty() ? nlohmann::json() : nlohmann::json(kept_runs)}};
+  report.config = {
+      {"tasks", tasks},
+      {"window_steps", s.window},
+      {"eval_episodes", s.eval_episodes},
+      {"examples", s.examples},
+      {"runs_kept_in", kept_runs.empty() ? nlohmann::json() : nlohmann::json(kept_runs)}};
   report.table = {{"task", "seconds to target", "final success", "note"}};
   for (const std::string& task : tasks) {
     nlohmann::json r;

@@ -21,10 +21,10 @@ struct Actor::Episode {
   std::vector<int64_t> turn_tokens;  // generated in the current policy turn
   int64_t turns = 0;
   double total_reward = 0;
-  absl::Time started;           // the reset came back: the time budget counts from here
-  absl::Time call_started;      // when the env call in flight began
+  absl::Time started;                 // the reset came back: the time budget counts from here
+  absl::Time call_started;            // when the env call in flight began
   int64_t call_started_trace_ns = 0;  // the same, on the trace's steady clock
-  bool call_in_flight = false;  // otherwise a policy turn is generating
+  bool call_in_flight = false;        // otherwise a policy turn is generating
   // The last environment boundary: the reply that opened the current policy turn, and the
   // trajectory's size before its tokens. Suspend cuts the trajectory back to it.
   std::string observation;
