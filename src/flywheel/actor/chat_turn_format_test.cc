@@ -129,9 +129,11 @@ TEST(ChatTurnFormatTest, AnAddedStopTokenEndsTheTurnAndTheTemplateClosesIt) {
   EXPECT_EQ(bad.message(),
             "g.json: eos_token_id: stop token 151669 is not an id of the tokenizer (0 to 151668)");
   Trajectory t;
-  for (int64_t id : *(*format)->EnvironmentTurn(t, "Guess.")) {
-    t.AppendPrompt(static_cast<int32_t>(id));
-  }
+  // Held by name: a range-for over `*StatusOr` returned by the call would iterate a vector whose
+  // StatusOr was already destroyed (ASan: stack-use-after-scope).
+  absl::StatusOr<std::vector<int64_t>> first = (*format)->EnvironmentTurn(t, "Guess.");
+  ASSERT_TRUE(first.ok()) << first.status();
+  for (int64_t id : *first) t.AppendPrompt(static_cast<int32_t>(id));
   t.AppendGenerated(static_cast<int32_t>(*m.tokenizer->TokenId("8")), -1.0f, 0);
   t.AppendGenerated(static_cast<int32_t>(endoftext), -1.0f, 0);
   auto reply = (*format)->EnvironmentTurn(t, "lower");
