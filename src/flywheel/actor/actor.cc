@@ -524,9 +524,12 @@ absl::Status Actor::SuspendEpisodes() {
   // The others wait on an environment call (calls on one environment must not overlap, and the
   // reply is part of the episode): HandleEvent parks each at its reply, or finishes it.
   while (!episodes_.empty() && !Stopped()) RETURN_IF_ERROR(HandleEvents(TakeEvents()));
-  // Adopted here but never started: handed on as they came.
+  // Adopted here but never started: handed on as they came, and counted as suspended like the
+  // others (the adopter counts them again), so that every episode handed over is counted once
+  // by the actor that gives it and once by the one that takes it.
   absl::MutexLock lock(&mu_);
   adoptions_pending_.fetch_sub(static_cast<int64_t>(adopted_.size()));
+  stats_.episodes_suspended += static_cast<int64_t>(adopted_.size());
   for (SuspendedEpisode& s : adopted_) switching_->episodes.push_back(std::move(s));
   adopted_.clear();
   return absl::OkStatus();
@@ -581,6 +584,7 @@ absl::Status Actor::Adopt(std::vector<SuspendedEpisode> episodes) {
   }
   absl::MutexLock lock(&mu_);
   adoptions_pending_.fetch_add(static_cast<int64_t>(episodes.size()));
+  stats_.episodes_adopted += static_cast<int64_t>(episodes.size());
   for (SuspendedEpisode& s : episodes) adopted_.push_back(std::move(s));
   events_cv_.SignalAll();
   return absl::OkStatus();
@@ -592,7 +596,6 @@ absl::Status Actor::StartAdopted() {
     absl::MutexLock lock(&mu_);
     if (adopted_.empty()) return absl::OkStatus();
     adopted.swap(adopted_);
-    stats_.episodes_adopted += static_cast<int64_t>(adopted.size());
   }
   for (SuspendedEpisode& s : adopted) {
     auto ep = std::make_unique<Episode>();

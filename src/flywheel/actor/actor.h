@@ -71,8 +71,8 @@ struct ActorStats {
   double generation_seconds = 0;   // in engine.Step
   double env_wait_seconds = 0;     // summed over episodes: reset/step/score calls in flight
   double insert_wait_seconds = 0;  // in the sink
-  int64_t episodes_suspended = 0;  // handed over by Suspend
-  int64_t episodes_adopted = 0;    // taken over from another actor by Adopt
+  int64_t episodes_suspended = 0;  // handed over by Suspend (those adopted and not yet started too)
+  int64_t episodes_adopted = 0;    // taken over from another actor by Adopt, counted when accepted
   int64_t tokens_discarded = 0;  // of policy turns abandoned by Suspend (also in tokens_generated)
   double switch_seconds = 0;     // in Suspend and Drain, summed
 };
