@@ -129,11 +129,22 @@ struct CalcOptions {
   }
 };
 
+// The scripted expert of repair (tasks/repair.h): `oracle` knows the correct program and patches
+// every wrong line; `search` reads the program and tries one-token edits of one line, running
+// the tests after each, and gives up after a failed run with probability expert_give_up — a
+// demonstration of the loop for a warm start, which reinforcement learning can make persistent.
+enum class RepairExpertKind { kOracle, kSearch };
+inline constexpr config::ChoiceName<RepairExpertKind> kRepairExpertNames[] = {
+    {"oracle", RepairExpertKind::kOracle}, {"search", RepairExpertKind::kSearch}};
+
 struct RepairOptions {
-  int64_t num_lines = 6;   // program length
-  int64_t num_bugs = 1;    // lines mutated from the correct program
-  int64_t num_tests = 6;   // unit tests (inputs 0..9, values mod 10)
-  int64_t max_turns = 16;  // horizon: a few for easy runs, hundreds for long ones
+  int64_t num_lines = 6;       // program length
+  int64_t num_bugs = 1;        // lines mutated from the correct program
+  int64_t num_tests = 6;       // unit tests (inputs 0..9, values mod 10)
+  int64_t max_turns = 16;      // horizon: a few for easy runs, hundreds for long ones
+  bool partial_credit = true;  // reward = fraction of tests passing; false: 1 only when all pass
+  RepairExpertKind expert = RepairExpertKind::kOracle;
+  double expert_give_up = 0.5;  // search: chance of submitting after each failed test run
 
   template <typename V>
   void VisitFields(V& v) {
@@ -141,6 +152,13 @@ struct RepairOptions {
     v.Field("num_bugs", num_bugs, "lines that are wrong (each breaks a test)");
     v.Field("num_tests", num_tests, "unit tests, at most 10");
     v.Field("max_turns", max_turns, "actions before the episode ends (then it is scored)");
+    v.Field("partial_credit", partial_credit,
+            "reward the fraction of tests passing; false: 1 when all pass, else 0");
+    v.Choice("expert", expert, kRepairExpertNames,
+             "scripted expert: oracle (patches from the correct program) or search (edits one "
+             "line, tests, retries)");
+    v.Field("expert_give_up", expert_give_up,
+            "search expert: probability of submitting after a failed test run, in [0, 1]");
   }
   absl::Status Validate() const {
     if (num_lines < 2 || num_lines > 200) {
@@ -154,6 +172,9 @@ struct RepairOptions {
     }
     if (max_turns < 1 || max_turns > 100000) {
       return absl::InvalidArgumentError("env.repair.max_turns must be in [1, 100000]");
+    }
+    if (!(expert_give_up >= 0 && expert_give_up <= 1)) {
+      return absl::InvalidArgumentError("env.repair.expert_give_up must be in [0, 1]");
     }
     return absl::OkStatus();
   }

@@ -101,6 +101,73 @@ class RepairExpert : public Policy {
   size_t next_ = 0;
 };
 
+// Searches instead of knowing: reads the program, picks one line at random and tries its
+// one-token edits (another operator, or another second operand) in random order, running the
+// tests after each. It submits when they all pass, when its edits run out, or — after a failed
+// run — with probability give_up. A policy that imitates it learns the loop and how often to
+// give up; whether to keep going is what reinforcement learning can then improve (each further
+// edit is another chance; it never learns here which line is wrong).
+class RepairSearchExpert : public Policy {
+ public:
+  explicit RepairSearchExpert(const RepairOptions& options) : options_(options) {}
+  void Begin(const TaskInstance& task, std::string_view) override {
+    const RepairInstance inst = GenerateRepair(options_, task.seed);
+    rng_.seed(MixSeed(task.seed ^ (static_cast<uint64_t>(task.rollout) << 32)));
+    line_ = std::uniform_int_distribution<int>(1, static_cast<int>(options_.num_lines))(rng_);
+    edits_.clear();
+    const RepairLine& shown = inst.buggy.lines[line_ - 1];
+    for (char op : {'+', '-', '*'}) {
+      if (op != shown.op) edits_.push_back({shown.a, shown.b, op});
+    }
+    std::vector<Operand> seconds = {{'x', 0}};
+    for (int j = 1; j < line_; ++j) seconds.push_back({'v', j});
+    for (int c = 0; c <= 9; ++c) seconds.push_back({'c', c});
+    for (const Operand& b : seconds) {
+      if (b.kind != shown.b.kind || b.index != shown.b.index) {
+        edits_.push_back({shown.a, b, shown.op});
+      }
+    }
+    std::shuffle(edits_.begin(), edits_.end(), rng_);
+    all_pass_ = StrCat("passed ", options_.num_tests, " of ", options_.num_tests);
+    next_edit_ = 0;
+    last_ = Last::kNothing;
+  }
+  std::string Act(std::string_view observation) override {
+    switch (last_) {
+      case Last::kNothing:
+        last_ = Last::kInspect;
+        return "inspect";
+      case Last::kPatch:
+        last_ = Last::kTest;
+        return "test";
+      case Last::kTest:
+        if (observation == all_pass_ ||
+            std::bernoulli_distribution(options_.expert_give_up)(rng_)) {
+          return "submit";
+        }
+        break;
+      case Last::kInspect:
+        break;
+    }
+    if (next_edit_ == edits_.size()) return "submit";
+    RepairProgram p;
+    p.lines.resize(line_);
+    p.lines[line_ - 1] = edits_[next_edit_++];
+    last_ = Last::kPatch;
+    return StrCat("patch ", line_, " ", p.LineText(line_ - 1));
+  }
+
+ private:
+  enum class Last { kNothing, kInspect, kPatch, kTest };
+  const RepairOptions options_;
+  std::mt19937_64 rng_;
+  int line_ = 1;
+  std::vector<RepairLine> edits_;
+  size_t next_edit_ = 0;
+  std::string all_pass_;
+  Last last_ = Last::kNothing;
+};
+
 class RepairRandom : public Policy {
  public:
   RepairRandom(const RepairOptions& options, uint64_t seed) : options_(options), rng_(seed) {}
@@ -202,7 +269,7 @@ absl::StatusOr<StepResult> RepairEnv::Reset(const TaskInstance& task) {
   done_ = false;
   StepResult r;
   r.observation = TestReport();
-  r.partial_score = FractionPassing();
+  r.partial_score = Score();
   return r;
 }
 
@@ -213,7 +280,7 @@ absl::StatusOr<StepResult> RepairEnv::Step(std::string_view action) {
   bool submitted = false;
   StepResult r;
   r.observation = Act(action, submitted);
-  r.partial_score = FractionPassing();
+  r.partial_score = Score();
   if (submitted) {
     r.reward = *r.partial_score;
     r.done = true;
@@ -254,10 +321,12 @@ std::string RepairEnv::Act(std::string_view action, bool& submitted) {
   return "invalid";
 }
 
-double RepairEnv::FractionPassing() const {
+double RepairEnv::Score() const {
   int passing = 0;
   for (int x : instance_.test_inputs) passing += program_.Run(x) == instance_.correct.Run(x);
-  return static_cast<double>(passing) / static_cast<double>(instance_.test_inputs.size());
+  const size_t total = instance_.test_inputs.size();
+  if (!options_.partial_credit) return passing == static_cast<int>(total) ? 1.0 : 0.0;
+  return static_cast<double>(passing) / static_cast<double>(total);
 }
 
 std::string RepairEnv::TestReport() const {
@@ -274,7 +343,7 @@ std::string RepairEnv::TestReport() const {
 
 absl::StatusOr<double> RepairEnv::ScorePartial() {
   if (!started_) return absl::FailedPreconditionError("repair: score before reset");
-  return FractionPassing();
+  return Score();
 }
 
 std::string RepairEnv::DebugString() const {
@@ -283,6 +352,9 @@ std::string RepairEnv::DebugString() const {
 }
 
 std::unique_ptr<Policy> MakeRepairExpert(const RepairOptions& options) {
+  if (options.expert == RepairExpertKind::kSearch) {
+    return std::make_unique<RepairSearchExpert>(options);
+  }
   return std::make_unique<RepairExpert>(options);
 }
 

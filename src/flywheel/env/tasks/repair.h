@@ -13,9 +13,10 @@
 //   inspect N          → line N
 //   test               → "passed 4 of 6 : x 3 got 7 want 1 ; x 5 got 2 want 0"
 //   patch N vN = A O B → "ok" (line N replaced) or "invalid"
-//   submit             → done, reward = fraction of tests passing
-// The partial score is always the fraction passing now. Running out of max_turns ends the
-// episode as a timeout with that partial score. Word-level vocabulary, closed per config.
+//   submit             → done, reward = fraction of tests passing (partial_credit = false:
+//                        1 when all pass, else 0)
+// The partial score is always the score of the program as it stands. Running out of max_turns
+// ends the episode as a timeout with that partial score. Word-level vocabulary, closed per config.
 #ifndef FLYWHEEL_ENV_TASKS_REPAIR_H_
 #define FLYWHEEL_ENV_TASKS_REPAIR_H_
 
@@ -69,7 +70,8 @@ class RepairEnv : public Environment {
 
  private:
   std::string Act(std::string_view action, bool& submitted);
-  double FractionPassing() const;
+  // The fraction of tests passing, or with partial_credit off 1 when all pass and 0 otherwise.
+  double Score() const;
   std::string TestReport() const;
 
   const RepairOptions options_;
@@ -81,8 +83,10 @@ class RepairEnv : public Environment {
   int64_t turns_ = 0;
 };
 
-// Knows the correct program (it regenerates the instance from the seed): runs the tests,
-// patches every wrong line, submits.
+// options.expert: `oracle` knows the correct program (it regenerates the instance from the
+// seed), reads the program, patches every wrong line and submits; `search` tries one-token
+// edits of a random line with a test run after each and gives up with probability
+// options.expert_give_up after each failed run.
 std::unique_ptr<Policy> MakeRepairExpert(const RepairOptions& options);
 // Random inspections, test runs, syntactically valid random patches and submits.
 std::unique_ptr<Policy> MakeRepairRandom(const RepairOptions& options, uint64_t seed);
