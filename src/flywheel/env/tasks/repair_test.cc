@@ -60,7 +60,7 @@ double SearchSuccess(const RepairOptions& options, int episodes) {
 
 TEST(RepairTest, SearchExpertSolvesMoreTheLongerItKeepsTrying) {
   // Measured by a transcription of the generator (bench/repair_fixes.py, 4,000 instances):
-  // one edit and submit 0.04; never giving up within 16 turns (7 edits) 0.20; giving up half
+  // one edit and submit 0.03; never giving up within 16 turns (7 edits) 0.20; giving up half
   // the time 0.06. Bounds are several standard errors (about 0.015 at 600 episodes) wide.
   RepairOptions options{.expert = RepairExpertKind::kSearch, .expert_give_up = 0.0};
   const double persistent = SearchSuccess(options, 600);
