@@ -29,6 +29,16 @@ std::optional<Operand> ParseOperand(std::string_view w, int line) {
   return std::nullopt;
 }
 
+// "vN = A O B": `l` as line N (1-based).
+std::string LineTextAt(size_t n, const RepairLine& l) {
+  return StrCat("v", n, " = ", OperandText(l.a), " ", l.op, " ", OperandText(l.b));
+}
+
+// "patch N vN = A O B": line N replaced by `l`.
+std::string PatchAction(int line, const RepairLine& l) {
+  return StrCat("patch ", line, " ", LineTextAt(line, l));
+}
+
 bool SameLine(const RepairLine& p, const RepairLine& q) {
   return p.op == q.op && p.a.kind == q.a.kind && p.a.index == q.a.index && p.b.kind == q.b.kind &&
          p.b.index == q.b.index;
@@ -114,18 +124,15 @@ class RepairSearchExpert : public Policy {
     const RepairInstance inst = GenerateRepair(options_, task.seed);
     rng_.seed(MixSeed(task.seed ^ (static_cast<uint64_t>(task.rollout) << 32)));
     line_ = std::uniform_int_distribution<int>(1, static_cast<int>(options_.num_lines))(rng_);
-    edits_.clear();
     const RepairLine& shown = inst.buggy.lines[line_ - 1];
-    for (char op : {'+', '-', '*'}) {
-      if (op != shown.op) edits_.push_back({shown.a, shown.b, op});
-    }
-    std::vector<Operand> seconds = {{'x', 0}};
-    for (int j = 1; j < line_; ++j) seconds.push_back({'v', j});
-    for (int c = 0; c <= 9; ++c) seconds.push_back({'c', c});
-    for (const Operand& b : seconds) {
-      if (b.kind != shown.b.kind || b.index != shown.b.index) {
-        edits_.push_back({shown.a, b, shown.op});
-      }
+    std::vector<RepairLine> candidates;
+    for (char op : {'+', '-', '*'}) candidates.push_back({shown.a, shown.b, op});
+    candidates.push_back({shown.a, {'x', 0}, shown.op});
+    for (int j = 1; j < line_; ++j) candidates.push_back({shown.a, {'v', j}, shown.op});
+    for (int c = 0; c <= 9; ++c) candidates.push_back({shown.a, {'c', c}, shown.op});
+    edits_.clear();
+    for (const RepairLine& edit : candidates) {
+      if (!SameLine(edit, shown)) edits_.push_back(edit);
     }
     std::shuffle(edits_.begin(), edits_.end(), rng_);
     all_pass_ = StrCat("passed ", options_.num_tests, " of ", options_.num_tests);
@@ -150,11 +157,8 @@ class RepairSearchExpert : public Policy {
         break;
     }
     if (next_edit_ == edits_.size()) return "submit";
-    RepairProgram p;
-    p.lines.resize(line_);
-    p.lines[line_ - 1] = edits_[next_edit_++];
     last_ = Last::kPatch;
-    return StrCat("patch ", line_, " ", p.LineText(line_ - 1));
+    return PatchAction(line_, edits_[next_edit_++]);
   }
 
  private:
@@ -178,10 +182,7 @@ class RepairRandom : public Policy {
     if (u < 0.1) return "submit";
     if (u < 0.3) return "test";
     if (u < 0.5) return StrCat("inspect ", line);
-    RepairProgram p;
-    p.lines.resize(line);
-    p.lines[line - 1] = RandomLine(rng_, line);
-    return StrCat("patch ", line, " ", p.LineText(line - 1));
+    return PatchAction(line, RandomLine(rng_, line));
   }
 
  private:
@@ -205,10 +206,7 @@ int RepairProgram::Run(int x) const {
   return out;
 }
 
-std::string RepairProgram::LineText(size_t i) const {
-  return StrCat("v", i + 1, " = ", OperandText(lines[i].a), " ", lines[i].op, " ",
-                OperandText(lines[i].b));
-}
+std::string RepairProgram::LineText(size_t i) const { return LineTextAt(i + 1, lines[i]); }
 
 std::optional<RepairLine> ParseRepairLine(const std::vector<std::string_view>& w, int n) {
   if (w.size() != 5 || w[0] != StrCat("v", n) || w[1] != "=") return std::nullopt;
