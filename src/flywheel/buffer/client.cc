@@ -21,17 +21,9 @@ absl::Status FromGrpc(const grpc::Status& status, std::string_view what) {
 absl::StatusOr<std::unique_ptr<BufferClient>> BufferClient::Connect(const std::string& address,
                                                                     const RpcSecurity& security) {
   auto client = std::make_unique<BufferClient>();
-  grpc::ChannelArguments args;
-  // A lost buffer is tried again at least every second: gRPC's default backoff grows to two
-  // minutes, so a client that met a few restarts in a row stayed away long after the buffer
-  // was back (docs/reliability.md, chaos).
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  grpc::ChannelArguments args = RestartingPeerChannelArgs();
   args.SetMaxReceiveMessageSize(256 << 20);
   args.SetMaxSendMessageSize(256 << 20);
-  // Its own connection per client, as separate actor processes would have.
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   ASSIGN_OR_RETURN(client->channel_, MakeChannel(security, address, "buffer", args));
   client->stub_ = v1::BufferService::NewStub(client->channel_);
   client->auth_token_ = security.auth_token;

@@ -181,4 +181,13 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const RpcSecurity& se
   return grpc::CreateCustomChannel(address, grpc::SslCredentials(options), args);
 }
 
+grpc::ChannelArguments RestartingPeerChannelArgs() {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // Its own connection per client, as separate actor processes would have.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return args;
+}
+
 }  // namespace flywheel

@@ -96,6 +96,14 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const RpcSecurity& se
                                                            std::string_view service,
                                                            const grpc::ChannelArguments& args);
 
+// Arguments for a channel to a peer that restarts (the buffer, the learner's weights service):
+// a lost peer is tried again at least every second, where gRPC's default backoff grows to two
+// minutes and a client that met a few restarts in a row stayed away long after its peer was
+// back (docs/reliability.md, chaos). Each attempt keeps gRPC's 20 s to connect: its minimum
+// reconnect backoff is also that bound, and set to 100 ms it cut every handshake slower than
+// that (a TLS link across regions, a loaded or instrumented process) before it finished.
+grpc::ChannelArguments RestartingPeerChannelArgs();
+
 }  // namespace flywheel
 
 #endif  // FLYWHEEL_RPC_RPC_SECURITY_H_

@@ -25,14 +25,8 @@ absl::StatusOr<std::unique_ptr<WeightsClient>> WeightsClient::Connect(
   auto client = std::unique_ptr<WeightsClient>(new WeightsClient());
   client->address_ = address;
   client->auth_token_ = security.auth_token;
-  grpc::ChannelArguments args;
-  // A restarted learner is tried again at least every second (gRPC's default backoff grows to
-  // two minutes).
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  grpc::ChannelArguments args = RestartingPeerChannelArgs();
   args.SetMaxReceiveMessageSize(2 * kMaxWeightsChunkBytes);
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   ASSIGN_OR_RETURN(client->channel_, MakeChannel(security, address, "weights service", args));
   client->stub_ = v1::WeightsService::NewStub(client->channel_);
   return client;
