@@ -15,7 +15,9 @@ grep -q "cells=1" "$out.err" || { echo "error does not name the knob:"; cat "$ou
 # generation, and the satellite moves to training between batches. 4096 did until guess's short
 # rows were attended as one dense matrix (faster steps): one CI run then saw no switch; 8192
 # gave 18 and 24 switches in two runs.
-"$flywheel" bench elastic --quick --param wall_s=12 --param eval_episodes=8 \
+# An instrumented build (scripts/sanitize) runs several times slower: the runs get that much longer.
+"$flywheel" bench elastic --quick --param wall_s=$((12 * ${FLYWHEEL_TEST_TIME_SCALE:-1})) \
+  --param eval_episodes=8 \
   --param token_budget=8192 --out "$out"
 /usr/bin/python3 - "$out" <<'EOF'
 import json, math, sys

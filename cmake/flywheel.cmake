@@ -48,6 +48,36 @@ function(flywheel_test name)
   else()
     set_tests_properties(${name} PROPERTIES TIMEOUT 300)
   endif()
+  flywheel_scale_test_times()
+endfunction()
+
+# With FLYWHEEL_TEST_TIME_SCALE above 1 (an instrumented build, several times slower), every test
+# of the calling directory gets its TIMEOUT multiplied and the environment variable of the same
+# name, which the tests multiply their own deadlines and run budgets by. Done once per directory,
+# at its end, so that it also reaches the tests that add_test and set_tests_properties made there.
+function(flywheel_scale_test_times)
+  if(FLYWHEEL_TEST_TIME_SCALE EQUAL 1)
+    return()
+  endif()
+  get_property(scheduled DIRECTORY PROPERTY FLYWHEEL_TEST_TIMES_SCALED)
+  if(NOT scheduled)
+    set_property(DIRECTORY PROPERTY FLYWHEEL_TEST_TIMES_SCALED TRUE)
+    cmake_language(DEFER CALL _flywheel_scale_directory_test_times)
+  endif()
+endfunction()
+
+function(_flywheel_scale_directory_test_times)
+  get_property(tests DIRECTORY PROPERTY TESTS)
+  foreach(test IN LISTS tests)
+    get_test_property(${test} TIMEOUT timeout)
+    if(NOT timeout)
+      set(timeout 1500)  # ctest's default
+    endif()
+    math(EXPR timeout "${timeout} * ${FLYWHEEL_TEST_TIME_SCALE}")
+    set_tests_properties(${test} PROPERTIES TIMEOUT ${timeout})
+    set_property(TEST ${test} APPEND PROPERTY ENVIRONMENT
+                 "FLYWHEEL_TEST_TIME_SCALE=${FLYWHEEL_TEST_TIME_SCALE}")
+  endforeach()
 endfunction()
 
 # One precompiled header of the torch C++ API, reused by every torch target (torch/torch.h alone

@@ -11,8 +11,11 @@ set -euo pipefail
 FLYWHEEL=$(realpath "$1")
 SOURCE=$(realpath "$2")
 BUDGET=${FLYWHEEL_EXAMPLE_SECONDS:-8}
-STOP_BOUND=5    # seconds: kStopBound in src/flywheel/runtime/run_stop.h
-START_UP=10     # seconds: loading, model set-up, environment processes (a loaded 2-core machine)
+# An instrumented build (scripts/sanitize) runs several times slower: the allowances below are
+# multiplied by FLYWHEEL_TEST_TIME_SCALE, the wall-clock budget given to the jobs is not.
+SCALE=${FLYWHEEL_TEST_TIME_SCALE:-1}
+STOP_BOUND=$((5 * SCALE))   # seconds: kStopBound in src/flywheel/runtime/run_stop.h
+START_UP=$((10 * SCALE))    # seconds: loading, model set-up, environment processes (a loaded 2-core machine)
 
 fail() { echo "FAIL: $*" >&2; exit 1; }  # stderr: also seen from inside $(...)
 now() { date +%s.%N; }
@@ -71,7 +74,7 @@ for signal in INT TERM; do
   "$FLYWHEEL" train examples/guess_process.toml --set "run.name=\"signal-$signal\"" \
     >"signal-$signal.log" 2>&1 &
   pid=$!
-  for _ in $(seq 1 300); do  # until it trains (a metrics line), at most 30 s
+  for _ in $(seq 1 $((300 * SCALE))); do  # until it trains (a metrics line), at most 30 s
     [[ -s "runs/signal-$signal/metrics.jsonl" ]] && break
     sleep 0.1
   done

@@ -15,12 +15,13 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
 [[ -n "$CHROMIUM" ]] || { echo "FAIL: chromium not found: run scripts/setup"; exit 1; }
 start=$SECONDS
+SCALE=${FLYWHEEL_TEST_TIME_SCALE:-1}  # an instrumented build runs several times slower
 
 train() {  # NAME CONFIG [--set …]: a short run into $TMP/runs/NAME
   local name=$1 config=$2
   shift 2
   "$FLYWHEEL" train "$SOURCE/examples/$config" --set run.runs_dir="\"$TMP/runs\"" \
-    --set run.name="\"$name\"" --set run.max_wall_seconds=6 "$@"
+    --set run.name="\"$name\"" --set run.max_wall_seconds=$((6 * SCALE)) "$@"
 }
 
 # The async run serves its live view; the three runs share the cores, so they run at once.
@@ -33,7 +34,7 @@ train elastic copy.toml --set run.mode='"elastic"' --set learner.max_staleness=1
 pids+=($!)
 
 url=""
-for _ in $(seq 100); do
+for _ in $(seq $((100 * SCALE))); do
   url=$(sed -n 's|^flywheel: dashboard of .* on \(http://[^ ]*\)$|\1|p' "$TMP/async.out")
   [[ -n "$url" ]] && break
   sleep 0.1
@@ -42,7 +43,7 @@ if [[ -z "$url" ]]; then
   fail "train --dashboard-listen printed no URL: $(cat "$TMP/async.out")"
 else
   live=""
-  for _ in $(seq 60); do  # until the run has written a step
+  for _ in $(seq $((60 * SCALE))); do  # until the run has written a step
     live=$(curl -sf "${url}data.json") || true
     grep -q '"reward_mean"' <<<"$live" && break
     sleep 0.2

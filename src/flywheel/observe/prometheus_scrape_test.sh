@@ -20,7 +20,7 @@ grep -q -- "--metrics-listen 'nowhere': no port" <<<"$err" || fail "bad address 
 # Steps of a few tenths of a second (batches of 32 groups), so that the last scrape before the
 # run is frozen is at most one step behind it.
 "$FLYWHEEL" --log-level warn train "$SOURCE/examples/guess.toml" --metrics-listen 127.0.0.1:0 \
-  --set run.runs_dir="\"$TMP/runs\"" run.name='"scraped"' run.max_wall_seconds=60 \
+  --set run.runs_dir="\"$TMP/runs\"" run.name='"scraped"' run.max_wall_seconds=$((60 * SCALE)) \
   run.batch_groups=32 >"$TMP/train.log" 2>&1 &
 TRAIN=$!
 PIDS+=("$TRAIN")

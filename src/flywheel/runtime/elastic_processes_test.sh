@@ -32,11 +32,11 @@ CONFIG="$SOURCE/examples/copy.toml"
 # same step. A satellite only claims what the core cannot run now (micro_step_queue.h), so with
 # one micro-step per group and a 0.5 s residence some runs had no satellite micro-step at all.
 SETS=(run.mode='"elastic"' run.runs_dir="\"$TMP/runs\"" run.name='"elastic"' run.max_steps=40
-      run.max_wall_seconds=150 run.batch_groups=4 actor.group_size=4 actor.episodes_in_flight=8
+      run.max_wall_seconds=$((150 * SCALE)) run.batch_groups=4 actor.group_size=4 actor.episodes_in_flight=8
       learner.max_staleness=0 learner.token_budget=64 learner.buckets=[64]
       learner.checkpoint_every=10 scheduler.cells=3 scheduler.min_residence_seconds=0.1
       model.hidden_size=256 model.num_layers=4 model.intermediate_size=688
-      scheduler.heartbeat_seconds=0.1 scheduler.heartbeat_timeout_seconds=2
+      scheduler.heartbeat_seconds=0.1 scheduler.heartbeat_timeout_seconds=$((2 * SCALE))
       env.latency.mean_ms=5 env.copy.min_length=12 env.copy.max_length=16)
 
 err=$("$FLYWHEEL" cell "$CONFIG" --scheduler 127.0.0.1:1 --buffer 127.0.0.1:1 \

@@ -44,7 +44,7 @@ start_job() {
   buffer=$(sed -n 's/.*serving on \([0-9.:]*\) .*/\1/p' "$TMP/$name-buffer.log")
   "$FLYWHEEL" --log-level warn launch --nproc 2 -- learner "$CONFIG" --buffer "$buffer" \
     --weights-listen 127.0.0.1:0 --set "${SETS[@]}" run.name="\"$name\"" \
-    run.max_steps="$steps" run.max_wall_seconds=100 >"$TMP/$name-launch.log" 2>&1 &
+    run.max_steps="$steps" run.max_wall_seconds=$((100 * SCALE)) >"$TMP/$name-launch.log" 2>&1 &
   LAUNCH_PID=$!
   PIDS+=("$LAUNCH_PID")
   wait_for 40 grep -qs "serving weights on" "$TMP/$name-launch.log" ||

@@ -5,6 +5,9 @@
 #   fail MSG                counts a failure and goes on; die MSG dumps the logs and exits 1
 #   wait_for SECONDS CMD…   polls CMD every 0.2 s until it succeeds (1 after SECONDS)
 #   wait_exit PID SECONDS   sets STATUS to PID's exit status, or "running" after SECONDS
+#   SCALE                   FLYWHEEL_TEST_TIME_SCALE (1 unless an instrumented build): wait_for
+#                           and wait_exit multiply their SECONDS by it, and a test multiplies the
+#                           wall-clock budgets it gives its runs (run.max_wall_seconds)
 TMP=$(mktemp -d)
 PIDS=()
 cleanup() {
@@ -16,6 +19,7 @@ cleanup() {
   rm -rf "$TMP"
 }
 trap cleanup EXIT
+SCALE=${FLYWHEEL_TEST_TIME_SCALE:-1}
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 # The last lines of every log in $TMP.
@@ -26,7 +30,7 @@ die() {
   exit 1
 }
 wait_for() {
-  local deadline=$((SECONDS + $1))
+  local deadline=$((SECONDS + $1 * SCALE))
   shift
   until "$@"; do
     ((SECONDS < deadline)) || return 1
@@ -34,7 +38,7 @@ wait_for() {
   done
 }
 wait_exit() {
-  local pid=$1 deadline=$((SECONDS + $2))
+  local pid=$1 deadline=$((SECONDS + $2 * SCALE))
   while kill -0 "$pid" 2>/dev/null; do
     if ((SECONDS >= deadline)); then
       STATUS=running

@@ -20,7 +20,7 @@ last_version() { field version; }
 echo "token-$RANDOM-$RANDOM" >"$TMP/token"
 echo "not-the-token" >"$TMP/wrong"
 CONFIG="$SOURCE/examples/guess.toml"
-SETS=(run.runs_dir="\"$TMP/runs\"" run.name='"dist"' run.max_steps=60 run.max_wall_seconds=110
+SETS=(run.runs_dir="\"$TMP/runs\"" run.name='"dist"' run.max_steps=60 run.max_wall_seconds=$((110 * SCALE))
       run.batch_groups=2 actor.group_size=4 actor.episodes_in_flight=8
       env.latency.model='"constant"' env.latency.mean_ms=1 learner.checkpoint_every=5
       run.trace=true)

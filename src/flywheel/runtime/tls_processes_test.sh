@@ -20,7 +20,7 @@ CLIENT_TLS=(--tls-ca "$CERTS/ca.pem" --tls-client-cert "$CERTS/client.pem"
 SERVER_TLS=(--tls-cert "$CERTS/server.pem" --tls-key "$CERTS/server.key"
             --tls-client-ca "$CERTS/ca.pem")
 CONFIG="$SOURCE/examples/guess.toml"
-SETS=(run.runs_dir="\"$TMP/runs\"" run.name='"tls"' run.max_steps=6 run.max_wall_seconds=100
+SETS=(run.runs_dir="\"$TMP/runs\"" run.name='"tls"' run.max_steps=6 run.max_wall_seconds=$((100 * SCALE))
       run.batch_groups=2 actor.group_size=4 actor.episodes_in_flight=8
       env.latency.model='"constant"' env.latency.mean_ms=1)
 METRICS="$TMP/runs/tls/metrics.jsonl"
@@ -96,7 +96,7 @@ grep -q "weights version" "$TMP/actor.log" || fail "the actor got no weights ove
 # hands its cells the weights and store addresses it listens on, and a wildcard address is no
 # name a certificate can carry.
 ESETS=(run.mode='"elastic"' run.runs_dir="\"$TMP/runs\"" run.name='"tls-elastic"' run.max_steps=4
-       run.max_wall_seconds=100 run.batch_groups=2 actor.group_size=4 actor.episodes_in_flight=8
+       run.max_wall_seconds=$((100 * SCALE)) run.batch_groups=2 actor.group_size=4 actor.episodes_in_flight=8
        scheduler.cells=2 scheduler.heartbeat_seconds=0.1 env.latency.mean_ms=1)
 ECONFIG="$CONFIG"  # the buffer's task: it still holds groups of the first run
 "$FLYWHEEL" --log-level warn learner "$ECONFIG" --buffer "$BUFFER" --weights-listen 127.0.0.1:0 \
