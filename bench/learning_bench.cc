@@ -10,8 +10,9 @@
 //                to calc_target (0.8) the same way
 //   repair       examples/repair.toml as shipped (flat, async: its [sft] warm start on the search
 //                expert, of repair_sft_steps when given, then RL until repair_seconds, the warm
-//                start included); its final success against the warm-started policy's (the
-//                same warm start and one RL step, evaluated alike): improvement
+//                start included, or repair_steps steps: --quick takes 1 step, 60 s at most);
+//                its final success against the warm-started policy's (the same warm start and
+//                one RL step, evaluated alike): improvement
 //   repair-tree  examples/repair-tree.toml: its imitation once (and one step, checkpointed),
 //                then from that checkpoint, per seed (tree_seeds), tree_steps steps with
 //                tree.packing = "tree" and "flat" (both exact weighting: the same gradient),
@@ -150,7 +151,8 @@ absl::StatusOr<nlohmann::json> TargetTask(const Settings& s, const std::string& 
 
 // The flat repair task as shipped (its [sft] warm start on the search expert, then RL), against
 // the warm-started policy: the same warm start and one RL step, evaluated alike.
-absl::StatusOr<nlohmann::json> RepairTask(const Settings& s, int64_t sft_steps, double seconds) {
+absl::StatusOr<nlohmann::json> RepairTask(const Settings& s, int64_t sft_steps, double seconds,
+                                          int64_t max_steps) {
   std::vector<std::string> warm = {StrCat("run.eval_episodes=", s.eval_episodes)};
   if (sft_steps > 0) warm.push_back(StrCat("sft.steps=", sft_steps));  // 0: the example's
   const std::string file = s.examples + "/repair.toml";
@@ -158,7 +160,7 @@ absl::StatusOr<nlohmann::json> RepairTask(const Settings& s, int64_t sft_steps, 
   o.push_back("run.max_steps=1");
   ASSIGN_OR_RETURN(const Run start, RunEmbedded(file, s.runs_dir, "repair-warm", o));
   o = warm;
-  o.push_back("run.max_steps=100000");
+  o.push_back(StrCat("run.max_steps=", max_steps));
   o.push_back(StrCat("run.max_wall_seconds=", seconds));
   ASSIGN_OR_RETURN(const Run trained, RunEmbedded(file, s.runs_dir, "repair-rl", o));
   nlohmann::json out = {{"budget_seconds", seconds},
@@ -319,8 +321,10 @@ absl::StatusOr<BenchReport> RunLearningBench(const BenchArgs& args) {
                                      args.GetDouble("calc_target", 0.8), o));
       if (sft > 0) r["sft_steps"] = sft;
     } else if (task == "repair") {
+      // --quick: 1 RL step, the budget only a bound (a slow or instrumented build takes longer)
       ASSIGN_OR_RETURN(r, RepairTask(s, args.GetInt("repair_sft_steps", q ? 3 : 0),
-                                     args.GetDouble("repair_seconds", q ? 8 : 600)));
+                                     args.GetDouble("repair_seconds", q ? 60 : 600),
+                                     args.GetInt("repair_steps", q ? 1 : 100000)));
     } else if (task == "repair-tree") {
       ASSIGN_OR_RETURN(const std::vector<int64_t> seeds,
                        Seeds(args, "tree_seeds", q ? "1" : "1,2,3"));
