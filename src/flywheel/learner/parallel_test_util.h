@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <latch>
 #include <memory>
 #include <random>
 #include <string>
@@ -128,8 +129,11 @@ inline bool BitEqual(const std::vector<torch::Tensor>& a, const std::vector<torc
 }
 
 // Runs fn(rank, communicator) on `size` threads forming one group over a fresh HashStore.
+// No rank's group is torn down before every rank is done: a rank whose fn returns at once (a
+// refusal) would otherwise close its connections while the others are still joining the group.
 inline void RunRanks(int size, const std::function<void(int, dist::Communicator&)>& fn) {
   auto store = c10::make_intrusive<c10d::HashStore>();
+  std::latch done(size);
   std::vector<std::thread> threads;
   for (int rank = 0; rank < size; ++rank) {
     threads.emplace_back([&, rank] {
@@ -138,8 +142,12 @@ inline void RunRanks(int size, const std::function<void(int, dist::Communicator&
       options.timeout = std::chrono::milliseconds(60000);
       options.name = StrCat("test group of ", size);
       auto comm = dist::Communicator::Create(store, rank, size, options);
-      ASSERT_TRUE(comm.ok()) << comm.status();
+      if (!comm.ok()) {
+        done.count_down();
+        FAIL() << comm.status();
+      }
       fn(rank, **comm);
+      done.arrive_and_wait();
     });
   }
   for (auto& t : threads) t.join();

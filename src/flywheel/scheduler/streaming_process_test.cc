@@ -453,7 +453,12 @@ class StreamingProcessTest : public ::testing::Test {
         if (cell != 0) satellite_micro_steps += static_cast<int64_t>(ids.size());
       }
     }
-    EXPECT_GT(satellite_micro_steps, 0) << "the satellites ran nothing";
+    // A lone satellite that is killed leaves no share of its own: the micro-step it finished in
+    // the kill step is run again by the core (victim_requeued checks that), and on a loaded
+    // machine the core can finish step 0 before the satellite, still joining, claims any.
+    if (!(scenario.kill && scenario.satellites == 1)) {
+      EXPECT_GT(satellite_micro_steps, 0) << "the satellites ran nothing";
+    }
     return *std::move(run);
   }
 
