@@ -13,8 +13,7 @@ SETS=(run.batch_groups=2 actor.group_size=4 actor.episodes_in_flight=8
       env.latency.model='"constant"' env.latency.mean_ms=1 learner.checkpoint_every=5
       buffer.max_size=8)
 # An instrumented build (scripts/sanitize) runs several times slower: the run, its quiet tail and
-# the recovery bound are multiplied by FLYWHEEL_TEST_TIME_SCALE, the gap between faults is not.
-SCALE=${FLYWHEEL_TEST_TIME_SCALE:-1}
+# the recovery bound are multiplied by SCALE (process_test_lib.sh), the gap between faults is not.
 MINUTES=$(awk -v m="${CHAOS_MINUTES:-2.5}" -v s="$SCALE" 'BEGIN { print m * s }')
 # Its own process group, so that a timeout of this test takes the job's processes with it.
 setsid "$FLYWHEEL" chaos "$CONFIG" --minutes "$MINUTES" --seed "${CHAOS_SEED:-7}" \
