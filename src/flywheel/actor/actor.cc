@@ -33,7 +33,6 @@ struct Actor::Episode {
   int trace_slot = -1;        // its episode-slot track in the trace, from its first env wait
 };
 
-
 Actor::Actor(std::string actor_id, const ActorOptions& options, const SamplingParams& sampling,
              std::unique_ptr<RolloutEngine> engine, const EnvFactory* env_factory,
              EnvExecutor* executor, const Tokenizer* tokenizer, TaskSource* tasks,
@@ -169,7 +168,8 @@ void Actor::AtBoundary(Episode& ep, const std::string& observation) {
   ep.turn_tokens.clear();
 }
 
-absl::Status Actor::StartPolicyTurn(Episode& ep, const std::string& observation) {
+absl::Status Actor::StartPolicyTurn(Episode& ep, const std::string& observation,
+                                    std::optional<double> partial) {
   AtBoundary(ep, observation);
   // The environment's turn, as the format wraps it: never trainable.
   absl::StatusOr<std::vector<int64_t>> env_turn =
@@ -180,6 +180,18 @@ absl::Status Actor::StartPolicyTurn(Episode& ep, const std::string& observation)
     return Finish(ep, Termination::kEnvError, std::nullopt);
   }
   const std::vector<int64_t>& tokens = *env_turn;
+  // A policy that keeps talking fills its context before the turn limit: that is the end of its
+  // episode, not of the job (the environment's score stands, as at actor.max_turns).
+  if (static_cast<int64_t>(ep.trajectory.size() + tokens.size()) >= engine_->max_seq_len()) {
+    if (!warned_context_full_) {
+      warned_context_full_ = true;
+      spdlog::warn(
+          "{} episode {}: the next turn would not fit in model.max_seq_len {} tokens; the episode "
+          "ends as max_turns (raise model.max_seq_len or lower actor.max_turns; warned once)",
+          actor_id_, ep.index, engine_->max_seq_len());
+    }
+    return Finish(ep, Termination::kMaxTurns, partial);
+  }
   for (int64_t token : tokens) ep.trajectory.AppendPrompt(static_cast<int32_t>(token));
 
   if (ep.sequence < 0) {
@@ -263,7 +275,7 @@ absl::Status Actor::HandleEvent(Event event) {
     AtBoundary(ep, r.observation);
     return Park(ep);
   }
-  return StartPolicyTurn(ep, r.observation);
+  return StartPolicyTurn(ep, r.observation, r.partial_score);
 }
 
 absl::Status Actor::HandleGenerated(const GeneratedToken& g) {
@@ -603,8 +615,8 @@ absl::Status Actor::StartAdopted() {
     ep->task = std::move(s.task);
     ep->env = std::move(s.env);
     ep->trajectory = std::move(s.trajectory);
-    ep->policy_tokens = std::count(ep->trajectory.trainable.begin(),
-                                   ep->trajectory.trainable.end(), uint8_t{1});
+    ep->policy_tokens =
+        std::count(ep->trajectory.trainable.begin(), ep->trajectory.trainable.end(), uint8_t{1});
     ep->turns = s.turns;
     ep->total_reward = s.total_reward;
     // The budget goes on from where the other actor left it.
@@ -614,7 +626,7 @@ absl::Status Actor::StartAdopted() {
     UpdateInFlight();
     ActorMetrics::Get().episodes_in_flight->Add(1);
     adoptions_pending_.fetch_sub(1);
-    RETURN_IF_ERROR(StartPolicyTurn(raw, s.observation));
+    RETURN_IF_ERROR(StartPolicyTurn(raw, s.observation, std::nullopt));
   }
   return absl::OkStatus();
 }

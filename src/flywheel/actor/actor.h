@@ -32,9 +32,9 @@
 #include <atomic>
 #include <deque>
 #include <functional>
-#include <queue>
 #include <memory>
 #include <optional>
+#include <queue>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -156,7 +156,10 @@ class Actor {
   absl::Status HandleEvents(std::deque<Event> events);
   absl::Status HandleEvent(Event event);
   absl::Status HandleGenerated(const GeneratedToken& token);
-  absl::Status StartPolicyTurn(Episode& ep, const std::string& observation);
+  // Appends the environment's turn and starts the policy's, or ends the episode as kMaxTurns,
+  // scored by `partial`, when the context has no room for another turn.
+  absl::Status StartPolicyTurn(Episode& ep, const std::string& observation,
+                               std::optional<double> partial);
   absl::Status Finish(Episode& ep, Termination termination, std::optional<double> partial);
   // The episode is at an environment boundary: `observation` opens its next policy turn.
   void AtBoundary(Episode& ep, const std::string& observation);
@@ -223,6 +226,7 @@ class Actor {
   int64_t handed_ = 0;
   ActorSwitch* switching_ = nullptr;  // actor thread only: the switch being served, if any
   bool parking_ = false;              // actor thread only: episodes at a boundary are parked
+  bool warned_context_full_ = false;  // actor thread only: the context-full warning was logged
   // Actor thread only: trace slots handed out so far, and those free again (lowest first).
   int trace_slots_ = 0;
   std::priority_queue<int, std::vector<int>, std::greater<int>> free_trace_slots_;

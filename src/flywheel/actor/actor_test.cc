@@ -75,6 +75,21 @@ TEST(ActorTest, ExpiredBudgetEndsTheEpisodeWithItsPartialScore) {
   EXPECT_GE(h.actor->stats().episodes_timed_out, 3);
 }
 
+TEST(ActorTest, AFullContextEndsTheEpisodeNotTheActor) {
+  // 16 tokens hold the opening and a turn or two of guess, not the 4 turns allowed.
+  ActorHarness h(1.0, {}, /*max_seq_len=*/16);
+  const absl::Status run = h.actor->Run(8);
+  ASSERT_TRUE(run.ok()) << run;
+  const std::vector<Trajectory> out = h.Take();
+  ASSERT_EQ(out.size(), 8u);
+  int cut_short = 0;
+  for (const Trajectory& t : out) {
+    EXPECT_LE(t.size(), 16u) << t.DebugString();
+    if (t.termination == Termination::kMaxTurns && t.turn_ends.size() < 4) ++cut_short;
+  }
+  EXPECT_GT(cut_short, 0);
+}
+
 TEST(ActorTest, AdmissionStartsWholeGroupsOnlyWhenThereIsRoom) {
   ActorHarness h(2.0);  // G = 4, episodes_in_flight = 6
   // The job's rule in miniature: a pipeline of one group, counting episodes being played and
@@ -136,8 +151,8 @@ TEST(ActorTest, SinkErrorStopsTheActor) {
   ActorOptions options;
   options.episodes_in_flight = 2;
   h.actor = std::make_unique<Actor>(
-      "actor-1", options, SamplingParams{}, *RolloutEngine::Create({}, *MakeSnapshot(h.model, 0)), h.factory.get(),
-      h.executor.get(), h.tokenizer.get(), h.tasks.get(),
+      "actor-1", options, SamplingParams{}, *RolloutEngine::Create({}, *MakeSnapshot(h.model, 0)),
+      h.factory.get(), h.executor.get(), h.tokenizer.get(), h.tasks.get(),
       [](Trajectory) { return absl::CancelledError("buffer closed"); }, 3);
   const absl::Status s = h.actor->Run(10);
   EXPECT_TRUE(absl::IsCancelled(s)) << s;

@@ -15,7 +15,9 @@
 namespace flywheel {
 
 struct ActorHarness {
-  explicit ActorHarness(double latency_ms, ActorOptions actor_options = {}) {
+  // `max_seq_len` 0 keeps the model's default.
+  explicit ActorHarness(double latency_ms, ActorOptions actor_options = {},
+                        int64_t max_seq_len = 0) {
     EnvOptions env_options;
     env_options.latency.model = LatencyKind::kConstant;
     env_options.latency.mean_ms = latency_ms;
@@ -29,6 +31,7 @@ struct ActorHarness {
     model_options.num_heads = 2;
     model_options.num_kv_heads = 1;
     model_options.intermediate_size = 64;
+    if (max_seq_len > 0) model_options.max_seq_len = max_seq_len;
     model = *MakeTransformer(model_options);
     tasks = std::make_unique<TaskSource>(factory->task_name(), 7, 4);
     actor_options.episodes_in_flight = 6;

@@ -112,6 +112,8 @@ class RolloutEngine {
   void PublishSnapshot(std::shared_ptr<const WeightSnapshot> snapshot) ABSL_LOCKS_EXCLUDED(mu_);
 
   int64_t version() const { return snapshot_->version; }
+  // Tokens a sequence may hold, prompt and generation together (fixed, like vocab_size).
+  int64_t max_seq_len() const { return snapshot_->model->options().max_seq_len; }
   // Rows of the model's embedding table: the ids it can take and sample (any thread; fixed, as
   // every snapshot it swaps to has the model's shape). May exceed the tokenizer's vocabulary
   // (Qwen3's table has 151,936 rows for 151,669 tokens).
@@ -171,7 +173,7 @@ class RolloutEngine {
   std::shared_ptr<const CpuDecoderWeights> cpu_weights_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<DecodeGraphs> decode_graphs_;  // with cache_, when actor.decode_graphs is on
-  std::optional<BackendChoice> choice_;  // set by ChooseBackend
+  std::optional<BackendChoice> choice_;          // set by ChooseBackend
   // Per-step buffers, reused (no allocation per step once grown).
   std::vector<DecodeRow> rows_;
   std::vector<int64_t> logit_rows_;
