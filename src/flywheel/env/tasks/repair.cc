@@ -39,6 +39,12 @@ std::string PatchAction(int line, const RepairLine& l) {
   return StrCat("patch ", line, " ", LineTextAt(line, l));
 }
 
+// "patch N O B": line N's operator and second operand replaced, its first operand kept — the
+// one-token edits the search expert makes, without retyping the rest of the line.
+std::string EditAction(int line, const RepairLine& l) {
+  return StrCat("patch ", line, " ", l.op, " ", OperandText(l.b));
+}
+
 bool SameLine(const RepairLine& p, const RepairLine& q) {
   return p.op == q.op && p.a.kind == q.a.kind && p.a.index == q.a.index && p.b.kind == q.b.kind &&
          p.b.index == q.b.index;
@@ -158,7 +164,7 @@ class RepairSearchExpert : public Policy {
     }
     if (next_edit_ == edits_.size()) return "submit";
     last_ = Last::kPatch;
-    return PatchAction(line_, edits_[next_edit_++]);
+    return EditAction(line_, edits_[next_edit_++]);
   }
 
  private:
@@ -310,7 +316,15 @@ std::string RepairEnv::Act(std::string_view action, bool& submitted) {
   if (w[0] == "inspect" && w.size() == 2 && line_ok) {
     return StrCat(*line, " : ", program_.LineText(*line - 1));
   }
-  if (w[0] == "patch" && line_ok) {
+  if (w[0] == "patch" && line_ok && w.size() == 4) {  // patch N O B
+    RepairLine& l = program_.lines[*line - 1];
+    std::optional<Operand> b = ParseOperand(w[3], static_cast<int>(*line));
+    if ((w[2] != "+" && w[2] != "-" && w[2] != "*") || !b) return "invalid";
+    l.op = w[2][0];
+    l.b = *b;
+    return "ok";
+  }
+  if (w[0] == "patch" && line_ok) {  // patch N vN = A O B
     std::optional<RepairLine> parsed = ParseRepairLine({w.begin() + 2, w.end()}, *line);
     if (!parsed) return "invalid";
     program_.lines[*line - 1] = *parsed;

@@ -105,9 +105,9 @@ TEST(RepairTest, ActionsAndObservationsSpeakTheVocabulary) {
   ASSERT_TRUE(first.ok());
   EXPECT_TRUE(first->observation.starts_with("passed ")) << first->observation;
   EXPECT_LT(*first->partial_score, 1.0);
-  for (const char* action :
-       {"inspect", "inspect 2", "inspect 99", "test", "patch 2 v2 = v1 + 3", "patch 2 v3 = x + 1",
-        "patch 1 v1 = v2 + 1", "patch 1 v1 = x / 2", "dance"}) {
+  for (const char* action : {"inspect", "inspect 2", "inspect 99", "test", "patch 2 v2 = v1 + 3",
+                             "patch 2 v3 = x + 1", "patch 1 v1 = v2 + 1", "patch 1 v1 = x / 2",
+                             "patch 3 * 7", "patch 3 / 7", "patch 1 + v1", "patch 3 -", "dance"}) {
     auto r = env.Step(action);
     ASSERT_TRUE(r.ok());
     EXPECT_TRUE(InVocabulary(env.vocabulary(), r->observation))
@@ -120,8 +120,13 @@ TEST(RepairTest, ActionsAndObservationsSpeakTheVocabulary) {
     if (a == "inspect 2") {
       EXPECT_EQ(r->observation.substr(0, 7), "2 : v2 ");
     }
+    if (a == "patch 3 * 7") {  // the short form keeps the first operand
+      EXPECT_EQ(r->observation, "ok");
+      EXPECT_EQ(env.Step("inspect 3")->observation, "3 : v3 = v2 * 7");
+    }
     if (a == "inspect 99" || a == "patch 2 v3 = x + 1" || a == "patch 1 v1 = v2 + 1" ||
-        a == "patch 1 v1 = x / 2" || a == "dance") {
+        a == "patch 1 v1 = x / 2" || a == "patch 3 / 7" || a == "patch 1 + v1" ||
+        a == "patch 3 -" || a == "dance") {
       EXPECT_EQ(r->observation, "invalid") << action;
     }
   }
