@@ -4,7 +4,6 @@
 // docs/learning.md). Step-bounded, so a slow machine makes it slower, not flakier.
 #include <gtest/gtest.h>
 
-#include <iostream>
 #include <string>
 
 #include "flywheel/core/strings.h"
@@ -37,13 +36,7 @@ TEST(CalcLearningTest, ReinforcementLearningLiftsTheWarmStartedPolicy) {
        "run.mode=\"colocated\"", "run.batch_groups=8", "actor.episodes_in_flight=64",
        "learner.lr=3e-4", "learner.warmup_steps=5", "learner.checkpoint_every=0"});
   ASSERT_TRUE(config.ok()) << config.status();
-  absl::StatusOr<testing::CurveEnds> curve = testing::TrainForCurve(*config, kWindow);
-  ASSERT_TRUE(curve.ok()) << curve.status();
-  EXPECT_EQ(curve->steps, static_cast<size_t>(kSteps));
-  std::cout << "success over the first " << kWindow << " RL steps " << curve->first
-            << ", over the last " << kWindow << " " << curve->last << "\n";
-  EXPECT_GT(curve->first, 0.0) << "the warm start should leave the policy solving some tasks";
-  EXPECT_GT(curve->last, curve->first + kMargin);
+  testing::ExpectWarmStartLifted(*config, kSteps, kWindow, kMargin);
 }
 
 }  // namespace

@@ -4,7 +4,10 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <iostream>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "absl/status/statusor.h"
 #include "flywheel/core/strings.h"
@@ -38,6 +41,19 @@ inline absl::StatusOr<CurveEnds> TrainForCurve(const JobConfig& config, size_t w
     return sum / static_cast<double>(window);
   };
   return CurveEnds{lines.size(), mean(0), mean(lines.size() - window)};
+}
+
+// The warm-started tasks' check: `config` (a warm start, then `steps` RL steps) must leave the
+// policy succeeding sometimes, and its last `window` steps `margin` above the first `window`.
+inline void ExpectWarmStartLifted(const JobConfig& config, int steps, size_t window,
+                                  double margin) {
+  absl::StatusOr<CurveEnds> curve = TrainForCurve(config, window);
+  ASSERT_TRUE(curve.ok()) << curve.status();
+  EXPECT_EQ(curve->steps, static_cast<size_t>(steps));
+  std::cout << "success over the first " << window << " RL steps " << curve->first
+            << ", over the last " << window << " " << curve->last << "\n";
+  EXPECT_GT(curve->first, 0.0) << "the warm start should leave the policy succeeding sometimes";
+  EXPECT_GT(curve->last, curve->first + margin);
 }
 
 }  // namespace flywheel::testing
