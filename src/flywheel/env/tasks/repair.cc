@@ -29,6 +29,11 @@ std::optional<Operand> ParseOperand(std::string_view w, int line) {
   return std::nullopt;
 }
 
+std::optional<char> ParseOp(std::string_view w) {
+  if (w == "+" || w == "-" || w == "*") return w[0];
+  return std::nullopt;
+}
+
 // "vN = A O B": `l` as line N (1-based).
 std::string LineTextAt(size_t n, const RepairLine& l) {
   return StrCat("v", n, " = ", OperandText(l.a), " ", l.op, " ", OperandText(l.b));
@@ -216,10 +221,10 @@ std::string RepairProgram::LineText(size_t i) const { return LineTextAt(i + 1, l
 
 std::optional<RepairLine> ParseRepairLine(const std::vector<std::string_view>& w, int n) {
   if (w.size() != 5 || w[0] != StrCat("v", n) || w[1] != "=") return std::nullopt;
-  if (w[3] != "+" && w[3] != "-" && w[3] != "*") return std::nullopt;
+  std::optional<char> op = ParseOp(w[3]);
   std::optional<Operand> a = ParseOperand(w[2], n), b = ParseOperand(w[4], n);
-  if (!a || !b) return std::nullopt;
-  return RepairLine{*a, *b, w[3][0]};
+  if (!op || !a || !b) return std::nullopt;
+  return RepairLine{*a, *b, *op};
 }
 
 RepairInstance GenerateRepair(const RepairOptions& options, uint64_t seed) {
@@ -317,10 +322,11 @@ std::string RepairEnv::Act(std::string_view action, bool& submitted) {
     return StrCat(*line, " : ", program_.LineText(*line - 1));
   }
   if (w[0] == "patch" && line_ok && w.size() == 4) {  // patch N O B
-    RepairLine& l = program_.lines[*line - 1];
+    std::optional<char> op = ParseOp(w[2]);
     std::optional<Operand> b = ParseOperand(w[3], static_cast<int>(*line));
-    if ((w[2] != "+" && w[2] != "-" && w[2] != "*") || !b) return "invalid";
-    l.op = w[2][0];
+    if (!op || !b) return "invalid";
+    RepairLine& l = program_.lines[*line - 1];
+    l.op = *op;
     l.b = *b;
     return "ok";
   }
