@@ -52,6 +52,7 @@ class GradientAccumulator {
 
   const LossOptions& options() const { return options_; }
   bool has_reference() const { return static_cast<bool>(reference_); }
+  void set_reference(PolicyForward reference) { reference_ = std::move(reference); }
 
  private:
   LossOptions options_;

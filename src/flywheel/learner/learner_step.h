@@ -160,6 +160,10 @@ class LearnerStep {
   // rank calls it (e.g. to publish a weight snapshot).
   absl::StatusOr<std::vector<torch::Tensor>> FullParameters();
 
+  // Installs the frozen reference model of the KL term, e.g. once the warm start has made the
+  // policy the one reinforcement learning starts from.
+  void SetReference(PolicyForward reference) { accumulator_.set_reference(std::move(reference)); }
+
   // What the last Step did with each trajectory.
   const BatchDisposition& last_disposition() const { return disposition_; }
 

@@ -19,6 +19,12 @@ absl::Status TreeLearnerOptions::Validate() const {
         "tree learner: learner.loss = vtrace needs a value head; use truncated_is, ppo_clip or "
         "decoupled_ppo");
   }
+  if (loss.kl_coef > 0 || loss.entropy_coef > 0) {
+    // Its loss (ContributionLoss) has no KL or entropy term: refuse rather than drop them.
+    return absl::InvalidArgumentError(
+        "tree learner: learner.kl_coef and learner.entropy_coef are not applied to trees; set "
+        "them to 0");
+  }
   if (row_multiple <= 0)
     return absl::InvalidArgumentError("tree learner: row_multiple must be > 0");
   return sampling.Validate();

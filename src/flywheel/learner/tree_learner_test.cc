@@ -137,6 +137,13 @@ TEST(TreeLearnerTest, AStepTrainsAndAdvancesTheVersion) {
   absl::StatusOr<TreeStepResult> r = learner.Step(executions);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("vtrace"), std::string::npos);
+  // Its loss has no KL or entropy term: asking for one is refused, not ignored.
+  TreeLearnerOptions kl;
+  kl.loss.kl_coef = 0.1;
+  TreeLearner with_kl(model, kl, oo);
+  r = with_kl.Step(executions);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("kl_coef"), std::string::npos);
 }
 
 }  // namespace

@@ -82,10 +82,12 @@ TEST(EmbeddedGroupTest, AFullCheckpointResumesAtOneRankThenIntoAShardedGroup) {
 }
 
 TEST(EmbeddedGroupTest, AShardedCheckpointResumesAtTwoRanksAndAtOne) {
-  JobConfig config = Load("resume-sharded", {});
+  // With a KL term: rank 0 keeps the reference model, the others receive it, also resumed.
+  JobConfig config = Load("resume-sharded", {"learner.kl_coef=0.1", "learner.lr=1e-2"});
   RunTo(config, 2, "grads_optimizer", 2, false);
   EXPECT_TRUE(fs::exists(Checkpoint(config, 2) / "manifest.json"));
   RunTo(config, 2, "full", 3, true);
+  EXPECT_GT(ReadMetrics(config).back()["kl"].get<double>(), 1e-9);
   RunTo(config, 1, "none", 4, true);
   // The 1-rank run wrote a full checkpoint; a sharded one at one rank works too.
   RunTo(config, 1, "grads_optimizer", 5, true);

@@ -105,6 +105,28 @@ TEST(EmbeddedJobTest, ResumeContinuesFromTheLatestCheckpoint) {
   EXPECT_EQ(ReadMetrics(config).size(), 4u);
 }
 
+TEST(EmbeddedJobTest, KlIsToThePolicyTheRunStartedFromAlsoAfterResume) {
+  // learner.kl_coef > 0: the policy at the first step becomes π_ref, kept in the run directory.
+  JobConfig config = Load("kl", {"run.max_steps=3", "learner.checkpoint_every=3",
+                                 "learner.kl_coef=0.1", "learner.lr=1e-2"});
+  ASSERT_TRUE(RunEmbeddedJob(config, Quiet()).ok());
+  const fs::path reference = fs::path(config.run.runs_dir) / "kl" / "reference.safetensors";
+  ASSERT_TRUE(fs::exists(reference));
+  const auto written = fs::last_write_time(reference);
+  std::vector<nlohmann::json> metrics = ReadMetrics(config);
+  ASSERT_EQ(metrics.size(), 3u);
+  // The first step's policy is the reference: k3 = e⁰ − 0 − 1.
+  EXPECT_NEAR(metrics[0]["kl"].get<double>(), 0.0, 1e-9);
+  EXPECT_GT(metrics[2]["kl"].get<double>(), 0.0);
+  // Resumed, the KL is still to the first policy (to the restored one it would start at 0).
+  config.run.max_steps = 4;
+  ASSERT_TRUE(RunEmbeddedJob(config, Quiet(/*resume=*/true)).ok());
+  metrics = ReadMetrics(config);
+  ASSERT_EQ(metrics.size(), 4u);
+  EXPECT_GT(metrics[3]["kl"].get<double>(), 1e-9);
+  EXPECT_EQ(fs::last_write_time(reference), written);
+}
+
 TEST(EmbeddedJobTest, ResumeWithoutACheckpointIsAClearError) {
   JobConfig config = Load("nockpt", {"run.max_steps=1", "learner.checkpoint_every=0"});
   ASSERT_TRUE(RunEmbeddedJob(config, Quiet()).ok());

@@ -60,6 +60,10 @@ absl::Status JobConfig::Validate() const {
           "run.mode = \"elastic\": its cells (scheduler.cells) are the learner's ranks; set "
           "learner.world_size = 1, learner.sharding = \"none\" and tree.enabled = false");
     }
+    if (learner.kl_coef > 0) {
+      return absl::InvalidArgumentError(
+          "run.mode = \"elastic\" has no reference model for learner.kl_coef; set it to 0");
+    }
   }
   if (tree.enabled && learner.world_size > 1) {
     return absl::InvalidArgumentError(

@@ -62,6 +62,14 @@ TEST(JobConfigTest, ValidationNamesTheKey) {
   EXPECT_THAT(job.status().message(), HasSubstr(path));
 }
 
+TEST(JobConfigTest, KlCoefNeedsAJobWithAReferenceModel) {
+  auto elastic = ParseJobConfig("[run]\nmode = \"elastic\"\n[learner]\nkl_coef = 0.1\n",
+                                "inline.toml");
+  ASSERT_FALSE(elastic.ok());
+  EXPECT_THAT(elastic.status().message(), HasSubstr("learner.kl_coef"));
+  EXPECT_TRUE(ParseJobConfig("[learner]\nkl_coef = 0.1\n", "inline.toml").ok());
+}
+
 TEST(JobConfigTest, OverridesApplyAndPrintedConfigReadsBack) {
   const std::string path = WriteTemp("flywheel_ok.toml", "[run]\nname = \"a\"\n");
   auto job = LoadJobConfig(path, {"run.mode=colocated", "model.num_layers=3"});

@@ -68,10 +68,14 @@ std::vector<ShardUnit> UnitsOf(const Transformer& model) {
   return TransformerUnits(names);
 }
 
+// learner.kl_coef > 0: the reference model's weights, beside the checkpoints, so that --resume
+// keeps the reference the run started from rather than taking the restored policy.
+constexpr const char* kReferenceModelFile = "reference.safetensors";
+
 }  // namespace
 
 nlohmann::json TrainedStep::MetricsLine(int64_t version, double elapsed_seconds) const {
-  return {
+  nlohmann::json line = {
       {"step", result.optimizer.step},
       {"version", version},
       {"elapsed_s", elapsed_seconds},
@@ -91,6 +95,9 @@ nlohmann::json TrainedStep::MetricsLine(int64_t version, double elapsed_seconds)
       {"lag_max", lag_max},
       {"lag_counts", LagCountsJson(result.staleness.lag_counts)},
   };
+  if (kl.has_value()) line["kl"] = *kl;
+  if (entropy.has_value()) line["entropy"] = *entropy;
+  return line;
 }
 
 absl::StatusOr<std::unique_ptr<LearnerSession>> LearnerSession::Open(
@@ -291,8 +298,11 @@ absl::StatusOr<TrainedStep> LearnerSession::Train(std::vector<Trajectory> batch,
     out.reward_mean = reward_sum / static_cast<double>(out.trajectories);
     out.success_rate = static_cast<double>(successes) / static_cast<double>(out.trajectories);
   }
+  if (config_.learner.kl_coef > 0 && !reference_) RETURN_IF_ERROR(FreezeReference());
   ASSIGN_OR_RETURN(out.result, learner_->Step(std::move(batch)));
   out.disposition = learner_->last_disposition();
+  if (config_.learner.kl_coef > 0) out.kl = out.result.diagnostics.kl;
+  if (config_.learner.entropy_coef > 0) out.entropy = out.result.diagnostics.entropy;
   busy_seconds_ += out.result.times.compute();
   const LagSummary lags = SummariseLags(out.result.staleness.lag_counts);
   out.lag_mean = lags.mean;
@@ -304,6 +314,44 @@ absl::StatusOr<TrainedStep> LearnerSession::Train(std::vector<Trajectory> batch,
     out.checkpointed = true;
   }
   return out;
+}
+
+absl::Status LearnerSession::FreezeReference() {
+  // Whole parameters on every rank (gathered when fully sharded): the reference is a replica.
+  ASSIGN_OR_RETURN(const std::vector<torch::Tensor> weights, learner_->FullParameters());
+  ASSIGN_OR_RETURN(Transformer reference, FrozenCopy(model_->options(), weights));
+  absl::Status kept;  // rank 0: the reference read from, or written to, the run directory
+  if (run_dir_ != nullptr) {
+    const std::filesystem::path path = run_dir_->path() / kReferenceModelFile;
+    if (std::filesystem::exists(path)) {
+      kept = LoadStateDict(path.string(), *reference);
+      if (kept.ok()) spdlog::info("learner.kl_coef: the reference model is {}", path.string());
+    } else {
+      if (!restored_from_.empty()) {
+        spdlog::warn("learner.kl_coef: {} has no {}: the reference model is the restored policy",
+                     run_dir_->path().string(), kReferenceModelFile);
+      }
+      const std::filesystem::path partial = path.string() + ".partial";
+      kept = SaveStateDict(partial.string(), *reference);
+      std::error_code renamed;
+      if (kept.ok()) std::filesystem::rename(partial, path, renamed);
+      if (renamed) {
+        kept = absl::DataLossError(StrCat("renaming ", partial.string(), ": ", renamed.message()));
+      }
+    }
+    kept = Annotate(kept, "learner.kl_coef: the reference model");
+  }
+  if (group_ != nullptr && group_->size() > 1) {
+    absl::Status agreed = dist::AgreeOk(*group_, kept.ok());
+    RETURN_IF_ERROR(kept);
+    RETURN_IF_ERROR(agreed);
+    // Rank 0's: the others may not see the run directory (a resumed run's reference is there).
+    for (torch::Tensor& p : reference->parameters()) RETURN_IF_ERROR(group_->Broadcast(p, 0));
+  }
+  RETURN_IF_ERROR(kept);
+  learner_->SetReference(TransformerPolicy(reference));
+  reference_ = std::move(reference);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<const WeightSnapshot>> LearnerSession::Snapshot() {

@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,10 @@ struct TrainedStep {
   int64_t lag_max = 0;
   BatchDisposition disposition;  // by trajectory id: trained, dropped, held back
   bool checkpointed = false;     // a checkpoint of this step was written
+  // The loss's KL-to-reference and entropy terms, aggregated as the loss is (learner.aggregation),
+  // when learner.kl_coef / entropy_coef > 0 compute them.
+  std::optional<double> kl;
+  std::optional<double> entropy;
 
   // The metrics.jsonl fields every deployment writes; callers add their own (buffer, actors).
   nlohmann::json MetricsLine(int64_t version, double elapsed_seconds) const;
@@ -133,6 +138,10 @@ class LearnerSession {
   absl::Status Broadcast(Command command, const std::vector<Trajectory>* batch);
   absl::StatusOr<TrainedStep> Train(std::vector<Trajectory> batch, absl::Duration waited);
   absl::Status SaveCheckpoint(int64_t step);
+  // learner.kl_coef > 0, before the first step: every rank freezes the KL term's reference model
+  // π_ref: the policy as reinforcement learning starts (after the warm
+  // start), or with --resume the one the run started from, kept in the run directory.
+  absl::Status FreezeReference();
   bool leads() const { return group_ != nullptr && group_->size() > 1 && group_->rank() == 0; }
 
   const JobConfig config_;
@@ -145,6 +154,7 @@ class LearnerSession {
   std::unique_ptr<RunDirectory> run_dir_;  // rank 0 only
   std::unique_ptr<CheckpointManager> checkpoints_;
   std::unique_ptr<LearnerStep> learner_;
+  Transformer reference_{nullptr};  // kl_coef > 0, from the first step
   double busy_seconds_ = 0;
   double wait_seconds_ = 0;
   StepHooks hooks_;  // rank 0

@@ -59,4 +59,23 @@ absl::StatusOr<Transformer> MakeInitialModel(const ModelOptions& options) {
   return model;
 }
 
+absl::StatusOr<Transformer> FrozenCopy(const ModelOptions& options,
+                                       const std::vector<torch::Tensor>& parameters) {
+  Transformer copy{nullptr};
+  RETURN_IF_ERROR(TorchCall("freeze a copy of the model", [&] {
+    copy = Transformer(options);
+    std::vector<torch::Tensor> to = copy->parameters();
+    TORCH_CHECK(to.size() == parameters.size(), "got ", parameters.size(),
+                " parameters for a model of ", to.size());
+    if (!to.empty()) copy->to(parameters.front().device());
+    to = copy->parameters();
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < to.size(); ++i) {
+      to[i].copy_(parameters[i]);
+      to[i].set_requires_grad(false);
+    }
+  }));
+  return copy;
+}
+
 }  // namespace flywheel

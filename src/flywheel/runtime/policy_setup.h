@@ -4,6 +4,7 @@
 #define FLYWHEEL_RUNTIME_POLICY_SETUP_H_
 
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "flywheel/env/env_factory.h"
@@ -28,6 +29,12 @@ absl::StatusOr<ModelOptions> ResolveModelOptions(const JobConfig& config,
 // weights; placement.h). Every place a job builds its initial model calls this, so all ranks and
 // cells start from the same weights.
 absl::StatusOr<Transformer> MakeInitialModel(const ModelOptions& options);
+
+// A model of shape `options` holding `parameters` (a Transformer's, in parameters() order, e.g.
+// LearnerStep::FullParameters), on their device, that no optimiser touches and no gradient
+// reaches (requires_grad off): the reference model π_ref of learner.kl_coef.
+absl::StatusOr<Transformer> FrozenCopy(const ModelOptions& options,
+                                       const std::vector<torch::Tensor>& parameters);
 
 }  // namespace flywheel
 
