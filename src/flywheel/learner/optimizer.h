@@ -58,6 +58,9 @@ class Optimizer {
   int64_t step() const { return step_; }
   int64_t version() const { return version_; }
   double current_lr() const { return options_.schedule.At(step_); }
+  // The schedule's peak rate from the next step on (warm-up and decay keep their steps), e.g.
+  // for a supervised phase before reinforcement learning on the same optimiser.
+  void set_peak_lr(double lr) { options_.schedule.lr = lr; }
 
   // Sharded training (learner/sharding.h): the optimiser holds only this rank's slice of the
   // gradients, so the global norm needs the other ranks' sums of squares. The reducer gets the

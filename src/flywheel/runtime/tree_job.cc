@@ -205,6 +205,8 @@ absl::Status TreeJob::SaveCheckpoint() {
 }
 
 absl::Status TreeJob::Imitate(const RunStop& stop) {
+  Optimizer& optimizer = learner_->optimizer();
+  if (tree_.imitation_lr > 0) optimizer.set_peak_lr(tree_.imitation_lr);
   for (int64_t step = imitation_done_ + 1;
        step <= tree_.imitation_steps && step_ == 0 && !stop.Reached(); ++step) {
     RepairHarnessOptions scripted = harness_;
@@ -235,6 +237,7 @@ absl::Status TreeJob::Imitate(const RunStop& stop) {
       std::fflush(run_.progress);
     }
   }
+  optimizer.set_peak_lr(config_.learner.lr);  // reinforcement learning's, also when resumed
   return absl::OkStatus();
 }
 
@@ -392,6 +395,11 @@ absl::Status TreeJob::AfterStep(int64_t step, std::vector<Execution>& executions
   line["step"] = step;
   line["version"] = learner_->version();
   line["reward_mean"] = trained.reward_mean;
+  int64_t successes = 0;
+  for (const Execution& e : executions) {
+    successes += e.final_reward.value_or(0.0f) >= config_.run.success_reward;  // timeouts fail
+  }
+  line["success_rate"] = static_cast<double>(successes) / static_cast<double>(executions.size());
   line["token_ratio"] =
       static_cast<double>(trained.tokens_flat) / static_cast<double>(trained.tokens_tree);
   line["llm_calls"] = calls;

@@ -34,7 +34,9 @@ absl::StatusOr<JobConfig> SmallTreeJob(const std::string& name,
 
 TEST(TreeJobTest, TrainsOnTreesAndLaterExecutionsUseNewerWeights) {
   absl::StatusOr<JobConfig> config =
-      SmallTreeJob("versions", {"tree.weighting=\"exact\"", "run.mode=\"colocated\""});
+      SmallTreeJob("versions", {"tree.weighting=\"exact\"", "run.mode=\"colocated\"",
+                                "tree.imitation_lr=2e-3", "learner.lr=5e-4",
+                                "learner.total_steps=1000"});
   ASSERT_TRUE(config.ok()) << config.status();
   absl::StatusOr<TreeJobResult> result = RunTreeJob(*config, TreeJobRunOptions{});
   ASSERT_TRUE(result.ok()) << result.status();
@@ -73,6 +75,14 @@ TEST(TreeJobTest, TrainsOnTreesAndLaterExecutionsUseNewerWeights) {
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_EQ(lines[0]["phase"], "imitation");
   EXPECT_EQ(lines[1]["phase"], "reinforce");
+  // Imitation at tree.imitation_lr, reinforcement at learner.lr (the cosine decay over 1,000
+  // steps has barely begun).
+  EXPECT_NEAR(lines[0]["lr"].get<double>(), 2e-3, 1e-6);
+  EXPECT_NEAR(lines[1]["lr"].get<double>(), 5e-4, 1e-6);
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const double success = lines[i]["success_rate"].get<double>();
+    EXPECT_TRUE(success >= 0 && success <= 1) << lines[i].dump();
+  }
   EXPECT_TRUE(std::filesystem::exists(result->run_dir / "summary.json"));
 }
 
