@@ -139,8 +139,8 @@ class LearnerSession {
   absl::StatusOr<TrainedStep> Train(std::vector<Trajectory> batch, absl::Duration waited);
   absl::Status SaveCheckpoint(int64_t step);
   // learner.kl_coef > 0, before the first step: every rank freezes the KL term's reference model
-  // π_ref: the policy as reinforcement learning starts (after the warm
-  // start), or with --resume the one the run started from, kept in the run directory.
+  // π_ref, the policy as reinforcement learning starts (after the warm start), or with --resume
+  // the one the run started from, kept in the run directory.
   absl::Status FreezeReference();
   bool leads() const { return group_ != nullptr && group_->size() > 1 && group_->rank() == 0; }
 
