@@ -318,8 +318,8 @@ absl::StatusOr<TrainedStep> LearnerSession::Train(std::vector<Trajectory> batch,
 
 absl::Status LearnerSession::FreezeReference() {
   // Whole parameters on every rank (gathered when fully sharded): the reference is a replica.
-  ASSIGN_OR_RETURN(const std::vector<torch::Tensor> weights, learner_->FullParameters());
-  ASSIGN_OR_RETURN(Transformer reference, FrozenCopy(model_->options(), weights));
+  ASSIGN_OR_RETURN(std::vector<torch::Tensor> weights, learner_->FullParameters());
+  ASSIGN_OR_RETURN(Transformer reference, FrozenCopy(model_->options(), std::move(weights)));
   absl::Status kept;  // rank 0: the reference read from, or written to, the run directory
   if (run_dir_ != nullptr) {
     const std::filesystem::path path = run_dir_->path() / kReferenceModelFile;
@@ -331,13 +331,7 @@ absl::Status LearnerSession::FreezeReference() {
         spdlog::warn("learner.kl_coef: {} has no {}: the reference model is the restored policy",
                      run_dir_->path().string(), kReferenceModelFile);
       }
-      const std::filesystem::path partial = path.string() + ".partial";
-      kept = SaveStateDict(partial.string(), *reference);
-      std::error_code renamed;
-      if (kept.ok()) std::filesystem::rename(partial, path, renamed);
-      if (renamed) {
-        kept = absl::DataLossError(StrCat("renaming ", partial.string(), ": ", renamed.message()));
-      }
+      kept = SaveStateDict(path.string(), *reference);  // atomically, as every safetensors file
     }
     kept = Annotate(kept, "learner.kl_coef: the reference model");
   }

@@ -60,20 +60,20 @@ absl::StatusOr<Transformer> MakeInitialModel(const ModelOptions& options) {
 }
 
 absl::StatusOr<Transformer> FrozenCopy(const ModelOptions& options,
-                                       const std::vector<torch::Tensor>& parameters) {
+                                       std::vector<torch::Tensor> parameters) {
   Transformer copy{nullptr};
   RETURN_IF_ERROR(TorchCall("freeze a copy of the model", [&] {
     copy = Transformer(options);
-    std::vector<torch::Tensor> to = copy->parameters();
-    TORCH_CHECK(to.size() == parameters.size(), "got ", parameters.size(),
-                " parameters for a model of ", to.size());
-    if (!to.empty()) copy->to(parameters.front().device());
-    to = copy->parameters();
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < to.size(); ++i) {
-      to[i].copy_(parameters[i]);
-      to[i].set_requires_grad(false);
+    std::vector<torch::Tensor> own = copy->parameters();
+    TORCH_CHECK(own.size() == parameters.size(), "got ", parameters.size(),
+                " parameters for a model of ", own.size());
+    // The given tensors become the copy's parameters (as Module::to swaps them): no second copy
+    // of the weights on their device.
+    for (size_t i = 0; i < own.size(); ++i) {
+      own[i].set_data(parameters[i]);
+      own[i].set_requires_grad(false);
     }
+    if (!own.empty()) copy->to(parameters.front().device());  // the buffers
   }));
   return copy;
 }

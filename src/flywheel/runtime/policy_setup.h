@@ -30,11 +30,12 @@ absl::StatusOr<ModelOptions> ResolveModelOptions(const JobConfig& config,
 // cells start from the same weights.
 absl::StatusOr<Transformer> MakeInitialModel(const ModelOptions& options);
 
-// A model of shape `options` holding `parameters` (a Transformer's, in parameters() order, e.g.
-// LearnerStep::FullParameters), on their device, that no optimiser touches and no gradient
-// reaches (requires_grad off): the reference model π_ref of learner.kl_coef.
+// A model of shape `options` whose parameters are `parameters` (a Transformer's, in parameters()
+// order, copies no one else updates, e.g. LearnerStep::FullParameters), on their device, that no
+// optimiser touches and no gradient reaches (requires_grad off): the reference model π_ref of
+// learner.kl_coef.
 absl::StatusOr<Transformer> FrozenCopy(const ModelOptions& options,
-                                       const std::vector<torch::Tensor>& parameters);
+                                       std::vector<torch::Tensor> parameters);
 
 }  // namespace flywheel
 
