@@ -355,14 +355,7 @@ absl::StatusOr<std::shared_ptr<const WeightSnapshot>> LearnerSession::Snapshot()
   // Fully sharded, the model holds no weights between steps: every rank gathers them.
   if (leads()) RETURN_IF_ERROR(Broadcast(Command::kSnapshot, nullptr));
   ASSIGN_OR_RETURN(std::vector<torch::Tensor> full, learner_->FullParameters());
-  Transformer whole(model_->options());
-  RETURN_IF_ERROR(TorchCall("snapshot of the gathered weights", [&] {
-    torch::NoGradGuard no_grad;
-    std::vector<torch::Tensor> params = whole->parameters();
-    TORCH_CHECK(params.size() == full.size(), "gathered ", full.size(), " parameters, expected ",
-                params.size());
-    for (size_t i = 0; i < params.size(); ++i) params[i].copy_(full[i]);
-  }));
+  ASSIGN_OR_RETURN(Transformer whole, FrozenCopy(model_->options(), std::move(full)));
   return MakeSnapshot(whole, learner_->version());
 }
 

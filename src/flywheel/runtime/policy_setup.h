@@ -33,7 +33,7 @@ absl::StatusOr<Transformer> MakeInitialModel(const ModelOptions& options);
 // A model of shape `options` whose parameters are `parameters` (a Transformer's, in parameters()
 // order, copies no one else updates, e.g. LearnerStep::FullParameters), on their device, that no
 // optimiser touches and no gradient reaches (requires_grad off): the reference model π_ref of
-// learner.kl_coef.
+// learner.kl_coef, or the gathered weights a fully sharded learner publishes.
 absl::StatusOr<Transformer> FrozenCopy(const ModelOptions& options,
                                        std::vector<torch::Tensor> parameters);
 
