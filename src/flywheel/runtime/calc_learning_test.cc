@@ -19,10 +19,10 @@ namespace {
 // learner threads interleave: run async, the same 100 steps rose by 0.06-0.10 in three runs and
 // not at all in a fourth (0.150 -> 0.148, in CI). lr 5e-4 over 150 steps rose faster (0.151 ->
 // 0.284 in four runs) but collapsed once in a loaded CI run (0.13 -> 0.039): which episodes
-// finish first, and so the batches, still depend on timing. 40-52 s on 2 cores; without the
-// example's KL term, whose reference forward made it 61 s (0.184 -> 0.296). Without the
-// example's environment and tool latency: a colocated step waits for its slowest episode, and
-// the test is about learning, not about waiting.
+// finish first, and so the batches, still depend on timing. About 37 s alone on 2 cores.
+// Without the example's KL term, whose reference forward made it 61 s (0.184 -> 0.296), and
+// without its environment and tool latency, with which it took 40-52 s: a colocated step waits
+// for its slowest episode, and the test is about learning, not about waiting.
 constexpr int kSftSteps = 240;
 constexpr int kSteps = 200;
 constexpr size_t kWindow = 25;
