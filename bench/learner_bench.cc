@@ -49,6 +49,7 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include "bench/agent_batch.h"
 #include "bench/registry.h"
 #include "bench/torch_profile.h"
 #include "flywheel/core/status_macros.h"
@@ -67,35 +68,6 @@ namespace flywheel::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Agent trajectories as in `flywheel bench packing`: a prompt quarter, then alternating
-// generated actions and observations of 32 tokens; log-normal total length around `median`.
-// Rewards differ within each group of 4 so that GRPO advantages are not zero.
-std::vector<Trajectory> MakeBatch(std::mt19937_64& rng, int64_t count, double median,
-                                  int64_t max_len, int64_t vocab, int64_t step) {
-  std::lognormal_distribution<double> total(std::log(median), 0.7);
-  std::normal_distribution<float> logprob(-2.0f, 0.5f);
-  std::vector<Trajectory> batch;
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t n = std::clamp<int64_t>(static_cast<int64_t>(total(rng)), 16, max_len);
-    Trajectory t;
-    t.id = StrCat("s", step, "-", i);
-    t.execution_id = t.id;
-    t.group_id = StrCat("g", step, "-", i / 4);
-    t.final_reward = static_cast<float>(rng() % 2);
-    const int64_t prompt = n / 4;
-    for (int64_t j = 0; j < n; ++j) {
-      const auto token = static_cast<int32_t>(rng() % vocab);
-      if (j >= prompt && (j / 32) % 2 == 0) {
-        t.AppendGenerated(token, std::min(-0.01f, logprob(rng)), 0);
-      } else {
-        t.AppendPrompt(token);
-      }
-    }
-    batch.push_back(std::move(t));
-  }
-  return batch;
-}
 
 // Loss and gradient norm of flywheel's first step against a peer's. Both sum the same float32
 // terms in different orders (GEMM blocking, per-document vs dense softmax rows, fused vs split
@@ -238,8 +210,11 @@ absl::StatusOr<PackingTally> MeasurePacking(const BenchArgs& args, int64_t steps
     std::vector<Trajectory> input = held;
     const auto carried = static_cast<int64_t>(held.size());
     std::vector<Trajectory> fresh =
-        MakeBatch(rng, args.GetInt("pack_batch", 64), args.GetDouble("pack_median_len", 700),
-                  o.buckets.back(), 1000, s);
+        MakeAgentBatch(rng, args.GetInt("pack_batch", 64),
+                       {.median = args.GetDouble("pack_median_len", 700),
+                        .max_len = o.buckets.back(),
+                        .vocab = 1000},
+                       s);
     input.insert(input.end(), fresh.begin(), fresh.end());
     std::vector<std::vector<float>> adv;
     for (const Trajectory& t : input) adv.emplace_back(t.tokens.size(), 1.0f);
@@ -342,8 +317,8 @@ absl::StatusOr<BenchReport> RunLearnerBench(const BenchArgs& args) {
     RETURN_IF_ERROR(TorchCall("learner bench: placing the model", [&] { model->to(device); }));
   }
   std::mt19937_64 rng(args.GetInt("seed", 1));
-  const std::vector<Trajectory> batch =
-      MakeBatch(rng, batch_size, median, o.buckets.back(), m.vocab_size, 0);
+  const std::vector<Trajectory> batch = MakeAgentBatch(
+      rng, batch_size, {.median = median, .max_len = o.buckets.back(), .vocab = m.vocab_size}, 0);
 
   // The packed step the learner will train on (same options, same batch), for the Python peer.
   ASSIGN_OR_RETURN(auto advantages,

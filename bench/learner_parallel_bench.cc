@@ -52,6 +52,7 @@
 #include <torch/torch.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
+#include "bench/agent_batch.h"
 #include "bench/registry.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
@@ -82,36 +83,6 @@ struct SizeSpec {
   int64_t trajectories = 0;  // per global batch, at least (more until the packing is even)
   int64_t min_micro_batches = 4;
 };
-
-// Agent trajectories as in `flywheel bench learner`: a prompt quarter, then alternating
-// generated actions and observations of 32 tokens (of 2 for short guess-like episodes); total
-// length log-normal around `median`. Rewards differ within each group of 4 (GRPO advantages).
-std::vector<Trajectory> MakeBatch(std::mt19937_64& rng, int64_t count, double median,
-                                  int64_t max_len, int64_t vocab, int64_t step) {
-  std::lognormal_distribution<double> total(std::log(median), 0.7);
-  std::normal_distribution<float> logprob(-2.0f, 0.5f);
-  const int64_t turn = median < 100 ? 2 : 32;
-  std::vector<Trajectory> batch;
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t n = std::clamp<int64_t>(static_cast<int64_t>(total(rng)), 8, max_len);
-    Trajectory t;
-    t.id = StrCat("s", step, "-", i);
-    t.execution_id = t.id;
-    t.group_id = StrCat("g", step, "-", i / 4);
-    t.final_reward = static_cast<float>(rng() % 2);
-    const int64_t prompt = n / 4;
-    for (int64_t j = 0; j < n; ++j) {
-      const auto token = static_cast<int32_t>(rng() % vocab);
-      if (j >= prompt && (j / turn) % 2 == 0) {
-        t.AppendGenerated(token, std::min(-0.01f, logprob(rng)), 0);
-      } else {
-        t.AppendPrompt(token);
-      }
-    }
-    batch.push_back(std::move(t));
-  }
-  return batch;
-}
 
 // What the learner's packer makes of `batch` (the learner packs the same way on every rank).
 absl::StatusOr<PackedStep> PackLikeTheLearner(const LearnerOptions& o,
@@ -144,7 +115,13 @@ absl::StatusOr<GlobalBatches> MakeGlobalBatches(const SizeSpec& size, const Lear
       }
       std::mt19937_64 rng(seed + 1000 * static_cast<uint64_t>(s));
       std::vector<Trajectory> batch =
-          MakeBatch(rng, count, size.median_len, size.buckets.back(), size.model.vocab_size, s);
+          MakeAgentBatch(rng, count,
+                         {.median = size.median_len,
+                          .min_len = 8,
+                          .max_len = size.buckets.back(),
+                          .turn = size.median_len < 100 ? 2 : 32,  // short guess-like episodes
+                          .vocab = size.model.vocab_size},
+                         s);
       ASSIGN_OR_RETURN(PackedStep packed, PackLikeTheLearner(o, batch));
       const auto m = static_cast<int64_t>(packed.micro_batches.size());
       if (m < size.min_micro_batches || m % 2 != 0 || !packed.held_back.empty()) continue;
@@ -197,7 +174,7 @@ int64_t LoopbackTxBytes() {
 }
 
 // One side of a comparison: `ranks` replicas of the model, each with its LearnerStep.
-struct Side {
+struct ParallelSide {
   ShardingMode mode = ShardingMode::kNone;
   int ranks = 1;
   c10::intrusive_ptr<c10d::HashStore> store;
@@ -209,15 +186,16 @@ struct Side {
   int64_t wire_bytes = 0;                             // loopback tx over the timed rounds
   bool wire_known = true;
 
-  ~Side() {
+  ~ParallelSide() {
     learners.clear();  // before the communicators and models they borrow
     comms.clear();
   }
 };
 
-absl::StatusOr<std::unique_ptr<Side>> MakeSide(const SizeSpec& size, const LearnerOptions& base,
-                                               ShardingMode mode, int ranks) {
-  auto side = std::make_unique<Side>();
+absl::StatusOr<std::unique_ptr<ParallelSide>> MakeSide(const SizeSpec& size,
+                                                       const LearnerOptions& base,
+                                                       ShardingMode mode, int ranks) {
+  auto side = std::make_unique<ParallelSide>();
   side->mode = mode;
   side->ranks = ranks;
   side->models.resize(ranks, Transformer(nullptr));
@@ -230,7 +208,7 @@ absl::StatusOr<std::unique_ptr<Side>> MakeSide(const SizeSpec& size, const Learn
   LearnerOptions o = base;
   o.sharding = mode;
   o.world_size = ranks;
-  Side* s = side.get();
+  ParallelSide* s = side.get();
   RETURN_IF_ERROR(OnRankThreads(ranks, [&, s](int r) -> absl::Status {
     if (grouped) {
       dist::CommunicatorOptions c;
@@ -256,7 +234,7 @@ absl::StatusOr<std::unique_ptr<Side>> MakeSide(const SizeSpec& size, const Learn
 }
 
 // Every rank trains on every batch in order; returns the seconds until the last rank finished.
-absl::StatusOr<double> TrainRound(Side& side, const GlobalBatches& global, bool timed) {
+absl::StatusOr<double> TrainRound(ParallelSide& side, const GlobalBatches& global, bool timed) {
   const int64_t lo_before = timed ? LoopbackTxBytes() : 0;
   const auto start = Clock::now();
   RETURN_IF_ERROR(OnRankThreads(side.ranks, [&](int r) -> absl::Status {
@@ -329,7 +307,8 @@ double TheoryBytes(ShardingMode mode, const ParamBytes& p, int n, double k) {
 }
 
 // The figures of one side, from its timed steps.
-nlohmann::json SideJson(const Side& side, const GlobalBatches& global, const ParamBytes& p) {
+nlohmann::json SideJson(const ParallelSide& side, const GlobalBatches& global,
+                        const ParamBytes& p) {
   const double tps = static_cast<double>(global.total_real_tokens) / Median(side.round_seconds);
   std::vector<double> comm_bytes, rank_mbs;
   double comm_s = 0, overlapped_s = 0;
@@ -507,7 +486,7 @@ absl::StatusOr<BenchReport> RunLearnerParallelBench(const BenchArgs& args) {
     nlohmann::json per_mode = nlohmann::json::object();
     std::map<ShardingMode, double> one_rank_tps;
     for (ShardingMode mode : modes) {
-      std::vector<std::unique_ptr<Side>> sides;
+      std::vector<std::unique_ptr<ParallelSide>> sides;
       for (int ranks : {1, 2}) {
         ASSIGN_OR_RETURN(auto side, MakeSide(size, o, mode, ranks));
         sides.push_back(std::move(side));

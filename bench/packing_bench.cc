@@ -15,8 +15,8 @@ namespace {
 
 // Agent trajectories: a prompt, then turns of generated actions and environment observations;
 // total length log-normal (median ~`median`, heavy right tail), clamped to the largest bucket.
-std::vector<Trajectory> MakeBatch(std::mt19937_64& rng, int64_t count, double median,
-                                  int64_t max_len, int64_t step) {
+std::vector<Trajectory> MakePackingBatch(std::mt19937_64& rng, int64_t count, double median,
+                                         int64_t max_len, int64_t step) {
   std::lognormal_distribution<double> total(std::log(median), 0.7);
   std::vector<Trajectory> batch;
   for (int64_t i = 0; i < count; ++i) {
@@ -78,7 +78,7 @@ absl::StatusOr<BenchReport> RunPackingBench(const BenchArgs& args) {
   std::vector<Trajectory> held;
   int64_t total_held = 0, max_extra_lag_steps = 0;
   for (int64_t s = 0; s < steps; ++s) {
-    std::vector<Trajectory> batch = MakeBatch(rng, batch_size, median, o.buckets.back(), s);
+    std::vector<Trajectory> batch = MakePackingBatch(rng, batch_size, median, o.buckets.back(), s);
     PadPerTrajectory(batch, o, naive);
 
     auto timed_pack = [&](Packer& packer, const std::vector<Trajectory>& input, int64_t carried,

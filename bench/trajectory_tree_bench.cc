@@ -116,7 +116,7 @@ std::vector<torch::Tensor> Grads(Transformer& model) {
   return grads;
 }
 
-struct Comparison {
+struct TreeComparison {
   PackedTrees flat, tree;
   double flat_s = 0, tree_s = 0;  // total over rounds
   // The fastest round of each: on a shared machine the least disturbed measurement.
@@ -259,7 +259,7 @@ absl::StatusOr<BenchReport> RunTrajectoryTreeBench(const BenchArgs& args) {
 
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<float> adv(-1.0f, 1.0f);
-  std::map<int, Comparison> by_j;  // 0 = uncapped
+  std::map<int, TreeComparison> by_j;  // 0 = uncapped
   double grad_diff = 0;
   for (int j : {0, 1, 2, 5}) {
     std::vector<TreeTrainingItem> items;
@@ -268,7 +268,7 @@ absl::StatusOr<BenchReport> RunTrajectoryTreeBench(const BenchArgs& args) {
       for (size_t p = 0; p < item.paths.size(); ++p) item.advantages.push_back(adv(rng));
       items.push_back(std::move(item));
     }
-    Comparison c;
+    TreeComparison c;
     absl::StatusOr<PackedTrees> flat = PackFlatPaths(items, length, PathAggregation::kTokenMean);
     if (!flat.ok()) return flat.status();
     absl::StatusOr<PackedTrees> tree =
@@ -344,7 +344,7 @@ absl::StatusOr<BenchReport> RunTrajectoryTreeBench(const BenchArgs& args) {
                             fmt::format("{:.4f}", c.tree_s / n), fmt::format("{:.2f}", ratio),
                             fmt::format("{:.2f}", c.flat_best_s / c.tree_best_s)});
   }
-  const Comparison& u = by_j[0];
+  const TreeComparison& u = by_j[0];
   report.ratios["tokens_flat"] = u.flat.real_tokens;
   report.ratios["tokens_tree"] = u.tree.real_tokens;
   report.ratios["token_ratio"] = static_cast<double>(u.flat.real_tokens) / u.tree.real_tokens;
