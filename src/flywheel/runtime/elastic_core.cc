@@ -52,7 +52,7 @@ using scheduler::CellRole;
 using scheduler::SchedulerDecision;
 
 // How long one blocking call waits before its loop rechecks whether to stop.
-constexpr absl::Duration kPoll = absl::Milliseconds(100);
+constexpr absl::Duration kCellPoll = absl::Milliseconds(100);
 constexpr int kCoreCell = 0;
 
 v1::CellRole WireRole(CellRole role) {
@@ -281,7 +281,7 @@ absl::Status ElasticCore::Feed() {
   const int64_t batch_groups = config_.run.batch_groups;
   int64_t queue_step = 0;
   while (!Stopping()) {
-    const absl::Status begun = queue_->AwaitStep(queue_step, absl::Now() + kPoll);
+    const absl::Status begun = queue_->AwaitStep(queue_step, absl::Now() + kCellPoll);
     if (absl::IsDeadlineExceeded(begun)) continue;
     if (absl::IsCancelled(begun)) return absl::OkStatus();
     RETURN_IF_ERROR(begun);
@@ -290,8 +290,8 @@ absl::Status ElasticCore::Feed() {
       if (Stopping()) return absl::OkStatus();
       // A restarting or unreachable buffer is waited for connect_timeout.
       ASSIGN_OR_RETURN(std::vector<std::vector<Trajectory>> items,
-                       buffer_->SampleGroupsOrWait(static_cast<int>(batch_groups - groups), kPoll,
-                                                   options_.connect_timeout));
+                       buffer_->SampleGroupsOrWait(static_cast<int>(batch_groups - groups),
+                                                   kCellPoll, options_.connect_timeout));
       for (std::vector<Trajectory>& group : items) {
         for (const Trajectory& t : group) {
           remaining_->Observe(t.NumTrainable());
@@ -459,7 +459,7 @@ absl::StatusOr<StreamingStepResult> ElasticCore::RunStep(int64_t queue_step) {
   while (true) {
     if (Stopping()) break;  // the reduce decides whether this step still needs the core
     absl::StatusOr<std::shared_ptr<const MicroStep>> claimed =
-        queue_->Claim(kCoreCell, absl::Now() + kPoll);
+        queue_->Claim(kCoreCell, absl::Now() + kCellPoll);
     if (absl::IsDeadlineExceeded(claimed.status())) continue;
     if (absl::IsCancelled(claimed.status())) break;
     RETURN_IF_ERROR(claimed.status());
@@ -468,7 +468,7 @@ absl::StatusOr<StreamingStepResult> ElasticCore::RunStep(int64_t queue_step) {
     RETURN_IF_ERROR(queue_->Done(kCoreCell, (*claimed)->id));
   }
   return ReduceStep(
-      *queue_, *group_, *learner_, queue_step, [this] { return Stopping(); }, kPoll);
+      *queue_, *group_, *learner_, queue_step, [this] { return Stopping(); }, kCellPoll);
 }
 
 void ElasticCore::Shutdown() {

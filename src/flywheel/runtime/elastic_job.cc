@@ -56,7 +56,7 @@ using scheduler::CellRole;
 using scheduler::SchedulerDecision;
 
 // How long one blocking call waits before its loop rechecks whether to stop.
-constexpr absl::Duration kPoll = absl::Milliseconds(100);
+constexpr absl::Duration kCellPoll = absl::Milliseconds(100);
 // A training satellite's wait for a micro-step: it bounds how late the cell
 // sees that it is to go back to rollout.
 constexpr absl::Duration kSatellitePoll = absl::Milliseconds(2);
@@ -359,7 +359,7 @@ absl::Status ElasticJob::Sink(Trajectory t) {
   while (true) {
     // Not Stopping(): episodes that end while the run winds down (Quiesce) are still kept.
     if (stopping_.load()) return absl::CancelledError("the job is stopping");
-    absl::Status status = buffer_->Insert(trajectory, absl::Now() + kPoll);
+    absl::Status status = buffer_->Insert(trajectory, absl::Now() + kCellPoll);
     if (absl::IsDeadlineExceeded(status)) continue;  // backpressure: try again
     if (status.ok()) inserted_.fetch_add(1);
     return status;
@@ -394,7 +394,7 @@ absl::StatusOr<std::optional<StreamingStepResult>> ElasticJob::RunStep(Cell& cel
       break;  // stop claiming; the reduce keeps what this cell computed
     }
     absl::StatusOr<std::shared_ptr<const MicroStep>> claimed =
-        queue_->Claim(cell.id, absl::Now() + (satellite ? kSatellitePoll : kPoll));
+        queue_->Claim(cell.id, absl::Now() + (satellite ? kSatellitePoll : kCellPoll));
     if (absl::IsDeadlineExceeded(claimed.status())) continue;
     if (absl::IsCancelled(claimed.status())) break;
     if (!claimed.ok()) return claimed.status();
@@ -403,7 +403,7 @@ absl::StatusOr<std::optional<StreamingStepResult>> ElasticJob::RunStep(Cell& cel
     RETURN_IF_ERROR(queue_->Done(cell.id, (*claimed)->id));
   }
   absl::StatusOr<StreamingStepResult> result = ReduceStep(
-      *queue_, *cell.group, *cell.learner, queue_step, [this] { return Stopping(); }, kPoll);
+      *queue_, *cell.group, *cell.learner, queue_step, [this] { return Stopping(); }, kCellPoll);
   if (absl::IsUnavailable(result.status())) return StreamingStepResult{};  // nothing trainable
   if (!result.ok()) return result.status();
   return *std::move(result);
@@ -432,7 +432,7 @@ absl::Status ElasticJob::TrainAsSatellite(Cell& cell) {
     const int64_t current = queue_->report().step;
     absl::Status joined = queue_->Join(cell.id, current);
     if (!joined.ok()) {
-      const absl::Status next = queue_->AwaitStep(current + 1, absl::Now() + kPoll);
+      const absl::Status next = queue_->AwaitStep(current + 1, absl::Now() + kCellPoll);
       if (!next.ok() && !absl::IsDeadlineExceeded(next)) return next;
       continue;
     }
@@ -453,7 +453,7 @@ absl::Status ElasticJob::RunCore(Cell& cell) {
   for (int64_t queue_step = 0; !Stopping(); ++queue_step) {
     absl::Status begun;
     do {
-      begun = queue_->AwaitStep(queue_step, absl::Now() + kPoll);
+      begun = queue_->AwaitStep(queue_step, absl::Now() + kCellPoll);
     } while (absl::IsDeadlineExceeded(begun) && !Stopping());
     if (absl::IsCancelled(begun) || Stopping()) return absl::OkStatus();
     RETURN_IF_ERROR(begun);
@@ -559,7 +559,7 @@ absl::Status ElasticJob::Feed() {
   const int64_t batch_groups = config_.run.batch_groups;
   int64_t queue_step = 0;
   while (!Stopping()) {
-    const absl::Status begun = queue_->AwaitStep(queue_step, absl::Now() + kPoll);
+    const absl::Status begun = queue_->AwaitStep(queue_step, absl::Now() + kCellPoll);
     if (absl::IsDeadlineExceeded(begun)) continue;
     if (absl::IsCancelled(begun)) return absl::OkStatus();
     RETURN_IF_ERROR(begun);
@@ -567,7 +567,7 @@ absl::Status ElasticJob::Feed() {
     for (int64_t groups = 0; groups < batch_groups;) {
       if (Stopping()) return absl::OkStatus();
       absl::StatusOr<std::vector<SampledItem>> items =
-          buffer_->Sample(batch_groups - groups, absl::Now() + kPoll);
+          buffer_->Sample(batch_groups - groups, absl::Now() + kCellPoll);
       if (absl::IsDeadlineExceeded(items.status())) continue;
       if (absl::IsCancelled(items.status()) || absl::IsFailedPrecondition(items.status())) {
         return absl::OkStatus();  // the buffer closed: the job is stopping

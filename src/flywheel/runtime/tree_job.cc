@@ -30,7 +30,7 @@ namespace flywheel {
 namespace {
 
 // How long the learner waits for a group before it rechecks its actors and the stop.
-constexpr absl::Duration kPoll = absl::Milliseconds(200);
+constexpr absl::Duration kSamplePoll = absl::Milliseconds(200);
 // What a checkpoint of the tree job adds to the model and trainer state: how many of its
 // optimiser steps were imitation and how many reinforcement steps.
 constexpr const char* kTreeJobStateFile = "tree_job.json";
@@ -321,7 +321,7 @@ absl::Status TreeJob::TrainAsync(const RunStop& stop) {
     int64_t groups = 0;
     while (groups < tree_.instances_per_step && !stop.Reached()) {
       absl::StatusOr<std::vector<SampledItem>> items =
-          buffer_->Sample(tree_.instances_per_step - groups, absl::Now() + kPoll);
+          buffer_->Sample(tree_.instances_per_step - groups, absl::Now() + kSamplePoll);
       if (absl::IsDeadlineExceeded(items.status())) {
         RETURN_IF_ERROR(AtStep(step, actors_->FirstError()));
         continue;

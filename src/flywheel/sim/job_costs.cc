@@ -10,19 +10,19 @@
 namespace flywheel::sim {
 namespace {
 
-bool Positive(double x) { return std::isfinite(x) && x > 0; }
-bool NonNegative(double x) { return std::isfinite(x) && x >= 0; }
+bool FinitePositive(double x) { return std::isfinite(x) && x > 0; }
+bool FiniteNonNegative(double x) { return std::isfinite(x) && x >= 0; }
 
 }  // namespace
 
 absl::Status MeasuredCosts::Validate() const {
-  if (!Positive(params) || layers < 1 || hidden < 1 || !Positive(kv_bytes_per_token) ||
-      !Positive(bytes_per_param) || max_seq_len < 1) {
+  if (!FinitePositive(params) || layers < 1 || hidden < 1 || !FinitePositive(kv_bytes_per_token) ||
+      !FinitePositive(bytes_per_param) || max_seq_len < 1) {
     return absl::InvalidArgumentError("measured costs: the model's figures must be positive");
   }
-  if (!Positive(decode_seconds_per_sequence) || !Positive(train_seconds_per_token) ||
-      !NonNegative(decode_overhead_s) || !NonNegative(step_overhead_s) ||
-      !NonNegative(weight_swap_s)) {
+  if (!FinitePositive(decode_seconds_per_sequence) || !FinitePositive(train_seconds_per_token) ||
+      !FiniteNonNegative(decode_overhead_s) || !FiniteNonNegative(step_overhead_s) ||
+      !FiniteNonNegative(weight_swap_s)) {
     return absl::InvalidArgumentError(StrCat(
         "measured costs: need decode and training seconds > 0 and overheads >= 0 (got decode ",
         decode_overhead_s, " + ", decode_seconds_per_sequence, " per sequence, step ",
