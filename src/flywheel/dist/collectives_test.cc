@@ -11,7 +11,7 @@ namespace flywheel::dist {
 namespace {
 
 // Runs fn(rank, communicator) on `size` threads that form one group over a HashStore.
-void RunGroup(int size, const std::function<void(int, Communicator&)>& fn) {
+void RunCollectiveGroup(int size, const std::function<void(int, Communicator&)>& fn) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<std::thread> threads;
   for (int rank = 0; rank < size; ++rank) {
@@ -30,7 +30,7 @@ void RunGroup(int size, const std::function<void(int, Communicator&)>& fn) {
 TEST(BroadcastBytesTest, EveryRankGetsTheRootsBytes) {
   std::string batch(100003, '\0');
   for (size_t i = 0; i < batch.size(); ++i) batch[i] = static_cast<char>(i * 31 % 251);
-  RunGroup(3, [&](int rank, Communicator& comm) {
+  RunCollectiveGroup(3, [&](int rank, Communicator& comm) {
     // Non-root ranks start with other contents and sizes, longer and shorter.
     std::string bytes = rank == 1 ? batch : std::string(rank == 0 ? 7 : 200000, 'x');
     ASSERT_TRUE(BroadcastBytes(comm, bytes, 1).ok());
@@ -39,7 +39,7 @@ TEST(BroadcastBytesTest, EveryRankGetsTheRootsBytes) {
 }
 
 TEST(BroadcastBytesTest, EmptyBytesStayEmpty) {
-  RunGroup(2, [](int rank, Communicator& comm) {
+  RunCollectiveGroup(2, [](int rank, Communicator& comm) {
     std::string bytes = rank == 0 ? "" : "stale";
     ASSERT_TRUE(BroadcastBytes(comm, bytes, 0).ok());
     EXPECT_EQ(bytes, "");
@@ -47,11 +47,11 @@ TEST(BroadcastBytesTest, EmptyBytesStayEmpty) {
 }
 
 TEST(AgreeOkTest, OkWhenEveryRankIsOk) {
-  RunGroup(3, [](int, Communicator& comm) { EXPECT_TRUE(AgreeOk(comm, true).ok()); });
+  RunCollectiveGroup(3, [](int, Communicator& comm) { EXPECT_TRUE(AgreeOk(comm, true).ok()); });
 }
 
 TEST(AgreeOkTest, EveryRankLearnsWhichRanksFailed) {
-  RunGroup(4, [](int rank, Communicator& comm) {
+  RunCollectiveGroup(4, [](int rank, Communicator& comm) {
     absl::Status s = AgreeOk(comm, rank != 1 && rank != 3);
     EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
     EXPECT_NE(s.message().find("ranks 1, 3 of 4 failed"), absl::string_view::npos) << s;

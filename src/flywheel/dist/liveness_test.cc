@@ -38,7 +38,7 @@ void SetHeartbeat(c10d::Store& store, int id, absl::Time t) {
   store.set(StrCat("heartbeat/", id), std::vector<uint8_t>(value.begin(), value.end()));
 }
 
-bool Contains(const absl::Status& s, std::string_view text) {
+bool StatusContains(const absl::Status& s, std::string_view text) {
   return s.message().find(ToAbsl(text)) != absl::string_view::npos;
 }
 
@@ -78,8 +78,9 @@ TEST(LivenessTest, ExplainNamesAPeerWithAStaleHeartbeat) {
   SetHeartbeat(*store, 2, absl::Now() - absl::Seconds(5));
   absl::Status s = (*a)->Explain(kCollectiveError);
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
-  EXPECT_TRUE(Contains(s, "Connection closed by peer; rank 2 stopped (no heartbeat for 5.")) << s;
-  EXPECT_FALSE(Contains(s, "rank 1")) << s;
+  EXPECT_TRUE(StatusContains(s, "Connection closed by peer; rank 2 stopped (no heartbeat for 5."))
+      << s;
+  EXPECT_FALSE(StatusContains(s, "rank 1")) << s;
 }
 
 TEST(LivenessTest, ExplainWaitsForARecentlyKilledPeerToTurnStale) {
@@ -90,7 +91,7 @@ TEST(LivenessTest, ExplainWaitsForARecentlyKilledPeerToTurnStale) {
   const absl::Time start = absl::Now();
   absl::Status s = (*a)->Explain(kCollectiveError);
   const absl::Duration took = absl::Now() - start;
-  EXPECT_TRUE(Contains(s, "rank 3 stopped (no heartbeat for 0.4")) << s;
+  EXPECT_TRUE(StatusContains(s, "rank 3 stopped (no heartbeat for 0.4")) << s;
   EXPECT_GE(took, absl::Milliseconds(350));
   EXPECT_LT(took, absl::Seconds(5));
 }
@@ -102,7 +103,7 @@ TEST(LivenessTest, ExplainSaysWhenEveryPeerIsAlive) {
   ASSERT_TRUE(a.ok() && b.ok());
   absl::Status s = (*a)->Explain(kCollectiveError);
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
-  EXPECT_TRUE(Contains(s, "no rank stopped")) << s;
+  EXPECT_TRUE(StatusContains(s, "no rank stopped")) << s;
   EXPECT_TRUE((*a)->Explain(absl::OkStatus()).ok());
 }
 
@@ -120,10 +121,10 @@ TEST(LivenessTest, APeerThatStoppedOnPurposeLeft) {
   ASSERT_TRUE(a.ok() && b.ok());
   (*b)->Stop();
   absl::Status s = (*a)->Explain(kCollectiveError);
-  EXPECT_TRUE(Contains(s, "rank 1 left the group")) << s;
+  EXPECT_TRUE(StatusContains(s, "rank 1 left the group")) << s;
   (*a)->SetPeers({0, 2});
   s = (*a)->Explain(kCollectiveError);
-  EXPECT_TRUE(Contains(s, "rank 2 never sent a heartbeat")) << s;
+  EXPECT_TRUE(StatusContains(s, "rank 2 never sent a heartbeat")) << s;
 }
 
 // --- Real processes: one rank is killed with SIGKILL in the middle of a loop of all-reduces.

@@ -19,22 +19,22 @@
 namespace flywheel {
 namespace {
 
-constexpr int64_t kVocab = 23;
+constexpr int64_t kPackedVocab = 23;
 
-Trajectory Make(std::string id, int64_t prompt, int64_t generated, int seed) {
+Trajectory MakePacked(std::string id, int64_t prompt, int64_t generated, int seed) {
   Trajectory t;
   t.id = std::move(id);
   std::mt19937 rng(seed);
-  for (int64_t i = 0; i < prompt; ++i) t.AppendPrompt(static_cast<int32_t>(rng() % kVocab));
+  for (int64_t i = 0; i < prompt; ++i) t.AppendPrompt(static_cast<int32_t>(rng() % kPackedVocab));
   for (int64_t i = 0; i < generated; ++i) {
-    t.AppendGenerated(static_cast<int32_t>(rng() % kVocab), -2.0f - 0.1f * i, 0);
+    t.AppendGenerated(static_cast<int32_t>(rng() % kPackedVocab), -2.0f - 0.1f * i, 0);
   }
   return t;
 }
 
 ModelOptions SmallModel() {
   ModelOptions m;
-  m.vocab_size = kVocab;
+  m.vocab_size = kPackedVocab;
   m.hidden_size = 16;
   m.num_layers = 2;
   m.num_heads = 4;
@@ -47,7 +47,8 @@ ModelOptions SmallModel() {
 
 TEST(PackedTransformerTest, PackedLossAndGradientsEqualOneByOne) {
   std::vector<Trajectory> batch;
-  for (int i = 0; i < 6; ++i) batch.push_back(Make(StrCat("t", i), 2 + i % 3, 3 + (7 * i) % 9, i));
+  for (int i = 0; i < 6; ++i)
+    batch.push_back(MakePacked(StrCat("t", i), 2 + i % 3, 3 + (7 * i) % 9, i));
   std::vector<std::vector<float>> adv;
   for (const Trajectory& t : batch) {
     std::vector<float> a(t.tokens.size());

@@ -10,23 +10,23 @@
 namespace flywheel {
 namespace {
 
-ModelOptions Tiny() { return testing::TinyModelOptions(); }
+ModelOptions TinyDecoder() { return testing::TinyModelOptions(); }
 
 // Shapes that take the other code paths: head_dim 64 without GQA, untied head with q/k/v bias
 // (Qwen2), and an odd head_dim (the generic attention loop).
 std::vector<ModelOptions> Variants() {
-  std::vector<ModelOptions> out = {Tiny()};
-  ModelOptions wide = Tiny();
+  std::vector<ModelOptions> out = {TinyDecoder()};
+  ModelOptions wide = TinyDecoder();
   wide.hidden_size = 128;
   wide.num_heads = 2;
   wide.num_kv_heads = 2;
   out.push_back(wide);
-  ModelOptions qwen = Tiny();
+  ModelOptions qwen = TinyDecoder();
   qwen.attention_bias = true;
   qwen.tie_embeddings = false;
   qwen.num_kv_heads = 1;
   out.push_back(qwen);
-  ModelOptions odd = Tiny();
+  ModelOptions odd = TinyDecoder();
   odd.hidden_size = 36;
   odd.num_heads = 2;
   odd.num_kv_heads = 1;
@@ -138,7 +138,7 @@ TEST(CpuDecoderTest, RaggedDecodeAndPrefillEqualFullRecomputation) {
 
 TEST(CpuDecoderTest, MoveSlotCarriesTheKeys) {
   c10::InferenceMode guard;
-  const ModelOptions o = Tiny();
+  const ModelOptions o = TinyDecoder();
   auto model = Model(o);
   const auto weights = CpuDecoderWeights::From(model);
   CpuDecoder decoder(o, 2, 8);
@@ -157,7 +157,7 @@ TEST(CpuDecoderTest, MoveSlotCarriesTheKeys) {
 }
 
 TEST(CpuDecoderTest, OnlyFloat32CpuWeightsAreSupported) {
-  auto model = *MakeTransformer(Tiny());
+  auto model = *MakeTransformer(TinyDecoder());
   EXPECT_TRUE(CpuDecoderWeights::Supports(model));
   model->to(torch::kFloat64);
   EXPECT_FALSE(CpuDecoderWeights::Supports(model));

@@ -8,7 +8,7 @@
 namespace flywheel {
 namespace {
 
-ModelOptions Tiny() {
+ModelOptions TinyCached() {
   ModelOptions o = testing::TinyModelOptions();
   o.max_seq_len = 1024;
   return o;
@@ -71,7 +71,7 @@ void CheckCachedDecode(const ModelOptions& options) {
 }
 
 TEST(KvCacheTest, CachedDecodeEqualsFullRecomputationAtDifferentLengths) {
-  CheckCachedDecode(Tiny());
+  CheckCachedDecode(TinyCached());
 }
 
 // q/k norms, head_dim apart from hidden / heads, llama3 rope scaling.
@@ -83,7 +83,7 @@ TEST(KvCacheTest, Qwen3ShapeCachedDecodeEqualsFullRecomputation) {
 
 TEST(KvCacheTest, MoveSlotCarriesTheKeys) {
   c10::InferenceMode guard;
-  auto model = *MakeTransformer(Tiny());
+  auto model = *MakeTransformer(TinyCached());
   KvCache cache(model->options(), torch::kFloat32, 2, 8);
   const auto tokens = torch::randint(40, {1, 5}, torch::kInt64);
   const auto layout = CausalLayout(1, 5);

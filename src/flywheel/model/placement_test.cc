@@ -14,31 +14,31 @@ namespace {
 
 using ::testing::HasSubstr;
 
-ModelOptions Tiny() { return testing::TinyModelOptions(); }
+ModelOptions TinyPlaced() { return testing::TinyModelOptions(); }
 
 TEST(PlacementTest, DeviceAndDtypeNamesAreChecked) {
   for (const char* ok : {"cpu", "cuda", "cuda:0", "cuda:12"}) {
-    ModelOptions o = Tiny();
+    ModelOptions o = TinyPlaced();
     o.device = ok;
     EXPECT_TRUE(o.Validate().ok()) << ok;
   }
   for (const char* bad : {"gpu", "cuda:", "cuda:x", "CUDA", "cuda:1:2", "mps"}) {
-    ModelOptions o = Tiny();
+    ModelOptions o = TinyPlaced();
     o.device = bad;
     EXPECT_THAT(o.Validate().message(), HasSubstr("\"cpu\", \"cuda\" or \"cuda:N\"")) << bad;
   }
-  ModelOptions o = Tiny();
+  ModelOptions o = TinyPlaced();
   o.dtype = "float16";
   EXPECT_THAT(o.Validate().message(), HasSubstr("model.dtype = \"float16\""));
   o.dtype = "bfloat16";
   EXPECT_TRUE(o.Validate().ok());
   EXPECT_EQ(ModelDtype(o), torch::kBFloat16);
-  EXPECT_EQ(ModelDtype(Tiny()), torch::kFloat32);
+  EXPECT_EQ(ModelDtype(TinyPlaced()), torch::kFloat32);
 }
 
 TEST(PlacementTest, CudaIsAClearErrorWithoutAGpuAndTheDeviceWithOne) {
-  EXPECT_EQ(*ModelDevice(Tiny()), torch::Device(torch::kCPU));
-  ModelOptions o = Tiny();
+  EXPECT_EQ(*ModelDevice(TinyPlaced()), torch::Device(torch::kCPU));
+  ModelOptions o = TinyPlaced();
   o.device = "cuda:0";
   absl::StatusOr<torch::Device> device = ModelDevice(o);
   if (torch::cuda::is_available()) {
@@ -69,7 +69,7 @@ TEST(PlacementTest, AutocastScopeLowersMatmulsAndRestoresTheStateBefore) {
 
 TEST(PlacementTest, BfloatSixteenForwardKeepsFloat32MasterWeightsAndGradients) {
   torch::manual_seed(1);
-  auto model = MakeTransformer(Tiny());
+  auto model = MakeTransformer(TinyPlaced());
   ASSERT_TRUE(model.ok()) << model.status();
   const torch::Tensor tokens = torch::randint(0, 40, {2, 12});
   // Two rows of packed documents: the learner's document-attention path.
@@ -95,7 +95,7 @@ TEST(PlacementTest, BfloatSixteenForwardKeepsFloat32MasterWeightsAndGradients) {
 }
 
 TEST(PlacementTest, ABfloatSixteenSnapshotHoldsRoundedCopiesAndDecodesWithTorchOps) {
-  ModelOptions o = Tiny();
+  ModelOptions o = TinyPlaced();
   o.dtype = "bfloat16";
   auto model = MakeTransformer(o);
   ASSERT_TRUE(model.ok()) << model.status();

@@ -22,7 +22,7 @@ std::string TempPath(const std::string& name) {
   return (dir / name).string();
 }
 
-ModelOptions Tiny(int64_t seed) {
+ModelOptions TinySaved(int64_t seed) {
   ModelOptions o;
   o.vocab_size = 30;
   o.hidden_size = 16;
@@ -36,8 +36,8 @@ ModelOptions Tiny(int64_t seed) {
 }
 
 TEST(SafetensorsTest, StateDictRoundTripsExactlyInFloat32) {
-  auto a = *MakeTransformer(Tiny(1));
-  auto b = *MakeTransformer(Tiny(2));
+  auto a = *MakeTransformer(TinySaved(1));
+  auto b = *MakeTransformer(TinySaved(2));
   const std::string path = TempPath("model.safetensors");
   ASSERT_TRUE(SaveStateDict(path, *a).ok());
   ASSERT_TRUE(LoadStateDict(path, *b).ok());
@@ -81,8 +81,8 @@ TEST(SafetensorsTest, AnEmptyTensorRoundTrips) {
 // The mapped reader: views of the file's bytes in its dtype, and a load that converts BF16 to the
 // model's float32 straight from them.
 TEST(SafetensorsTest, MappedViewsReadTheFileAndLoadConvertsTheirDtype) {
-  auto a = *MakeTransformer(Tiny(1));
-  auto b = *MakeTransformer(Tiny(2));
+  auto a = *MakeTransformer(TinySaved(1));
+  auto b = *MakeTransformer(TinySaved(2));
   const std::string path = TempPath("bf16.safetensors");
   ASSERT_TRUE(SaveStateDict(path, *a, torch::kBFloat16).ok());
   auto mapped = MappedSafetensors::Open(path);
@@ -104,7 +104,7 @@ TEST(SafetensorsTest, MappedViewsReadTheFileAndLoadConvertsTheirDtype) {
 }
 
 TEST(SafetensorsTest, TruncatedFileIsAClearError) {
-  auto a = *MakeTransformer(Tiny(1));
+  auto a = *MakeTransformer(TinySaved(1));
   const std::string path = TempPath("truncated.safetensors");
   ASSERT_TRUE(SaveStateDict(path, *a).ok());
   const auto size = std::filesystem::file_size(path);
@@ -141,7 +141,7 @@ TEST(SafetensorsTest, CorruptHeaderIsAClearError) {
 }
 
 TEST(SafetensorsTest, LoadNamesMissingMismatchedAndUnexpectedTensors) {
-  auto model = *MakeTransformer(Tiny(1));
+  auto model = *MakeTransformer(TinySaved(1));
   const std::string path = TempPath("partial.safetensors");
   ASSERT_TRUE(WriteSafetensors(path, {{"model.norm.weight", torch::ones({16})}}).ok());
   EXPECT_THAT(LoadStateDict(path, *model).message(), HasSubstr("missing tensor"));

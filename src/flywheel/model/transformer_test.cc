@@ -12,7 +12,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-ModelOptions Tiny(int64_t kv_heads = 2, bool tied = true) {
+ModelOptions TinyTransformer(int64_t kv_heads = 2, bool tied = true) {
   ModelOptions o;
   o.vocab_size = 50;
   o.hidden_size = 32;
@@ -32,7 +32,7 @@ Transformer Build(const ModelOptions& o) {
 }
 
 TEST(TransformerTest, ParameterNamesFollowHuggingFaceLlama) {
-  auto o = Tiny(2, /*tied=*/false);
+  auto o = TinyTransformer(2, /*tied=*/false);
   o.attention_bias = true;
   auto model = Build(o);
   const auto params = model->named_parameters();
@@ -47,7 +47,7 @@ TEST(TransformerTest, ParameterNamesFollowHuggingFaceLlama) {
   }
   EXPECT_EQ(params["model.layers.0.self_attn.k_proj.weight"].sizes(),
             (std::vector<int64_t>{16, 32}));  // 2 kv heads x head_dim 8
-  EXPECT_EQ(Build(Tiny())->named_parameters().find("lm_head.weight"), nullptr);  // tied
+  EXPECT_EQ(Build(TinyTransformer())->named_parameters().find("lm_head.weight"), nullptr);  // tied
 }
 
 TEST(TransformerTest, Qwen3ShapeHasPerHeadNormsAndHeadDimApartFromHidden) {
@@ -63,30 +63,31 @@ TEST(TransformerTest, Qwen3ShapeHasPerHeadNormsAndHeadDimApartFromHidden) {
   EXPECT_EQ(params["model.layers.1.self_attn.q_norm.weight"].sizes(), (std::vector<int64_t>{12}));
   EXPECT_EQ(params["model.layers.1.self_attn.k_norm.weight"].sizes(), (std::vector<int64_t>{12}));
   EXPECT_TRUE(params["model.layers.1.self_attn.k_norm.weight"].equal(torch::ones({12})));
-  EXPECT_EQ(Build(Tiny())->named_parameters().find("model.layers.0.self_attn.q_norm.weight"),
-            nullptr);
+  EXPECT_EQ(
+      Build(TinyTransformer())->named_parameters().find("model.layers.0.self_attn.q_norm.weight"),
+      nullptr);
 }
 
 TEST(TransformerTest, SameSeedSameWeights) {
-  auto a = Build(Tiny());
-  auto b = Build(Tiny());
+  auto a = Build(TinyTransformer());
+  auto b = Build(TinyTransformer());
   EXPECT_TRUE(a->named_parameters()["model.layers.1.mlp.up_proj.weight"].equal(
       b->named_parameters()["model.layers.1.mlp.up_proj.weight"]));
 }
 
 TEST(TransformerTest, InvalidOptionsAreAClearError) {
-  auto o = Tiny();
+  auto o = TinyTransformer();
   o.vocab_size = 0;
   auto m = MakeTransformer(o);
   ASSERT_FALSE(m.ok());
   EXPECT_THAT(m.status().message(), HasSubstr("vocab_size"));
-  o = Tiny(3);
+  o = TinyTransformer(3);
   EXPECT_THAT(MakeTransformer(o).status().message(), HasSubstr("num_kv_heads"));
 }
 
 TEST(TransformerTest, CausalPrefixDoesNotSeeTheFuture) {
   torch::NoGradGuard no_grad;
-  auto model = Build(Tiny());
+  auto model = Build(TinyTransformer());
   const auto tokens = torch::randint(50, {1, 10}, torch::kInt64);
   const auto full = model->forward(tokens, CausalLayout(1, 10));
   const auto prefix = model->forward(tokens.narrow(1, 0, 6), CausalLayout(1, 6));
@@ -107,7 +108,7 @@ TEST(TransformerTest, Qwen3ShapePackedBatchEqualsPerDocumentRuns) {
 TEST(TransformerTest, PackedBatchEqualsPerDocumentRuns) {
   torch::NoGradGuard no_grad;
   for (int64_t kv_heads : {4, 2, 1}) {  // multi-head, grouped-query, multi-query
-    auto model = Build(Tiny(kv_heads));
+    auto model = Build(TinyTransformer(kv_heads));
     const std::vector<std::vector<int64_t>> docs = {{5, 3, 4}, {9}, {2, 2}};
     const int64_t length = 12;
     const auto tokens = torch::randint(50, {3, length}, torch::kInt64);
@@ -127,7 +128,7 @@ TEST(TransformerTest, PackedBatchEqualsPerDocumentRuns) {
 
 TEST(TransformerTest, TreeEqualsEachPathRunAlone) {
   torch::NoGradGuard no_grad;
-  auto model = Build(Tiny());
+  auto model = Build(TinyTransformer());
   // 0 ─ 1 ─┬─ 2 ─ 4
   //        └─ 3 ─ 5
   const std::vector<int64_t> parents = {-1, 0, 1, 1, 2, 3};
@@ -144,7 +145,7 @@ TEST(TransformerTest, TreeEqualsEachPathRunAlone) {
 
 TEST(TransformerTest, FusedProjectionsComputeTheSameFunction) {
   torch::NoGradGuard no_grad;
-  auto o = Tiny(2, false);
+  auto o = TinyTransformer(2, false);
   o.attention_bias = true;
   auto model = Build(o);
   for (auto& p : model->parameters()) p.add_(torch::randn_like(p) * 0.01);  // nonzero biases
@@ -156,7 +157,7 @@ TEST(TransformerTest, FusedProjectionsComputeTheSameFunction) {
 }
 
 TEST(TransformerTest, ShapeErrorsBecomeStatus) {
-  auto model = Build(Tiny());
+  auto model = Build(TinyTransformer());
   const auto s = TorchCall("forward", [&] {
     model->forward(torch::zeros({2, 5}, torch::kInt64), CausalLayout(2, 4));
   });
@@ -165,7 +166,7 @@ TEST(TransformerTest, ShapeErrorsBecomeStatus) {
 }
 
 TEST(TransformerTest, GradientsFlowForTraining) {
-  auto model = Build(Tiny(2, false));
+  auto model = Build(TinyTransformer(2, false));
   const auto tokens = torch::randint(50, {2, 6}, torch::kInt64);
   const auto logits = model->forward(tokens, CausalLayout(2, 6));
   const auto loss = -TokenLogprobs(logits.narrow(1, 0, 5), tokens.narrow(1, 1, 5), {}).mean();

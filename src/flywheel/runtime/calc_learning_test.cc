@@ -24,22 +24,22 @@ namespace {
 // without its environment and tool latency, with which it took 40-52 s: a colocated step waits
 // for its slowest episode, and the test is about learning, not about waiting.
 constexpr int kSftSteps = 240;
-constexpr int kSteps = 200;
-constexpr size_t kWindow = 25;
+constexpr int kCalcSteps = 200;
+constexpr size_t kCalcWindow = 25;
 // The difference of two windows of 1,600 episodes at these rates has a sampling error of about
 // 0.015: 0.06 is four times that, and half the rise measured.
-constexpr double kMargin = 0.06;
+constexpr double kCalcMargin = 0.06;
 
 TEST(CalcLearningTest, ReinforcementLearningLiftsTheWarmStartedPolicy) {
   absl::StatusOr<JobConfig> config = testing::LoadExampleJob(
       "calc", "calc_curve",
       {"env.calc.max_operand=9", "env.latency.model=\"none\"", "env.tool_latency.model=\"none\"",
        StrCat("sft.steps=", kSftSteps), "sft.episodes_per_step=32", "sft.lr=3e-3",
-       StrCat("run.max_steps=", kSteps), "run.max_wall_seconds=0", "run.mode=\"colocated\"",
+       StrCat("run.max_steps=", kCalcSteps), "run.max_wall_seconds=0", "run.mode=\"colocated\"",
        "run.batch_groups=8", "actor.episodes_in_flight=64", "learner.lr=3e-4",
        "learner.warmup_steps=5", "learner.kl_coef=0", "learner.checkpoint_every=0"});
   ASSERT_TRUE(config.ok()) << config.status();
-  testing::ExpectWarmStartLifted(*config, kSteps, kWindow, kMargin);
+  testing::ExpectWarmStartLifted(*config, kCalcSteps, kCalcWindow, kCalcMargin);
 }
 
 }  // namespace

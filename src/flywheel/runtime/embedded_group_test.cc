@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 
 using testing::ReadMetrics;
 
-JobConfig Load(const std::string& name, std::vector<std::string> overrides) {
+JobConfig LoadGroupJob(const std::string& name, std::vector<std::string> overrides) {
   overrides.insert(overrides.begin(), {"run.batch_groups=4", "buffer.max_size=8",
                                        "actor.episodes_in_flight=32", "learner.checkpoint_every=1"});
   absl::StatusOr<JobConfig> config = testing::LoadGuessJob(name, overrides);
@@ -25,7 +25,7 @@ JobConfig Load(const std::string& name, std::vector<std::string> overrides) {
   return *config;
 }
 
-EmbeddedJobOptions Quiet(bool resume = false) {
+EmbeddedJobOptions QuietGroupJob(bool resume = false) {
   EmbeddedJobOptions options;
   options.progress = nullptr;
   options.resume = resume;
@@ -41,7 +41,7 @@ void RunTo(JobConfig& config, int64_t world_size, const std::string& sharding, i
                             : sharding == "grads_optimizer" ? ShardingMode::kGradsOptimizer
                                                             : ShardingMode::kNone;
   config.run.max_steps = max_steps;
-  absl::StatusOr<EmbeddedJobResult> result = RunEmbeddedJob(config, Quiet(resume));
+  absl::StatusOr<EmbeddedJobResult> result = RunEmbeddedJob(config, QuietGroupJob(resume));
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->final_step, max_steps);
   EXPECT_EQ(result->summary["world_size"], world_size);
@@ -60,21 +60,21 @@ fs::path Checkpoint(const JobConfig& config, int64_t step) {
 }
 
 TEST(EmbeddedGroupTest, TwoRanksTrainAndTheSummarySaysSo) {
-  JobConfig config = Load("group2", {});
+  JobConfig config = LoadGroupJob("group2", {});
   RunTo(config, 2, "none", 3, /*resume=*/false);
   // Replicated state: one full checkpoint, written by rank 0.
   EXPECT_TRUE(fs::exists(Checkpoint(config, 3) / "model.safetensors"));
 }
 
 TEST(EmbeddedGroupTest, TwoFullyShardedRanksInColocatedMode) {
-  JobConfig config = Load("group2full", {"run.mode=\"colocated\""});
+  JobConfig config = LoadGroupJob("group2full", {"run.mode=\"colocated\""});
   RunTo(config, 2, "full", 2, /*resume=*/false);
   EXPECT_TRUE(fs::exists(Checkpoint(config, 2) / "manifest.json"));
   EXPECT_TRUE(fs::exists(Checkpoint(config, 2) / "DONE"));
 }
 
 TEST(EmbeddedGroupTest, AFullCheckpointResumesAtOneRankThenIntoAShardedGroup) {
-  JobConfig config = Load("resume-full", {});
+  JobConfig config = LoadGroupJob("resume-full", {});
   RunTo(config, 2, "none", 2, false);
   RunTo(config, 1, "none", 3, true);
   EXPECT_TRUE(fs::exists(Checkpoint(config, 3) / "model.safetensors"));
@@ -83,7 +83,7 @@ TEST(EmbeddedGroupTest, AFullCheckpointResumesAtOneRankThenIntoAShardedGroup) {
 
 TEST(EmbeddedGroupTest, AShardedCheckpointResumesAtTwoRanksAndAtOne) {
   // With a KL term: rank 0 keeps the reference model, the others receive it, also resumed.
-  JobConfig config = Load("resume-sharded", {"learner.kl_coef=0.1", "learner.lr=1e-2"});
+  JobConfig config = LoadGroupJob("resume-sharded", {"learner.kl_coef=0.1", "learner.lr=1e-2"});
   RunTo(config, 2, "grads_optimizer", 2, false);
   EXPECT_TRUE(fs::exists(Checkpoint(config, 2) / "manifest.json"));
   RunTo(config, 2, "full", 3, true);

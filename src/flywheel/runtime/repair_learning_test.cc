@@ -25,12 +25,12 @@ namespace {
 // colocated steps did not collapse without it. Without the example's environment latency: a
 // colocated step waits for its slowest episode, and the curve is the same without it (seeds 1,
 // 2, 3 gave the figures above to the last digit) in 42-52 s instead of 57-63 s.
-constexpr int kSftSteps = 120;
-constexpr int kSteps = 35;
-constexpr size_t kWindow = 10;
+constexpr int kRepairSftSteps = 120;
+constexpr int kRepairSteps = 35;
+constexpr size_t kRepairWindow = 10;
 // Two windows of 1,280 episodes at these rates differ by about 0.011 from sampling alone; 0.025
 // is more than twice that, and under the smallest rise measured (0.034).
-constexpr double kMargin = 0.025;
+constexpr double kRepairMargin = 0.025;
 
 TEST(RepairLearningTest, ReinforcementLearningLiftsTheWarmStartedPolicy) {
   absl::StatusOr<JobConfig> config = testing::LoadExampleJob(
@@ -39,11 +39,12 @@ TEST(RepairLearningTest, ReinforcementLearningLiftsTheWarmStartedPolicy) {
        "model.max_seq_len=512", "env.repair.max_turns=12", "actor.max_turns=12",
        "env.repair.expert_give_up=0.5", "env.latency.model=\"none\"",
        "learner.buckets=[128,256,512]", "learner.token_budget=2048",
-       StrCat("sft.steps=", kSftSteps), StrCat("run.max_steps=", kSteps), "run.max_wall_seconds=0",
-       "run.mode=\"colocated\"", "run.batch_groups=16", "actor.episodes_in_flight=128",
-       "learner.lr=3e-4", "learner.kl_coef=0", "learner.checkpoint_every=0"});
+       StrCat("sft.steps=", kRepairSftSteps), StrCat("run.max_steps=", kRepairSteps),
+       "run.max_wall_seconds=0", "run.mode=\"colocated\"", "run.batch_groups=16",
+       "actor.episodes_in_flight=128", "learner.lr=3e-4", "learner.kl_coef=0",
+       "learner.checkpoint_every=0"});
   ASSERT_TRUE(config.ok()) << config.status();
-  testing::ExpectWarmStartLifted(*config, kSteps, kWindow, kMargin);
+  testing::ExpectWarmStartLifted(*config, kRepairSteps, kRepairWindow, kRepairMargin);
 }
 
 }  // namespace

@@ -61,7 +61,7 @@ using testing::MaxAbsDiff;
 using testing::ParallelLearnerOptions;
 using testing::TinyPolicy;
 
-constexpr int64_t kSteps = 3;
+constexpr int64_t kProcessSteps = 3;
 constexpr char kConfigHash[] = "streaming-process-test";
 constexpr char kModelHash[] = "tiny-transformer-vocab-64";
 // What a child reads: the scheduler's address, its model seed, the step it dies in (-1: none).
@@ -69,9 +69,9 @@ constexpr char kSchedulerEnv[] = "FLYWHEEL_TEST_CELL_SCHEDULER";
 constexpr char kSeedEnv[] = "FLYWHEEL_TEST_CELL_SEED";
 constexpr char kDieEnv[] = "FLYWHEEL_TEST_CELL_DIE_IN_STEP";
 
-absl::Time Deadline() { return absl::Now() + absl::Seconds(30); }
+absl::Time ProcessDeadline() { return absl::Now() + absl::Seconds(30); }
 
-LearnerOptions Options() { return ParallelLearnerOptions(PolicyLossKind::kDecoupledPpo); }
+LearnerOptions ProcessOptions() { return ParallelLearnerOptions(PolicyLossKind::kDecoupledPpo); }
 
 dist::MembershipOptions MembershipOpts() {
   dist::MembershipOptions o;
@@ -123,22 +123,25 @@ absl::Status RunSatellite(const std::string& scheduler, int64_t seed, int64_t di
   StepGroup group(&membership, cell);
   auto weights = WeightsClient::Connect(reg.weights_address()).value();
   TinyPolicy policy(seed);  // not the core's: the weights must come from the weights service
-  StreamingLearner learner(Options(), kParallelRunSteps, policy.Parameters(), policy.Forward());
+  StreamingLearner learner(ProcessOptions(), kParallelRunSteps, policy.Parameters(),
+                           policy.Forward());
 
   bool holds_core_weights = false;
-  for (int64_t next = 0; next < kSteps;) {
+  for (int64_t next = 0; next < kProcessSteps;) {
     ASSIGN_OR_RETURN(v1::HeartbeatResponse hb,
-                     beats.AwaitRole(v1::CELL_ROLE_TRAIN, next, Deadline()));
+                     beats.AwaitRole(v1::CELL_ROLE_TRAIN, next, ProcessDeadline()));
     if (hb.finished()) break;
     const int64_t s = hb.step();
-    ASSIGN_OR_RETURN(v1::JoinResponse joined, client->Join(cell, s, Deadline()));
+    ASSIGN_OR_RETURN(v1::JoinResponse joined, client->Join(cell, s, ProcessDeadline()));
     if (!holds_core_weights || learner.version() != joined.version()) {
       RETURN_IF_ERROR(LoadCoreWeights(*weights, joined, learner));
     }
     if (s == die_in_step) {
       // Claims two, finishes one, says so, and waits for the SIGKILL.
-      ASSIGN_OR_RETURN(std::shared_ptr<const MicroStep> a, client->Claim(cell, s, Deadline()));
-      ASSIGN_OR_RETURN(std::shared_ptr<const MicroStep> b, client->Claim(cell, s, Deadline()));
+      ASSIGN_OR_RETURN(std::shared_ptr<const MicroStep> a,
+                       client->Claim(cell, s, ProcessDeadline()));
+      ASSIGN_OR_RETURN(std::shared_ptr<const MicroStep> b,
+                       client->Claim(cell, s, ProcessDeadline()));
       if (a == nullptr || b == nullptr) return absl::InternalError("too few micro-steps to claim");
       RETURN_IF_ERROR(learner.RunMicroStep(*a));
       RETURN_IF_ERROR(client->Done(cell, s, a->id));
@@ -147,12 +150,14 @@ absl::Status RunSatellite(const std::string& scheduler, int64_t seed, int64_t di
       return absl::DeadlineExceededError("the victim was not killed");
     }
     for (;;) {
-      ASSIGN_OR_RETURN(std::shared_ptr<const MicroStep> ms, client->Claim(cell, s, Deadline()));
+      ASSIGN_OR_RETURN(std::shared_ptr<const MicroStep> ms,
+                       client->Claim(cell, s, ProcessDeadline()));
       if (ms == nullptr) break;
       RETURN_IF_ERROR(learner.RunMicroStep(*ms));
       RETURN_IF_ERROR(client->Done(cell, s, ms->id));
     }
-    ASSIGN_OR_RETURN(StepParticipants participants, client->AwaitParticipants(cell, s, Deadline()));
+    ASSIGN_OR_RETURN(StepParticipants participants,
+                     client->AwaitParticipants(cell, s, ProcessDeadline()));
     ASSIGN_OR_RETURN(dist::Communicator * comm, group.For(participants));
     ASSIGN_OR_RETURN(StreamingStepResult result, learner.FinishStep(comm, participants.normaliser));
     if (result.optimizer.version != s + 1) {
@@ -181,13 +186,13 @@ TEST(StreamingProcessChild, Satellite) {
 // ---------------------------------------------------------------------------------------------
 // The core: this process.
 
-struct Scenario {
+struct ProcessScenario {
   int satellites = 1;
   int64_t join_after = 0;  // satellites are told to train once the core ran this many
   bool kill = false;       // the last satellite is SIGKILLed in step 1
 };
 
-struct Outcome {
+struct ProcessOutcome {
   std::vector<torch::Tensor> core_weights;
   std::vector<double> losses;
   std::vector<StepReport> reports;
@@ -199,14 +204,14 @@ struct Outcome {
 
 class StreamingProcessRun {
  public:
-  StreamingProcessRun(const std::filesystem::path& dir, Scenario scenario)
+  StreamingProcessRun(const std::filesystem::path& dir, ProcessScenario scenario)
       : dir_(dir),
         scenario_(scenario),
-        queue_(MicroStepQueueOptions::FromLearnerOptions(Options(),
+        queue_(MicroStepQueueOptions::FromLearnerOptions(ProcessOptions(),
                                                          /*core_cell=*/0)),
         policy_(7),
-        learner_(Options(), kParallelRunSteps, policy_.Parameters(), policy_.Forward()),
-        resume_(kSteps) {}
+        learner_(ProcessOptions(), kParallelRunSteps, policy_.Parameters(), policy_.Forward()),
+        resume_(kProcessSteps) {}
 
   ~StreamingProcessRun() {
     for (pid_t pid : pids_) {
@@ -217,14 +222,14 @@ class StreamingProcessRun {
     }
   }
 
-  absl::StatusOr<Outcome> Run() {
+  absl::StatusOr<ProcessOutcome> Run() {
     torch::set_num_threads(1);
     RETURN_IF_ERROR(StartServices());
     for (int i = 0; i < scenario_.satellites; ++i) {
       const bool victim = scenario_.kill && i == scenario_.satellites - 1;
       RETURN_IF_ERROR(Spawn(i, victim ? 1 : -1));
     }
-    RETURN_IF_ERROR(scheduler_->service().AwaitRegistered(scenario_.satellites, Deadline()));
+    RETURN_IF_ERROR(scheduler_->service().AwaitRegistered(scenario_.satellites, ProcessDeadline()));
     for (const CellInfo& cell : scheduler_->service().cells()) {
       cell_of_pid_[std::atoi(cell.name.substr(4).c_str())] = cell.cell;
     }
@@ -311,8 +316,8 @@ class StreamingProcessRun {
   // once every live satellite has joined: a fast satellite could otherwise finish the step
   // before a slow one (a process starting on a loaded machine) joins it.
   absl::Status Feed() {
-    for (int64_t s = 0; s < kSteps; ++s) {
-      RETURN_IF_ERROR(queue_.AwaitStep(s, Deadline()));
+    for (int64_t s = 0; s < kProcessSteps; ++s) {
+      RETURN_IF_ERROR(queue_.AwaitStep(s, ProcessDeadline()));
       for (std::vector<Trajectory>& chunk : testing::Chunks(s, 1)) {
         RETURN_IF_ERROR(queue_.Add(std::move(chunk)));
       }
@@ -328,12 +333,12 @@ class StreamingProcessRun {
   // in the kill step, killed once it has claimed two and finished one), and lets the core go on
   // when every live satellite has joined.
   absl::Status Coordinate() {
-    for (int64_t s = 0; s < kSteps; ++s) {
-      RETURN_IF_ERROR(queue_.AwaitDone(s, scenario_.join_after, Deadline()));
+    for (int64_t s = 0; s < kProcessSteps; ++s) {
+      RETURN_IF_ERROR(queue_.AwaitDone(s, scenario_.join_after, ProcessDeadline()));
       if (scenario_.kill && s == 1) RETURN_IF_ERROR(KillVictim());
       RETURN_IF_ERROR(SetRoles(LiveSatellites(), v1::CELL_ROLE_TRAIN));
-      RETURN_IF_ERROR(
-          queue_.AwaitJoined(s, 1 + static_cast<int64_t>(LiveSatellites().size()), Deadline()));
+      RETURN_IF_ERROR(queue_.AwaitJoined(s, 1 + static_cast<int64_t>(LiveSatellites().size()),
+                                         ProcessDeadline()));
       resume_[s].Notify();
     }
     return absl::OkStatus();
@@ -348,7 +353,7 @@ class StreamingProcessRun {
     waitpid(pids_.back(), nullptr, 0);
     pids_.back() = -1;
     // Only the heartbeat timeout brings its claims back; nothing else tells the core.
-    RETURN_IF_ERROR(scheduler_->service().AwaitDead(victim_, Deadline()));
+    RETURN_IF_ERROR(scheduler_->service().AwaitDead(victim_, ProcessDeadline()));
     for (const CellInfo& cell : scheduler_->service().cells()) {
       if (cell.cell == victim_) outcome_.victim_requeued = cell.requeued;
     }
@@ -358,7 +363,7 @@ class StreamingProcessRun {
 
   absl::Status Core() {
     StepGroup group(membership_.get(), 0);
-    for (int64_t s = 0; s < kSteps; ++s) {
+    for (int64_t s = 0; s < kProcessSteps; ++s) {
       ASSIGN_OR_RETURN(std::shared_ptr<const WeightSnapshot> snapshot,
                        MakeSnapshot(policy_.model, learner_.version()));
       RETURN_IF_ERROR(weights_->Publish(*snapshot));
@@ -371,12 +376,13 @@ class StreamingProcessRun {
             !resume_[s].WaitForNotificationWithTimeout(absl::Seconds(30))) {
           return absl::DeadlineExceededError(StrCat("step ", s, ": the satellites did not join"));
         }
-        ASSIGN_OR_RETURN(std::shared_ptr<const MicroStep> ms, queue_.Claim(0, Deadline()));
+        ASSIGN_OR_RETURN(std::shared_ptr<const MicroStep> ms, queue_.Claim(0, ProcessDeadline()));
         if (ms == nullptr) break;
         RETURN_IF_ERROR(learner_.RunMicroStep(*ms));
         RETURN_IF_ERROR(queue_.Done(0, ms->id));
       }
-      ASSIGN_OR_RETURN(StepParticipants participants, queue_.AwaitParticipants(s, Deadline()));
+      ASSIGN_OR_RETURN(StepParticipants participants,
+                       queue_.AwaitParticipants(s, ProcessDeadline()));
       ASSIGN_OR_RETURN(dist::Communicator * comm, group.For(participants));
       ASSIGN_OR_RETURN(StreamingStepResult result,
                        learner_.FinishStep(comm, participants.normaliser));
@@ -408,7 +414,7 @@ class StreamingProcessRun {
   }
 
   const std::filesystem::path dir_;
-  const Scenario scenario_;
+  const ProcessScenario scenario_;
   MicroStepQueue queue_;
   TinyPolicy policy_;
   StreamingLearner learner_;
@@ -422,7 +428,7 @@ class StreamingProcessRun {
   int victim_ = -1;
   std::atomic<bool> victim_dead_ = false;
   std::vector<absl::Notification> resume_;  // per step, all joined: claim past k, close
-  Outcome outcome_;
+  ProcessOutcome outcome_;
 };
 
 class StreamingProcessTest : public ::testing::Test {
@@ -430,19 +436,19 @@ class StreamingProcessTest : public ::testing::Test {
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() / StrCat("flywheel_streaming_process_", getpid());
     std::filesystem::create_directories(dir_);
-    reference_ = testing::LearnerStepReference(Options(), kSteps);
-    ASSERT_EQ(reference_.losses.size(), static_cast<size_t>(kSteps));
+    reference_ = testing::LearnerStepReference(ProcessOptions(), kProcessSteps);
+    ASSERT_EQ(reference_.losses.size(), static_cast<size_t>(kProcessSteps));
     // The weights do move: equality is not vacuous.
     ASSERT_GT(MaxAbsDiff(reference_.weights, TinyPolicy(7).Weights()), 1e-4);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  Outcome RunAndCompare(Scenario scenario) {
-    absl::StatusOr<Outcome> run = StreamingProcessRun(dir_, scenario).Run();
+  ProcessOutcome RunAndCompare(ProcessScenario scenario) {
+    absl::StatusOr<ProcessOutcome> run = StreamingProcessRun(dir_, scenario).Run();
     EXPECT_TRUE(run.ok()) << run.status();
     if (!run.ok()) return {};
     EXPECT_LT(MaxAbsDiff(run->core_weights, reference_.weights), 1e-5);
-    EXPECT_EQ(run->reports.size(), static_cast<size_t>(kSteps));
+    EXPECT_EQ(run->reports.size(), static_cast<size_t>(kProcessSteps));
     for (size_t s = 0; s < run->losses.size(); ++s) {
       EXPECT_NEAR(run->losses[s], reference_.losses[s], 1e-5) << "step " << s;
     }
@@ -469,7 +475,7 @@ class StreamingProcessTest : public ::testing::Test {
 TEST_F(StreamingProcessTest, SatelliteProcessesJoiningMidStepGiveLearnerStepWeights) {
   for (int64_t k : {0, 2}) {
     SCOPED_TRACE(StrCat("joining after ", k));
-    const Outcome run = RunAndCompare({.satellites = 1, .join_after = k});
+    const ProcessOutcome run = RunAndCompare({.satellites = 1, .join_after = k});
     EXPECT_EQ(run.survivor_digests.size(), 1u);
   }
 }
@@ -477,8 +483,9 @@ TEST_F(StreamingProcessTest, SatelliteProcessesJoiningMidStepGiveLearnerStepWeig
 TEST_F(StreamingProcessTest, ASatelliteSigkilledMidStepIsRequeuedAndTheWeightsStillMatch) {
   for (int satellites : {1, 2}) {
     SCOPED_TRACE(StrCat(satellites, " satellites"));
-    const Outcome run = RunAndCompare({.satellites = satellites, .join_after = 1, .kill = true});
-    ASSERT_EQ(run.reports.size(), static_cast<size_t>(kSteps));
+    const ProcessOutcome run =
+        RunAndCompare({.satellites = satellites, .join_after = 1, .kill = true});
+    ASSERT_EQ(run.reports.size(), static_cast<size_t>(kProcessSteps));
     const StepReport& killed = run.reports[1];
     EXPECT_EQ(run.victim_requeued, 2);  // the finished one and the claimed one
     EXPECT_EQ(killed.requeued, 2);
@@ -494,10 +501,11 @@ TEST_F(StreamingProcessTest, ASatelliteSigkilledMidStepIsRequeuedAndTheWeightsSt
 // twice (the dead cell's and the re-run), misses the reference by more than 1e-5.
 std::vector<torch::Tensor> OneCellWithStep1MicroStepRun(int times) {
   torch::set_num_threads(1);
-  MicroStepQueue queue(MicroStepQueueOptions::FromLearnerOptions(Options()));
+  MicroStepQueue queue(MicroStepQueueOptions::FromLearnerOptions(ProcessOptions()));
   TinyPolicy policy(7);
-  StreamingLearner learner(Options(), kParallelRunSteps, policy.Parameters(), policy.Forward());
-  for (int64_t s = 0; s < kSteps; ++s) {
+  StreamingLearner learner(ProcessOptions(), kParallelRunSteps, policy.Parameters(),
+                           policy.Forward());
+  for (int64_t s = 0; s < kProcessSteps; ++s) {
     EXPECT_TRUE(queue.BeginStep(s, learner.version()).ok());
     EXPECT_TRUE(queue.Join(0, s).ok());
     for (std::vector<Trajectory>& chunk : testing::Chunks(s, 1)) {
@@ -505,14 +513,14 @@ std::vector<torch::Tensor> OneCellWithStep1MicroStepRun(int times) {
     }
     EXPECT_TRUE(queue.Close().ok());
     for (;;) {
-      auto ms = queue.Claim(0, Deadline());
+      auto ms = queue.Claim(0, ProcessDeadline());
       EXPECT_TRUE(ms.ok()) << ms.status();
       if (!ms.ok() || *ms == nullptr) break;
       const int runs = s == 1 && (*ms)->id == 0 ? times : 1;
       for (int r = 0; r < runs; ++r) EXPECT_TRUE(learner.RunMicroStep(**ms).ok());
       EXPECT_TRUE(queue.Done(0, (*ms)->id).ok());
     }
-    auto participants = queue.AwaitParticipants(s, Deadline());
+    auto participants = queue.AwaitParticipants(s, ProcessDeadline());
     EXPECT_TRUE(participants.ok()) << participants.status();
     EXPECT_TRUE(learner.FinishStep(nullptr, participants->normaliser).ok());
   }

@@ -40,7 +40,7 @@ using Reference = testing::StreamingReference;
 
 constexpr int64_t kSteps = 3;
 
-absl::Time Deadline() { return absl::Now() + absl::Seconds(60); }
+absl::Time StepDeadline() { return absl::Now() + absl::Seconds(60); }
 
 struct Scenario {
   int cells = 1;
@@ -129,7 +129,7 @@ class StreamingRun {
   // Feeds the groups as they "arrive", then tells the core when everybody it waits for joined.
   absl::Status Coordinate() {
     for (int64_t s = 0; s < kSteps; ++s) {
-      RETURN_IF_ERROR(queue_.AwaitStep(s, Deadline()));
+      RETURN_IF_ERROR(queue_.AwaitStep(s, StepDeadline()));
       for (std::vector<Trajectory>& chunk : Chunks(s, scenario_.per_chunk)) {
         RETURN_IF_ERROR(queue_.Add(std::move(chunk)));
       }
@@ -141,21 +141,21 @@ class StreamingRun {
         EXPECT_EQ(requeued, 2);  // the finished one and the claimed one
         requeued_[s].Notify();
       }
-      RETURN_IF_ERROR(queue_.AwaitJoined(s, LiveCells(s), Deadline()));
+      RETURN_IF_ERROR(queue_.AwaitJoined(s, LiveCells(s), StepDeadline()));
       resume_[s].Notify();
     }
     return absl::OkStatus();
   }
 
   absl::StatusOr<StreamingStepResult> Finish(int cell, int64_t step, StepGroup& group) {
-    ASSIGN_OR_RETURN(StepParticipants participants, queue_.AwaitParticipants(step, Deadline()));
+    ASSIGN_OR_RETURN(StepParticipants participants, queue_.AwaitParticipants(step, StepDeadline()));
     ASSIGN_OR_RETURN(dist::Communicator * comm, group.For(participants));
     return learners_[cell]->FinishStep(comm, participants.normaliser);
   }
 
   absl::Status RunClaims(int cell) {
     for (;;) {
-      ASSIGN_OR_RETURN(std::shared_ptr<const MicroStep> ms, queue_.Claim(cell, Deadline()));
+      ASSIGN_OR_RETURN(std::shared_ptr<const MicroStep> ms, queue_.Claim(cell, StepDeadline()));
       if (ms == nullptr) return absl::OkStatus();
       RETURN_IF_ERROR(learners_[cell]->RunMicroStep(*ms));
       RETURN_IF_ERROR(queue_.Done(cell, ms->id));
@@ -173,7 +173,7 @@ class StreamingRun {
         if (scenario_.cells > 1 && ran == scenario_.join_after) {
           RETURN_IF_ERROR(Wait(resume_[s], "the satellites"));
         }
-        ASSIGN_OR_RETURN(std::shared_ptr<const MicroStep> ms, queue_.Claim(0, Deadline()));
+        ASSIGN_OR_RETURN(std::shared_ptr<const MicroStep> ms, queue_.Claim(0, StepDeadline()));
         if (ms == nullptr) break;
         RETURN_IF_ERROR(learner.RunMicroStep(*ms));
         RETURN_IF_ERROR(queue_.Done(0, ms->id));
@@ -194,13 +194,13 @@ class StreamingRun {
     StepGroup group(&membership_, cell);
     bool reduced_last_step = false;  // then it holds the core's weights (the broadcast)
     for (int64_t s = 0; s < kSteps; ++s) {
-      RETURN_IF_ERROR(queue_.AwaitStep(s, Deadline()));
+      RETURN_IF_ERROR(queue_.AwaitStep(s, StepDeadline()));
       if (KillIn(s) && cell != scenario_.kill_cell) {
         RETURN_IF_ERROR(Wait(requeued_[s], "the dead satellite's requeue"));
       }
       // The other core cells join at once: the step cannot be applied without them.
       const int64_t join_after = cell < scenario_.cores ? 0 : scenario_.join_after;
-      RETURN_IF_ERROR(queue_.AwaitDone(s, join_after, Deadline()));
+      RETURN_IF_ERROR(queue_.AwaitDone(s, join_after, StepDeadline()));
       RETURN_IF_ERROR(queue_.Join(cell, s));
       // After Join the core's weights stay those of the step's start until everybody reduces.
       if (!reduced_last_step) {
@@ -209,8 +209,8 @@ class StreamingRun {
       }
       if (KillIn(s) && cell == scenario_.kill_cell) {
         // Claims two, finishes one, and dies without reducing.
-        ASSIGN_OR_RETURN(std::shared_ptr<const MicroStep> a, queue_.Claim(cell, Deadline()));
-        ASSIGN_OR_RETURN(std::shared_ptr<const MicroStep> b, queue_.Claim(cell, Deadline()));
+        ASSIGN_OR_RETURN(std::shared_ptr<const MicroStep> a, queue_.Claim(cell, StepDeadline()));
+        ASSIGN_OR_RETURN(std::shared_ptr<const MicroStep> b, queue_.Claim(cell, StepDeadline()));
         if (a == nullptr || b == nullptr) return absl::InternalError("test: too few micro-steps");
         RETURN_IF_ERROR(learner.RunMicroStep(*a));
         RETURN_IF_ERROR(queue_.Done(cell, a->id));
@@ -408,7 +408,7 @@ TEST(StreamingStepTest, AStopAfterAStepCompletedStillReducesItAndBeforeNobodyWai
   for (std::vector<Trajectory>& chunk : Chunks(0, 1)) ASSERT_TRUE(queue.Add(std::move(chunk)).ok());
   ASSERT_TRUE(queue.Close().ok());
   for (;;) {
-    absl::StatusOr<std::shared_ptr<const MicroStep>> ms = queue.Claim(0, Deadline());
+    absl::StatusOr<std::shared_ptr<const MicroStep>> ms = queue.Claim(0, StepDeadline());
     ASSERT_TRUE(ms.ok()) << ms.status();
     if (*ms == nullptr) break;
     ASSERT_TRUE(core.RunMicroStep(**ms).ok());
@@ -458,7 +458,7 @@ TEST(StreamingLearnerTest, RefusesOtherVersionsBadWeightsAndEmptySteps) {
   ASSERT_TRUE(queue.Join(0, 0).ok());
   ASSERT_TRUE(queue.Add(GroupsForStep(0)[0]).ok());
   ASSERT_TRUE(queue.Close().ok());
-  auto ms = queue.Claim(0, Deadline());
+  auto ms = queue.Claim(0, StepDeadline());
   ASSERT_TRUE(ms.ok() && *ms != nullptr);
 
   absl::Status s = learner.RunMicroStep(**ms);  // the learner holds version 0, the step is 4's

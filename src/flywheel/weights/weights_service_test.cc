@@ -8,10 +8,10 @@
 namespace flywheel {
 namespace {
 
-ModelOptions TinyModel() { return testing::TinyModelOptions(/*seed=*/11); }
+ModelOptions TinyServedModel() { return testing::TinyModelOptions(/*seed=*/11); }
 
 std::shared_ptr<const WeightSnapshot> Snapshot(int64_t version, uint64_t seed = 11) {
-  ModelOptions options = TinyModel();
+  ModelOptions options = TinyServedModel();
   options.seed = static_cast<int64_t>(seed);
   auto model = MakeTransformer(options);
   EXPECT_TRUE(model.ok()) << model.status();
@@ -51,7 +51,7 @@ TEST(WeightsServiceTest, SnapshotRoundTripsBitExactInBoundedChunks) {
   EXPECT_EQ(version->version(), 3);
   EXPECT_FALSE(version->finished());
 
-  auto fetched = client->Fetch(-1, TinyModel());
+  auto fetched = client->Fetch(-1, TinyServedModel());
   ASSERT_TRUE(fetched.ok()) << fetched.status();
   ASSERT_NE(fetched->snapshot, nullptr);
   EXPECT_EQ(fetched->snapshot->version, 3);
@@ -74,10 +74,10 @@ TEST(WeightsServiceTest, FetchSendsOnlyNewerVersions) {
   auto server = Serve();
   auto client = WeightsClient::Connect(server->address()).value();
   EXPECT_EQ(client->GetVersion()->version(), -1);
-  EXPECT_EQ(client->Fetch(-1, TinyModel()).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(client->Fetch(-1, TinyServedModel()).status().code(), absl::StatusCode::kUnavailable);
 
   ASSERT_TRUE(server->Publish(*Snapshot(4)).ok());
-  auto same = client->Fetch(4, TinyModel());
+  auto same = client->Fetch(4, TinyServedModel());
   ASSERT_TRUE(same.ok()) << same.status();
   EXPECT_EQ(same->snapshot, nullptr);
   EXPECT_EQ(same->latest_version, 4);
@@ -85,7 +85,7 @@ TEST(WeightsServiceTest, FetchSendsOnlyNewerVersions) {
 
   const auto newer = Snapshot(6, 12);
   ASSERT_TRUE(server->Publish(*newer).ok());
-  auto fetched = client->Fetch(4, TinyModel());
+  auto fetched = client->Fetch(4, TinyServedModel());
   ASSERT_TRUE(fetched.ok()) << fetched.status();
   ASSERT_NE(fetched->snapshot, nullptr);
   EXPECT_EQ(fetched->snapshot->version, 6);
@@ -101,11 +101,12 @@ TEST(WeightsServiceTest, AuthTokenIsRequiredLikeTheBuffers) {
   ASSERT_TRUE(server->Publish(*Snapshot(1)).ok());
   auto anonymous = WeightsClient::Connect(server->address()).value();
   EXPECT_EQ(anonymous->GetVersion().status().code(), absl::StatusCode::kUnauthenticated);
-  EXPECT_EQ(anonymous->Fetch(-1, TinyModel()).status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(anonymous->Fetch(-1, TinyServedModel()).status().code(),
+            absl::StatusCode::kUnauthenticated);
   auto wrong = WeightsClient::Connect(server->address(), RpcSecurity::Token("guess")).value();
   EXPECT_EQ(wrong->GetVersion().status().code(), absl::StatusCode::kUnauthenticated);
   auto right = WeightsClient::Connect(server->address(), RpcSecurity::Token("s3cret")).value();
-  auto fetched = right->Fetch(-1, TinyModel());
+  auto fetched = right->Fetch(-1, TinyServedModel());
   ASSERT_TRUE(fetched.ok()) << fetched.status();
   EXPECT_EQ(fetched->snapshot->version, 1);
 }
@@ -124,8 +125,9 @@ TEST(WeightsServiceTest, FetchesOverMutualTls) {
   auto client_security = LoadRpcSecurity(certs.Client("ca.pem", "client"));
   ASSERT_TRUE(client_security.ok()) << client_security.status();
   client_security->auth_token = "s3cret";
-  auto fetched =
-      WeightsClient::Connect((*server)->address(), *client_security).value()->Fetch(-1, TinyModel());
+  auto fetched = WeightsClient::Connect((*server)->address(), *client_security)
+                     .value()
+                     ->Fetch(-1, TinyServedModel());
   ASSERT_TRUE(fetched.ok()) << fetched.status();
   EXPECT_EQ(fetched->snapshot->version, 4);
   auto plaintext = WeightsClient::Connect((*server)->address(), RpcSecurity::Token("s3cret"));
@@ -136,7 +138,7 @@ TEST(WeightsServiceTest, FetchesOverMutualTls) {
 TEST(WeightsServiceTest, ModelOfAnotherShapeIsAClearError) {
   auto server = Serve();
   ASSERT_TRUE(server->Publish(*Snapshot(2)).ok());
-  ModelOptions other = TinyModel();
+  ModelOptions other = TinyServedModel();
   other.intermediate_size = 64;
   auto fetched = WeightsClient::Connect(server->address()).value()->Fetch(-1, other);
   ASSERT_FALSE(fetched.ok());
@@ -186,8 +188,9 @@ absl::Status FetchFromBroken(BrokenWeightsService::Fault fault) {
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
   auto server = builder.BuildAndStart();
-  auto fetched =
-      WeightsClient::Connect("127.0.0.1:" + std::to_string(port)).value()->Fetch(-1, TinyModel());
+  auto fetched = WeightsClient::Connect("127.0.0.1:" + std::to_string(port))
+                     .value()
+                     ->Fetch(-1, TinyServedModel());
   server->Shutdown();
   EXPECT_FALSE(fetched.ok());
   return fetched.status();
