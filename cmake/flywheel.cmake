@@ -25,16 +25,19 @@ function(flywheel_use_torch target)
   endif()
 endfunction()
 
-# flywheel_test(NAME [DEPS lib1 lib2] [SRCS extra.cc] [LABELS slow] [TIMEOUT s] [PROCESSORS n])
+# flywheel_test(NAME [DEPS lib1 lib2] [SRCS extra.cc] [LABELS slow] [TIMEOUT s] [PROCESSORS n]
+#               [TORCH] [ALONE])
 # NAME.cc beside the code is the test source. PROCESSORS: the cores the test keeps busy, which
-# `ctest -j` counts against its limit, so that fewer tests run beside it.
+# `ctest -j` counts against its limit, so that fewer tests run beside it. ALONE: an executable
+# of its own also in unity builds, for a test that needs its own target (compile definitions,
+# dependencies) or re-executes itself.
 function(flywheel_test name)
   if(NOT FLYWHEEL_BUILD_TESTS)
     return()
   endif()
-  cmake_parse_arguments(ARG "TORCH" "TIMEOUT;PROCESSORS" "DEPS;SRCS;LABELS" ${ARGN})
-  if(ARG_TORCH AND FLYWHEEL_UNITY_BUILD AND NOT ARG_SRCS)
-    _flywheel_grouped_torch_test(${name} "${ARG_DEPS}")
+  cmake_parse_arguments(ARG "TORCH;ALONE" "TIMEOUT;PROCESSORS" "DEPS;SRCS;LABELS" ${ARGN})
+  if(FLYWHEEL_UNITY_BUILD AND NOT ARG_SRCS AND NOT ARG_ALONE)
+    _flywheel_grouped_test(${name} "${ARG_DEPS}" "${ARG_TORCH}")
   else()
     add_executable(${name} ${name}.cc ${ARG_SRCS})
     # A batch of one or two files gains nothing, and CMake's batch files name the checkout's
@@ -66,22 +69,31 @@ function(flywheel_test name)
   flywheel_scale_test_times()
 endfunction()
 
-# With FLYWHEEL_UNITY_BUILD the torch tests of a directory are one executable, DIR_torch_tests,
-# compiled in unity batches: alone, each spent about 20 s instantiating the same LibTorch
-# templates. ctest still has one test per file, NAME, which runs that executable on the file's
-# own test suites (--gtest_filter); a suite name may therefore be used by one file of a directory
-# only. Without unity builds every test is an executable of its own.
-function(_flywheel_grouped_torch_test name deps)
+# With FLYWHEEL_UNITY_BUILD the tests of a directory are two executables, DIR_torch_tests and
+# DIR_tests (the torch-free ones), compiled in unity batches: alone, each torch test spent about
+# 20 s instantiating the same LibTorch templates, and each torch-free one parsed GoogleTest and
+# abseil again and was linked on its own. ctest still has one test per file, NAME, which runs
+# that executable on the file's own test suites (--gtest_filter); a suite name may therefore be
+# used by one file of a directory only. Without unity builds every test is an executable of its
+# own.
+function(_flywheel_grouped_test name deps torch)
   file(RELATIVE_PATH dir ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
   string(REGEX REPLACE "^src/flywheel/" "" dir "${dir}")
-  string(REGEX REPLACE "[^A-Za-z0-9]" "_" group "${dir}_torch_tests")
+  if(torch)
+    set(group "${dir}_torch_tests")
+  else()
+    set(group "${dir}_tests")
+  endif()
+  string(REGEX REPLACE "[^A-Za-z0-9]" "_" group "${group}")
   if(NOT TARGET ${group})
     add_executable(${group})
     target_link_libraries(${group} PRIVATE GTest::gtest GTest::gmock GTest::gtest_main)
     if(TARGET flywheel_tsan_absl_sync)
       target_link_libraries(${group} PRIVATE flywheel_tsan_absl_sync)
     endif()
-    flywheel_use_torch(${group})
+    if(torch)
+      flywheel_use_torch(${group})
+    endif()
   endif()
   target_sources(${group} PRIVATE ${name}.cc)
   target_link_libraries(${group} PRIVATE ${deps})

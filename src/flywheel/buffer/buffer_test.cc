@@ -14,8 +14,8 @@ namespace {
 
 using testing::MakeTrajectory;
 
-absl::Time In(absl::Duration d) { return absl::Now() + d; }
-constexpr absl::Duration kLong = absl::Seconds(30);
+using testing::In;
+using testing::kLong;
 
 std::string TempDir(const std::string& name) {
   auto dir = std::filesystem::temp_directory_path() /

@@ -77,7 +77,7 @@ class ServerProcess {
   std::string first_line_;
 };
 
-std::string Wire(const std::string& id) {
+std::string WireWithId(const std::string& id) {
   std::string out;
   ToProto(*testing::MakeTrajectory(id, 1, "", Role::kMain, 32)).SerializeToString(&out);
   return out;
@@ -111,7 +111,7 @@ TEST(DurabilityTest, SigkillMidStreamLosesNoAcknowledgedItemAndRedeliversNoConsu
     auto client = BufferClient::Connect(server.address());
     // Phase 1: 300 inserts, all acknowledged; the learner consumes 100 of them.
     std::vector<std::string> wire;
-    for (int i = 0; i < 300; ++i) wire.push_back(Wire(StrCat("a", i)));
+    for (int i = 0; i < 300; ++i) wire.push_back(WireWithId(StrCat("a", i)));
     auto acks = (*client)->InsertSerialized(wire, 16);
     ASSERT_TRUE(acks.ok()) << acks.status();
     for (const auto& ack : *acks) {
@@ -151,7 +151,7 @@ TEST(DurabilityTest, SigkillMidStreamLosesNoAcknowledgedItemAndRedeliversNoConsu
       v1::InsertRequest request;
       request.set_sequence(i);
       const std::string id = StrCat("b", i);
-      request.add_trajectories(Wire(id));
+      request.add_trajectories(WireWithId(id));
       {
         std::lock_guard<std::mutex> lock(acked_mu);
         sent.insert(id);

@@ -15,7 +15,7 @@
 namespace flywheel {
 namespace {
 
-std::string TempDir(const std::string& name) {
+std::string StoreTempDir(const std::string& name) {
   auto dir = std::filesystem::temp_directory_path() /
              StrCat("flywheel_durable_store_test_", name, "_", ::getpid());
   std::filesystem::remove_all(dir);
@@ -35,7 +35,7 @@ DurableStore::Write Puts(uint64_t first, uint64_t last) {
 // Deletes become range tombstones over runs of consecutive keys: keys between runs, and
 // keys next to a run, must survive, in this process and after a reopen.
 TEST(DurableStoreTest, DeletesRemoveExactlyTheirKeysAcrossRunsAndReopen) {
-  const std::string path = TempDir("runs");
+  const std::string path = StoreTempDir("runs");
   {
     auto store = DurableStore::Open(path);
     ASSERT_TRUE(store.ok()) << store.status();
@@ -73,7 +73,7 @@ std::vector<std::string> ConsumedRecords(const DurableStore& store) {
 // in the same batch, survive a reopen, and only the newest consumed_kept (plus at most an
 // eighth) are kept.
 TEST(DurableStoreTest, ConsumedRecordsGoWithTheirDeletesAndAreBounded) {
-  const std::string path = TempDir("consumed");
+  const std::string path = StoreTempDir("consumed");
   {
     auto store = DurableStore::Open(path, nullptr, /*consumed_kept=*/8);
     ASSERT_TRUE(store.ok()) << store.status();
@@ -179,7 +179,7 @@ void AwaitBatches(const DurableStore& store, int64_t n) {
 // The next batch is appended while a sync is in flight, but acknowledged only by a sync that
 // started after its append: never by the one already running.
 TEST(DurableStoreTest, CommitReturnsOnlyAfterASyncThatStartedAfterItsAppend) {
-  const std::string path = TempDir("pipeline");
+  const std::string path = StoreTempDir("pipeline");
   auto store = DurableStore::Open(path);
   ASSERT_TRUE(store.ok()) << store.status();
   SyncGate gate(**store);
@@ -208,7 +208,7 @@ TEST(DurableStoreTest, CommitReturnsOnlyAfterASyncThatStartedAfterItsAppend) {
 // A failed sync fails every writer it would have acknowledged and those appended behind it,
 // and latches the store.
 TEST(DurableStoreTest, FailedSyncFailsTheWaitingWritersAndLatches) {
-  const std::string path = TempDir("sync_failure");
+  const std::string path = StoreTempDir("sync_failure");
   auto store = DurableStore::Open(path);
   ASSERT_TRUE(store.ok()) << store.status();
   ASSERT_TRUE((*store)->Commit(Puts(1, 1)).ok());
@@ -236,7 +236,7 @@ TEST(DurableStoreTest, FailedSyncFailsTheWaitingWritersAndLatches) {
 
 // A failed append fails its group (nothing of it is synced or acknowledged) and latches.
 TEST(DurableStoreTest, FailedAppendLatches) {
-  const std::string path = TempDir("append_failure");
+  const std::string path = StoreTempDir("append_failure");
   auto store = DurableStore::Open(path);
   ASSERT_TRUE(store.ok()) << store.status();
   (*store)->FailNextWriteForTesting();

@@ -16,8 +16,8 @@ namespace {
 
 using testing::MakeTrajectory;
 
-absl::Time In(absl::Duration d) { return absl::Now() + d; }
-constexpr absl::Duration kLong = absl::Seconds(30);
+using testing::In;
+using testing::kLong;
 
 class LeaseTest : public ::testing::Test {
  protected:

@@ -15,8 +15,8 @@ namespace {
 using testing::IdOf;
 using testing::MakeTestItem;
 
-absl::Time In(absl::Duration d) { return absl::Now() + d; }
-constexpr absl::Duration kLong = absl::Seconds(30);
+using testing::In;
+using testing::kLong;
 // Long enough that a call which should block has had every chance to return wrongly.
 constexpr absl::Duration kStillBlocked = absl::Milliseconds(100);
 

@@ -5,6 +5,8 @@
 #include <memory>
 #include <string>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "flywheel/buffer/item.h"
 #include "flywheel/core/trajectory.h"
 
@@ -35,6 +37,10 @@ inline ItemPtr MakeTestItem(const std::string& id, int64_t version = 0, Role rol
   item->Summarize();
   return item;
 }
+
+// A deadline `d` from now, and one long enough that only a defect reaches it.
+inline absl::Time In(absl::Duration d) { return absl::Now() + d; }
+inline constexpr absl::Duration kLong = absl::Seconds(30);
 
 inline std::string IdOf(const SampledItem& s) { return s.item->members[0].trajectory->id; }
 

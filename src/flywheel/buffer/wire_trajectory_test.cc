@@ -13,7 +13,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::shared_ptr<std::string> Wire(const Trajectory& t) {
+std::shared_ptr<std::string> SharedWire(const Trajectory& t) {
   auto wire = std::make_shared<std::string>();
   ToProto(t).SerializeToString(wire.get());
   return wire;
@@ -21,7 +21,7 @@ std::shared_ptr<std::string> Wire(const Trajectory& t) {
 
 TEST(WireTrajectoryTest, AValidTrajectoryBecomesAMemberHoldingItsBytes) {
   const auto t = testing::MakeTrajectory("t1", /*version=*/3);
-  auto wire = Wire(*t);
+  auto wire = SharedWire(*t);
   v1::Trajectory proto;
   bool parsed = false;
   absl::StatusOr<ItemMember> member = DecodeWireTrajectory(wire, proto, &parsed);
@@ -47,7 +47,7 @@ TEST(WireTrajectoryTest, AnInvalidTrajectoryParsesButIsRefusedNamingTheField) {
   t.logprobs.pop_back();
   v1::Trajectory proto;
   bool parsed = false;
-  absl::StatusOr<ItemMember> member = DecodeWireTrajectory(Wire(t), proto, &parsed);
+  absl::StatusOr<ItemMember> member = DecodeWireTrajectory(SharedWire(t), proto, &parsed);
   EXPECT_TRUE(parsed);
   EXPECT_EQ(proto.id(), "t2");
   EXPECT_EQ(member.status().code(), absl::StatusCode::kInvalidArgument);

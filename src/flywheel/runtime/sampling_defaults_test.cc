@@ -25,12 +25,12 @@ HfGenerationConfig Parse(const char* text) {
   return *g;
 }
 
-toml::table Table(std::string_view text) { return *config::ParseToml(text, "job.toml"); }
+toml::table ParseTable(std::string_view text) { return *config::ParseToml(text, "job.toml"); }
 
 TEST(SamplingDefaultsTest, TheFileFillsOnlyTheKeysTheJobLeftUnset) {
   SamplingParams sampling;
   sampling.temperature = 0.9;  // as bound from the table below
-  auto applied = ApplyGenerationDefaults(Table("[sampling]\ntemperature = 0.9\n"),
+  auto applied = ApplyGenerationDefaults(ParseTable("[sampling]\ntemperature = 0.9\n"),
                                          Parse(kQwen3Generation), "g.json", &sampling);
   ASSERT_TRUE(applied.ok()) << applied.status();
   EXPECT_EQ(sampling.temperature, 0.9);
@@ -42,7 +42,7 @@ TEST(SamplingDefaultsTest, TheFileFillsOnlyTheKeysTheJobLeftUnset) {
 TEST(SamplingDefaultsTest, AJobThatSetsADefaultValueKeepsIt) {
   // top_k = 0 is SamplingParams' default: only the table can tell it was asked for.
   SamplingParams sampling;
-  auto applied = ApplyGenerationDefaults(Table("[sampling]\ntop_k = 0\n"), Parse(kQwen3Generation),
+  auto applied = ApplyGenerationDefaults(ParseTable("[sampling]\ntop_k = 0\n"), Parse(kQwen3Generation),
                                          "g.json", &sampling);
   ASSERT_TRUE(applied.ok());
   EXPECT_EQ(sampling.top_k, 0);
@@ -52,20 +52,20 @@ TEST(SamplingDefaultsTest, AJobThatSetsADefaultValueKeepsIt) {
 TEST(SamplingDefaultsTest, GreedyOrAbsentFilesChangeNothing) {
   SamplingParams sampling;
   auto greedy = ApplyGenerationDefaults(
-      Table(""), Parse(R"({"do_sample": false, "temperature": 0.0, "top_k": 1})"), "g.json",
+      ParseTable(""), Parse(R"({"do_sample": false, "temperature": 0.0, "top_k": 1})"), "g.json",
       &sampling);
   ASSERT_TRUE(greedy.ok()) << greedy.status();
   EXPECT_TRUE(greedy->empty());
   EXPECT_EQ(sampling.temperature, 1.0);
   EXPECT_EQ(sampling.top_k, 0);
-  auto absent = ApplyGenerationDefaults(Table(""), HfGenerationConfig{}, "g.json", &sampling);
+  auto absent = ApplyGenerationDefaults(ParseTable(""), HfGenerationConfig{}, "g.json", &sampling);
   ASSERT_TRUE(absent.ok());
   EXPECT_TRUE(absent->empty());
 }
 
 TEST(SamplingDefaultsTest, AnInvalidValueNamesTheFileAndTheOverride) {
   SamplingParams sampling;
-  auto applied = ApplyGenerationDefaults(Table(""), Parse(R"({"top_p": 1.5})"),
+  auto applied = ApplyGenerationDefaults(ParseTable(""), Parse(R"({"top_p": 1.5})"),
                                          "/m/generation_config.json", &sampling);
   ASSERT_FALSE(applied.ok());
   EXPECT_THAT(applied.status().message(), HasSubstr("/m/generation_config.json: sampling.top_p"));

@@ -9,7 +9,7 @@ namespace flywheel::sim {
 namespace {
 
 // Up to eight devices for a 1B policy, four-turn episodes with one-second environment steps.
-SimConfig Workload() {
+SimConfig PlannerWorkload() {
   SimConfig c;
   c.run.seed = 3;
   c.run.batch_groups = 4;
@@ -27,7 +27,7 @@ SimConfig Workload() {
 }
 
 TEST(PlannerTest, BudgetModePicksTheFastestOnTheBudget) {
-  absl::StatusOr<Plan> plan = MakePlan(Workload(), {.steps = 4});
+  absl::StatusOr<Plan> plan = MakePlan(PlannerWorkload(), {.steps = 4});
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_GE(plan->best, 0);
   for (const PlanCandidate& c : plan->candidates) {
@@ -50,10 +50,10 @@ TEST(PlannerTest, BudgetModePicksTheFastestOnTheBudget) {
 
 TEST(PlannerTest, TargetModePicksTheCheapestThatReachesTheTarget) {
   const PlanOptions budget{.steps = 4};
-  absl::StatusOr<Plan> fastest = MakePlan(Workload(), budget);
+  absl::StatusOr<Plan> fastest = MakePlan(PlannerWorkload(), budget);
   ASSERT_TRUE(fastest.ok()) << fastest.status();
   const double target = fastest->candidates[fastest->best].samples_per_s * 0.3;
-  absl::StatusOr<Plan> plan = MakePlan(Workload(), {.target_samples_per_s = target, .steps = 4});
+  absl::StatusOr<Plan> plan = MakePlan(PlannerWorkload(), {.target_samples_per_s = target, .steps = 4});
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_GE(plan->best, 0);
   const PlanCandidate& best = plan->candidates[plan->best];
@@ -64,14 +64,14 @@ TEST(PlannerTest, TargetModePicksTheCheapestThatReachesTheTarget) {
   // Fewer devices than the budget were tried.
   EXPECT_LT(plan->candidates.front().config.cluster.devices, 8);
 
-  absl::StatusOr<Plan> impossible = MakePlan(Workload(), {.target_samples_per_s = 1e9, .steps = 2});
+  absl::StatusOr<Plan> impossible = MakePlan(PlannerWorkload(), {.target_samples_per_s = 1e9, .steps = 2});
   ASSERT_TRUE(impossible.ok()) << impossible.status();
   EXPECT_EQ(impossible->best, -1);
   EXPECT_TRUE(impossible->ToJson()["recommendation"].is_null());
 }
 
 TEST(PlannerTest, ABudgetThatHoldsNoSplitIsRefused) {
-  const absl::Status status = MakePlan(Workload(), {.max_devices = 1}).status();
+  const absl::Status status = MakePlan(PlannerWorkload(), {.max_devices = 1}).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("devices_per_replica"), std::string_view::npos);
 }
@@ -84,7 +84,7 @@ TEST(PlannerTest, TakesTheEnvironmentLatencyOfARealRun) {
     std::ofstream summary(dir / "summary.json");
     summary << R"({"episodes_finished": 100, "latency_audit": {"env_wait_seconds": 1200}})";
   }
-  SimConfig config = Workload();  // 4 turns per episode, constant latency
+  SimConfig config = PlannerWorkload();  // 4 turns per episode, constant latency
   absl::StatusOr<std::string> note = TakeLatencyFromRun(dir, config);
   ASSERT_TRUE(note.ok()) << note.status();
   // 1200 s / 100 episodes / 4 turns = 3 s per environment step.
