@@ -1,6 +1,5 @@
 #include "flywheel/runtime/policy_eval.h"
 
-#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -14,12 +13,6 @@
 
 namespace flywheel {
 
-nlohmann::json PolicyEvalResult::ToJson() const {
-  return {{"episodes", episodes},         {"version", version},
-          {"reward_mean", reward_mean},   {"reward_stderr", reward_stderr},
-          {"success_rate", success_rate}, {"seconds", seconds}};
-}
-
 absl::StatusOr<PolicyEvalResult> EvaluatePolicy(const JobConfig& config, const EnvFactory& factory,
                                                 const PolicyText& text,
                                                 std::shared_ptr<const WeightSnapshot> weights,
@@ -29,8 +22,7 @@ absl::StatusOr<PolicyEvalResult> EvaluatePolicy(const JobConfig& config, const E
   }
   if (weights == nullptr) return absl::InvalidArgumentError("evaluation needs weights");
   const absl::Time start = absl::Now();
-  PolicyEvalResult result;
-  result.version = weights->version;
+  const int64_t version = weights->version;
 
   absl::Mutex mu;
   std::vector<float> rewards;
@@ -56,22 +48,8 @@ absl::StatusOr<PolicyEvalResult> EvaluatePolicy(const JobConfig& config, const E
   }
 
   absl::MutexLock lock(&mu);
-  result.episodes = static_cast<int64_t>(rewards.size());
-  double sum = 0, sum_sq = 0;
-  int64_t successes = 0;
-  for (const float r : rewards) {
-    sum += r;
-    sum_sq += static_cast<double>(r) * r;
-    successes += r >= config.run.success_reward;
-  }
-  const double n = static_cast<double>(result.episodes);
-  result.reward_mean = sum / n;
-  result.success_rate = static_cast<double>(successes) / n;
-  if (result.episodes > 1) {
-    const double variance =
-        std::max(0.0, (sum_sq - n * result.reward_mean * result.reward_mean) / (n - 1));
-    result.reward_stderr = std::sqrt(variance / n);
-  }
+  PolicyEvalResult result = SummarizeEvalRewards(rewards, config.run.success_reward);
+  result.version = version;
   result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return result;
 }

@@ -12,26 +12,15 @@
 
 #include <cstdint>
 #include <memory>
-#include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
 #include "flywheel/env/env_factory.h"
 #include "flywheel/model/weight_snapshot.h"
+#include "flywheel/runtime/eval_result.h"
 #include "flywheel/runtime/job_config.h"
 #include "flywheel/runtime/policy_text.h"
 
 namespace flywheel {
-
-struct PolicyEvalResult {
-  int64_t episodes = 0;
-  int64_t version = 0;       // the evaluated weights' policy version
-  double reward_mean = 0;    // mean final reward
-  double reward_stderr = 0;  // standard error of that mean
-  double success_rate = 0;   // share with final reward >= run.success_reward
-  double seconds = 0;
-
-  nlohmann::json ToJson() const;
-};
 
 // Plays `episodes` episodes of `config`'s environment (as configured, latency included) with
 // `weights` on one actor of `config.actor`'s settings and the job's tokenizer and turn format

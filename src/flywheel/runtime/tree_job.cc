@@ -19,6 +19,7 @@
 #include "flywheel/model/weight_snapshot.h"
 #include "flywheel/runtime/blas_choice.h"
 #include "flywheel/runtime/harness_actors.h"
+#include "flywheel/runtime/harness_eval.h"
 #include "flywheel/runtime/policy_setup.h"
 #include "flywheel/runtime/run_directory.h"
 #include "flywheel/runtime/run_stop.h"
@@ -454,6 +455,27 @@ absl::StatusOr<TreeJobResult> TreeJob::Finish(const RunStop& stop) {
       {"blas", blas_.ToJson()}};
   if (!restored_from_.empty()) summary["resumed_from"] = restored_from_;
   summary.update(summary_extra_);
+  // A stop request skips the evaluation (the user asked to stop); a wall budget does not. The
+  // final policy on instances of their own, derived from run.seed alone, so two runs of the same
+  // seed (the imitated policy, a trained one) are evaluated on the same instances.
+  if (config_.run.eval_episodes > 0 && stop.Reason() != "signal") {
+    EngineHarnessPolicyOptions po;
+    po.sampling = config_.sampling;
+    po.max_new_tokens = tree_.max_new_tokens;
+    ASSIGN_OR_RETURN(std::shared_ptr<const WeightSnapshot> weights,
+                     MakeSnapshot(learner_->model(), learner_->version()));
+    ASSIGN_OR_RETURN(result_.eval,
+                     EvaluateHarnessPolicy(harness_, config_.actor.engine, po, std::move(weights),
+                                           config_.run.eval_episodes,
+                                           static_cast<uint64_t>(config_.run.seed),
+                                           config_.run.success_reward));
+    summary["eval"] = result_.eval->ToJson();
+    if (run_.progress != nullptr) {
+      std::fprintf(run_.progress, "evaluation: %lld executions, success %.3f, reward %.3f ± %.3f\n",
+                   static_cast<long long>(result_.eval->episodes), result_.eval->success_rate,
+                   result_.eval->reward_mean, result_.eval->reward_stderr);
+    }
+  }
   RETURN_IF_ERROR(run_dir_->WriteSummary(summary));
   return std::move(result_);
 }

@@ -25,6 +25,8 @@
 // Checkpoints every learner.checkpoint_every steps and at the end (when checkpoint_every > 0):
 // the model, the optimiser state and tree_job.json (imitation and reinforcement steps done);
 // --resume continues from the newest one, on instances the run has not played.
+// run.eval_episodes > 0: the final policy then plays that many executions, one per instance, on
+// instances of their own (runtime/harness_eval.h), into summary "eval" and the result.
 #ifndef FLYWHEEL_RUNTIME_TREE_JOB_H_
 #define FLYWHEEL_RUNTIME_TREE_JOB_H_
 
@@ -32,9 +34,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "flywheel/runtime/eval_result.h"
 #include "flywheel/runtime/job_config.h"
 #include "flywheel/trajectory/llm_call.h"
 
@@ -57,6 +61,7 @@ struct TreeJobResult {
   double last_reward = 0;
   std::vector<nlohmann::json> metrics;  // the metrics.jsonl lines
   std::vector<Execution> executions;    // with keep_executions, in order
+  std::optional<PolicyEvalResult> eval;  // run.eval_episodes > 0: the final policy's evaluation
 };
 
 // Errors: env.kind other than repair, tree.enabled false, run.mode = "elastic", --resume

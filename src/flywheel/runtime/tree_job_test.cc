@@ -36,12 +36,19 @@ TEST(TreeJobTest, TrainsOnTreesAndLaterExecutionsUseNewerWeights) {
   absl::StatusOr<JobConfig> config =
       SmallTreeJob("versions", {"tree.weighting=\"exact\"", "run.mode=\"colocated\"",
                                 "tree.imitation_lr=2e-3", "learner.lr=5e-4",
-                                "learner.total_steps=1000"});
+                                "learner.total_steps=1000", "run.eval_episodes=4"});
   ASSERT_TRUE(config.ok()) << config.status();
   absl::StatusOr<TreeJobResult> result = RunTreeJob(*config, TreeJobRunOptions{});
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->steps, 3);
   EXPECT_EQ(result->version, 4);  // one imitation step, three reinforcement steps
+  // run.eval_episodes: the final weights played 4 executions, into the summary too.
+  ASSERT_TRUE(result->eval.has_value());
+  EXPECT_EQ(result->eval->episodes, 4);
+  EXPECT_EQ(result->eval->version, 4);
+  std::ifstream summary_in(result->run_dir / "summary.json");
+  const nlohmann::json summary = nlohmann::json::parse(summary_in);
+  EXPECT_EQ(summary["eval"]["episodes"], 4);
 
   // The call log of the run: 3 steps × 4 executions, step s sampled with version s (the
   // weights after the imitation step and s − 1 reinforcement steps).
