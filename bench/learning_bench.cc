@@ -299,10 +299,10 @@ absl::StatusOr<nlohmann::json> TreeLearning(const Settings& s, double seconds,
   // schedule, or its imitation would decay within its own 1 + imitation steps.
   warm.push_back("run.name=\"tree-warm\"");
   warm.push_back("run.max_steps=1");
-  warm.push_back(StrCat("learner.total_steps=", config.learner.total_steps > 0
-                                                    ? config.learner.total_steps
-                                                    : config.run.max_steps +
-                                                          config.tree.imitation_steps));
+  warm.push_back(
+      StrCat("learner.total_steps=", config.learner.total_steps > 0
+                                         ? config.learner.total_steps
+                                         : config.run.max_steps + config.tree.imitation_steps));
   ASSIGN_OR_RETURN(const JobConfig warm_config,
                    LoadJobConfig(s.examples + "/repair-tree.toml", warm));
   ASSIGN_OR_RETURN(const TreeJobResult imitated, RunTreeJob(warm_config, TreeJobRunOptions{}));

@@ -10,15 +10,12 @@
 
 namespace flywheel {
 
-absl::StatusOr<PolicyEvalResult> EvaluateHarnessPolicy(const RepairHarnessOptions& harness,
-                                                       const RolloutEngineOptions& engine,
-                                                       EngineHarnessPolicyOptions policy,
-                                                       std::shared_ptr<const WeightSnapshot> weights,
-                                                       int64_t executions, uint64_t seed,
-                                                       double success_reward) {
+absl::StatusOr<PolicyEvalResult> EvaluateHarnessPolicy(
+    const RepairHarnessOptions& harness, const RolloutEngineOptions& engine,
+    EngineHarnessPolicyOptions policy, std::shared_ptr<const WeightSnapshot> weights,
+    int64_t executions, uint64_t seed, double success_reward) {
   if (executions < 1) {
-    return absl::InvalidArgumentError(
-        StrCat("evaluation needs >= 1 execution, got ", executions));
+    return absl::InvalidArgumentError(StrCat("evaluation needs >= 1 execution, got ", executions));
   }
   if (weights == nullptr) return absl::InvalidArgumentError("evaluation needs weights");
   const absl::Time start = absl::Now();

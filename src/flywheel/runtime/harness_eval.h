@@ -25,12 +25,10 @@ namespace flywheel {
 // `policy` (its seed is replaced by one derived from `seed`) on one engine of `engine`'s
 // settings, on this thread. An execution succeeds when its final reward is >= success_reward;
 // one without a final reward (its turns ran out) counts as reward 0.
-absl::StatusOr<PolicyEvalResult> EvaluateHarnessPolicy(const RepairHarnessOptions& harness,
-                                                       const RolloutEngineOptions& engine,
-                                                       EngineHarnessPolicyOptions policy,
-                                                       std::shared_ptr<const WeightSnapshot> weights,
-                                                       int64_t executions, uint64_t seed,
-                                                       double success_reward);
+absl::StatusOr<PolicyEvalResult> EvaluateHarnessPolicy(
+    const RepairHarnessOptions& harness, const RolloutEngineOptions& engine,
+    EngineHarnessPolicyOptions policy, std::shared_ptr<const WeightSnapshot> weights,
+    int64_t executions, uint64_t seed, double success_reward);
 
 }  // namespace flywheel
 

@@ -30,8 +30,8 @@ absl::StatusOr<PolicyEvalResult> Evaluate(const HarnessEvalSetup& s, int64_t exe
                                           uint64_t seed) {
   EngineHarnessPolicyOptions po;
   po.max_new_tokens = 8;
-  return EvaluateHarnessPolicy(s.harness, RolloutEngineOptions{}, po, s.weights, executions,
-                               seed, /*success_reward=*/1.0);
+  return EvaluateHarnessPolicy(s.harness, RolloutEngineOptions{}, po, s.weights, executions, seed,
+                               /*success_reward=*/1.0);
 }
 
 TEST(HarnessEvalTest, TheSameSeedPlaysTheSameInstancesWithTheSameDraws) {

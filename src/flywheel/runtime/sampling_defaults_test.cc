@@ -42,8 +42,8 @@ TEST(SamplingDefaultsTest, TheFileFillsOnlyTheKeysTheJobLeftUnset) {
 TEST(SamplingDefaultsTest, AJobThatSetsADefaultValueKeepsIt) {
   // top_k = 0 is SamplingParams' default: only the table can tell it was asked for.
   SamplingParams sampling;
-  auto applied = ApplyGenerationDefaults(ParseTable("[sampling]\ntop_k = 0\n"), Parse(kQwen3Generation),
-                                         "g.json", &sampling);
+  auto applied = ApplyGenerationDefaults(ParseTable("[sampling]\ntop_k = 0\n"),
+                                         Parse(kQwen3Generation), "g.json", &sampling);
   ASSERT_TRUE(applied.ok());
   EXPECT_EQ(sampling.top_k, 0);
   EXPECT_EQ(sampling.temperature, 0.6);

@@ -464,11 +464,11 @@ absl::StatusOr<TreeJobResult> TreeJob::Finish(const RunStop& stop) {
     po.max_new_tokens = tree_.max_new_tokens;
     ASSIGN_OR_RETURN(std::shared_ptr<const WeightSnapshot> weights,
                      MakeSnapshot(learner_->model(), learner_->version()));
-    ASSIGN_OR_RETURN(result_.eval,
-                     EvaluateHarnessPolicy(harness_, config_.actor.engine, po, std::move(weights),
-                                           config_.run.eval_episodes,
-                                           static_cast<uint64_t>(config_.run.seed),
-                                           config_.run.success_reward));
+    ASSIGN_OR_RETURN(
+        result_.eval,
+        EvaluateHarnessPolicy(harness_, config_.actor.engine, po, std::move(weights),
+                              config_.run.eval_episodes, static_cast<uint64_t>(config_.run.seed),
+                              config_.run.success_reward));
     summary["eval"] = result_.eval->ToJson();
     if (run_.progress != nullptr) {
       std::fprintf(run_.progress, "evaluation: %lld executions, success %.3f, reward %.3f ± %.3f\n",

@@ -33,10 +33,9 @@ absl::StatusOr<JobConfig> SmallTreeJob(const std::string& name,
 }
 
 TEST(TreeJobTest, TrainsOnTreesAndLaterExecutionsUseNewerWeights) {
-  absl::StatusOr<JobConfig> config =
-      SmallTreeJob("versions", {"tree.weighting=\"exact\"", "run.mode=\"colocated\"",
-                                "tree.imitation_lr=2e-3", "learner.lr=5e-4",
-                                "learner.total_steps=1000", "run.eval_episodes=4"});
+  absl::StatusOr<JobConfig> config = SmallTreeJob(
+      "versions", {"tree.weighting=\"exact\"", "run.mode=\"colocated\"", "tree.imitation_lr=2e-3",
+                   "learner.lr=5e-4", "learner.total_steps=1000", "run.eval_episodes=4"});
   ASSERT_TRUE(config.ok()) << config.status();
   absl::StatusOr<TreeJobResult> result = RunTreeJob(*config, TreeJobRunOptions{});
   ASSERT_TRUE(result.ok()) << result.status();

@@ -53,7 +53,8 @@ TEST(PlannerTest, TargetModePicksTheCheapestThatReachesTheTarget) {
   absl::StatusOr<Plan> fastest = MakePlan(PlannerWorkload(), budget);
   ASSERT_TRUE(fastest.ok()) << fastest.status();
   const double target = fastest->candidates[fastest->best].samples_per_s * 0.3;
-  absl::StatusOr<Plan> plan = MakePlan(PlannerWorkload(), {.target_samples_per_s = target, .steps = 4});
+  absl::StatusOr<Plan> plan =
+      MakePlan(PlannerWorkload(), {.target_samples_per_s = target, .steps = 4});
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_GE(plan->best, 0);
   const PlanCandidate& best = plan->candidates[plan->best];
@@ -64,7 +65,8 @@ TEST(PlannerTest, TargetModePicksTheCheapestThatReachesTheTarget) {
   // Fewer devices than the budget were tried.
   EXPECT_LT(plan->candidates.front().config.cluster.devices, 8);
 
-  absl::StatusOr<Plan> impossible = MakePlan(PlannerWorkload(), {.target_samples_per_s = 1e9, .steps = 2});
+  absl::StatusOr<Plan> impossible =
+      MakePlan(PlannerWorkload(), {.target_samples_per_s = 1e9, .steps = 2});
   ASSERT_TRUE(impossible.ok()) << impossible.status();
   EXPECT_EQ(impossible->best, -1);
   EXPECT_TRUE(impossible->ToJson()["recommendation"].is_null());

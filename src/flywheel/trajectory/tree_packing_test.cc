@@ -17,7 +17,7 @@ namespace {
 using ::testing::HasSubstr;
 
 LlmCall PackCall(std::string id, Role role, std::vector<int32_t> context,
-             std::vector<int32_t> generated) {
+                 std::vector<int32_t> generated) {
   return testing::MakeCall(std::move(id), role, std::move(context), std::move(generated));
 }
 
@@ -145,7 +145,8 @@ TEST(TreePackingTest, DedupCountsEachTokenOnceWithMeanAdvantage) {
   EXPECT_FLOAT_EQ(weight_sum, 1.0f);
 
   // Now two distinct paths through the shared token: its advantage is their mean.
-  e.calls = {PackCall("a", Role::kMain, {0, 1}, {5, 8}), PackCall("b", Role::kMain, {0, 1}, {5, 6})};
+  e.calls = {PackCall("a", Role::kMain, {0, 1}, {5, 8}),
+             PackCall("b", Role::kMain, {0, 1}, {5, 6})};
   tree = TrajectoryTree::FromExecution(e);
   ASSERT_TRUE(tree.ok());
   items = {TreeTrainingItem{&*tree, tree->Paths(), {1.0f, 0.0f}}};
