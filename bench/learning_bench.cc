@@ -18,8 +18,10 @@
 //                tree.packing = "tree" and "flat" (both exact weighting: the same gradient),
 //                the order alternating over seeds. tree_vs_flat_time_per_step = median over
 //                seeds of (tree's median wall seconds per step / flat's); reward_gap = mean
-//                over seeds of tree's mean reward per step − flat's; improvement = the tree
-//                arms' last-window reward − first-window reward. Then `learning`: the example
+//                over seeds of tree's mean reward per step − flat's; arms_reward_improvement =
+//                the tree arms' last-window reward − first-window reward. Both the imitation
+//                and the arms keep the example's learning-rate schedule (learner.total_steps).
+//                Then `learning`: the example
 //                as shipped for tree_seconds (600), its final policy's evaluation against the
 //                imitated policy's (the same imitation and one step, evaluated alike):
 //                improvement; and the success of its last tenth of steps against its first
@@ -226,10 +228,27 @@ absl::StatusOr<TreeArm> RunTreeArm(const Settings& s, const std::vector<std::str
   return arm;
 }
 
+// The tree job's learning-rate decay spans its imitation and reinforcement steps (run.max_steps
+// + tree.imitation_steps unless learner.total_steps says otherwise), so a run with few
+// run.max_steps decays within them. This override keeps examples/repair-tree.toml's schedule as
+// TreeLearning runs it (run.max_steps = 100000) with `imitation_steps` (0: the example's).
+constexpr int64_t kTreeLearningMaxSteps = 100000;
+absl::StatusOr<std::string> ExampleTreeSchedule(const Settings& s, int64_t imitation_steps) {
+  std::vector<std::string> o = {StrCat("run.max_steps=", kTreeLearningMaxSteps)};
+  if (imitation_steps > 0) o.push_back(StrCat("tree.imitation_steps=", imitation_steps));
+  ASSIGN_OR_RETURN(const JobConfig config, LoadJobConfig(s.examples + "/repair-tree.toml", o));
+  return StrCat("learner.total_steps=", config.learner.total_steps > 0
+                                            ? config.learner.total_steps
+                                            : config.run.max_steps + config.tree.imitation_steps);
+}
+
 absl::StatusOr<nlohmann::json> TreeTask(const Settings& s, int64_t imitation_steps,
                                         const std::vector<int64_t>& seeds, int64_t steps) {
+  // Both arms train at the example's rate: with 1 + steps steps the schedule would decay to
+  // its floor within them.
+  ASSIGN_OR_RETURN(const std::string schedule, ExampleTreeSchedule(s, imitation_steps));
   const std::vector<std::string> base = {StrCat("run.runs_dir=\"", s.runs_dir.string(), "\""),
-                                         "tree.weighting=\"exact\""};
+                                         "tree.weighting=\"exact\"", schedule};
   std::vector<std::string> o = base;
   o.push_back("run.name=\"tree-imitated\"");
   o.push_back(StrCat("tree.imitation_steps=", imitation_steps));
@@ -273,7 +292,7 @@ absl::StatusOr<nlohmann::json> TreeTask(const Settings& s, int64_t imitation_ste
   out["tree_vs_flat_time_per_step"] = Median(time_ratios);
   out["tree_vs_flat_train_seconds"] = Median(train_ratios);
   out["reward_gap"] = gap;
-  out["improvement"] = improvement;
+  out["arms_reward_improvement"] = improvement;  // last-window reward − first-window, tree arms
   out["first_reward_after_imitation"] = imitated.last_reward;
   return out;
 }
@@ -290,19 +309,16 @@ absl::StatusOr<nlohmann::json> TreeLearning(const Settings& s, double seconds,
   if (imitation_steps > 0) o.push_back(StrCat("tree.imitation_steps=", imitation_steps));
   std::vector<std::string> warm = o;
   o.push_back("run.name=\"tree-learning\"");
-  o.push_back("run.max_steps=100000");
+  o.push_back(StrCat("run.max_steps=", kTreeLearningMaxSteps));
   o.push_back(StrCat("run.max_wall_seconds=", seconds));
   ASSIGN_OR_RETURN(const JobConfig config, LoadJobConfig(s.examples + "/repair-tree.toml", o));
 
-  // The learning rate's decay spans imitation and reinforcement steps (run.max_steps unless
-  // learner.total_steps says otherwise): the imitated policy is made on the learning run's
-  // schedule, or its imitation would decay within its own 1 + imitation steps.
+  // The imitated policy on the learning run's schedule, or its imitation would decay within its
+  // own 1 + imitation steps.
+  ASSIGN_OR_RETURN(const std::string schedule, ExampleTreeSchedule(s, imitation_steps));
   warm.push_back("run.name=\"tree-warm\"");
   warm.push_back("run.max_steps=1");
-  warm.push_back(
-      StrCat("learner.total_steps=", config.learner.total_steps > 0
-                                         ? config.learner.total_steps
-                                         : config.run.max_steps + config.tree.imitation_steps));
+  warm.push_back(schedule);
   ASSIGN_OR_RETURN(const JobConfig warm_config,
                    LoadJobConfig(s.examples + "/repair-tree.toml", warm));
   ASSIGN_OR_RETURN(const TreeJobResult imitated, RunTreeJob(warm_config, TreeJobRunOptions{}));
