@@ -21,11 +21,10 @@
 //                over seeds of tree's mean reward per step − flat's; arms_reward_improvement =
 //                the tree arms' last-window reward − first-window reward. Both the imitation
 //                and the arms keep the example's learning-rate schedule (learner.total_steps).
-//                Then `learning`: the example
-//                as shipped for tree_seconds (600), its final policy's evaluation against the
-//                imitated policy's (the same imitation and one step, evaluated alike):
-//                improvement; and the success of its last tenth of steps against its first
-//                tenth's (success_improvement).
+//                Then `learning`: the example as shipped for tree_seconds (600), its final
+//                policy's evaluation against the imitated policy's (the same imitation and one
+//                step, evaluated alike): improvement; and the success of its last tenth of
+//                steps against its first tenth's (success_improvement).
 //
 // What limits each task (and what was tried) is in docs/learning.md; a target not reached is
 // reported as such (seconds_to_target null), never as the budget.
