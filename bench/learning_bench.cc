@@ -227,18 +227,19 @@ absl::StatusOr<TreeArm> RunTreeArm(const Settings& s, const std::vector<std::str
   return arm;
 }
 
-// The tree job's learning-rate decay spans its imitation and reinforcement steps (run.max_steps
-// + tree.imitation_steps unless learner.total_steps says otherwise), so a run with few
-// run.max_steps decays within them. This override keeps examples/repair-tree.toml's schedule as
-// TreeLearning runs it (run.max_steps = 100000) with `imitation_steps` (0: the example's).
+// The tree job's learning-rate decay spans its imitation and reinforcement steps
+// (TreeJobScheduleSteps), so a run with few run.max_steps decays within them. This override keeps
+// examples/repair-tree.toml's schedule as TreeLearning runs it (run.max_steps = 100000) with
+// `imitation_steps` (0: the example's).
 constexpr int64_t kTreeLearningMaxSteps = 100000;
+std::string ScheduleOf(const JobConfig& config) {
+  return StrCat("learner.total_steps=", TreeJobScheduleSteps(config));
+}
 absl::StatusOr<std::string> ExampleTreeSchedule(const Settings& s, int64_t imitation_steps) {
   std::vector<std::string> o = {StrCat("run.max_steps=", kTreeLearningMaxSteps)};
   if (imitation_steps > 0) o.push_back(StrCat("tree.imitation_steps=", imitation_steps));
   ASSIGN_OR_RETURN(const JobConfig config, LoadJobConfig(s.examples + "/repair-tree.toml", o));
-  return StrCat("learner.total_steps=", config.learner.total_steps > 0
-                                            ? config.learner.total_steps
-                                            : config.run.max_steps + config.tree.imitation_steps);
+  return ScheduleOf(config);
 }
 
 absl::StatusOr<nlohmann::json> TreeTask(const Settings& s, int64_t imitation_steps,
@@ -314,10 +315,9 @@ absl::StatusOr<nlohmann::json> TreeLearning(const Settings& s, double seconds,
 
   // The imitated policy on the learning run's schedule, or its imitation would decay within its
   // own 1 + imitation steps.
-  ASSIGN_OR_RETURN(const std::string schedule, ExampleTreeSchedule(s, imitation_steps));
   warm.push_back("run.name=\"tree-warm\"");
   warm.push_back("run.max_steps=1");
-  warm.push_back(schedule);
+  warm.push_back(ScheduleOf(config));
   ASSIGN_OR_RETURN(const JobConfig warm_config,
                    LoadJobConfig(s.examples + "/repair-tree.toml", warm));
   ASSIGN_OR_RETURN(const TreeJobResult imitated, RunTreeJob(warm_config, TreeJobRunOptions{}));

@@ -137,9 +137,9 @@ absl::Status TreeJob::Init() {
   lo.loss = LossOptions::FromLearnerOptions(config_.learner);
   lo.sampling = config_.sampling;
   RETURN_IF_ERROR(lo.Validate());
-  learner_.emplace(model, lo,
-                   OptimizerOptions::FromLearnerOptions(
-                       config_.learner, config_.run.max_steps + tree_.imitation_steps));
+  learner_.emplace(
+      model, lo,
+      OptimizerOptions::FromLearnerOptions(config_.learner, TreeJobScheduleSteps(config_)));
 
   ASSIGN_OR_RETURN(run_dir_, RunDirectory::Open(config_.run.runs_dir, config_.run.name,
                                                 FormatJobConfig(config_), run_.resume));
@@ -481,6 +481,11 @@ absl::StatusOr<TreeJobResult> TreeJob::Finish(const RunStop& stop) {
 }
 
 }  // namespace
+
+int64_t TreeJobScheduleSteps(const JobConfig& config) {
+  return config.learner.total_steps > 0 ? config.learner.total_steps
+                                        : config.run.max_steps + config.tree.imitation_steps;
+}
 
 absl::StatusOr<TreeJobResult> RunTreeJob(const JobConfig& config, const TreeJobRunOptions& run) {
   TreeJob job(config, run);

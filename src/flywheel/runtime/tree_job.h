@@ -64,6 +64,12 @@ struct TreeJobResult {
   std::optional<PolicyEvalResult> eval;  // run.eval_episodes > 0: the final policy's evaluation
 };
 
+// The optimiser steps the learning-rate schedule spans: learner.total_steps, or else the
+// imitation and reinforcement steps together (tree.imitation_steps + run.max_steps). A run with
+// fewer run.max_steps than another therefore also decays its imitation sooner; to reproduce a
+// longer run's imitated policy, set learner.total_steps to that run's horizon.
+int64_t TreeJobScheduleSteps(const JobConfig& config);
+
 // Errors: env.kind other than repair, tree.enabled false, run.mode = "elastic", --resume
 // without a checkpoint, and any error of the harness, the engine, the actors or the learner,
 // naming the step.

@@ -16,10 +16,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-LlmCall PackCall(std::string id, Role role, std::vector<int32_t> context,
-                 std::vector<int32_t> generated) {
-  return testing::MakeCall(std::move(id), role, std::move(context), std::move(generated));
-}
+using testing::MakeCall;
 
 // What the model sees for a contribution: the tokens and positions of its ancestor chain.
 using Key = std::tuple<std::vector<int32_t>, std::vector<int32_t>, float, float>;
@@ -120,8 +117,8 @@ TEST(TreePackingTest, DedupCountsEachTokenOnceWithMeanAdvantage) {
   Execution e;
   e.execution_id = "x";
   e.final_reward = 1.0f;
-  e.calls = {PackCall("a", Role::kMain, {0, 1}, {5}), PackCall("b", Role::kMain, {0, 1}, {5, 6}),
-             PackCall("c", Role::kMain, {0, 1}, {7})};
+  e.calls = {MakeCall("a", Role::kMain, {0, 1}, {5}), MakeCall("b", Role::kMain, {0, 1}, {5, 6}),
+             MakeCall("c", Role::kMain, {0, 1}, {7})};
   auto tree = TrajectoryTree::FromExecution(e);
   ASSERT_TRUE(tree.ok());
   auto paths = tree->Paths();  // a is a prefix of b (same role): absorbed
@@ -145,8 +142,8 @@ TEST(TreePackingTest, DedupCountsEachTokenOnceWithMeanAdvantage) {
   EXPECT_FLOAT_EQ(weight_sum, 1.0f);
 
   // Now two distinct paths through the shared token: its advantage is their mean.
-  e.calls = {PackCall("a", Role::kMain, {0, 1}, {5, 8}),
-             PackCall("b", Role::kMain, {0, 1}, {5, 6})};
+  e.calls = {MakeCall("a", Role::kMain, {0, 1}, {5, 8}),
+             MakeCall("b", Role::kMain, {0, 1}, {5, 6})};
   tree = TrajectoryTree::FromExecution(e);
   ASSERT_TRUE(tree.ok());
   items = {TreeTrainingItem{&*tree, tree->Paths(), {1.0f, 0.0f}}};
@@ -182,7 +179,7 @@ TEST(TreePackingTest, ErrorsNameTheExecution) {
   Execution e;
   e.execution_id = "root";
   e.final_reward = 0;
-  e.calls = {PackCall("a", Role::kMain, {}, {5, 6})};
+  e.calls = {MakeCall("a", Role::kMain, {}, {5, 6})};
   auto tree = TrajectoryTree::FromExecution(e);
   ASSERT_TRUE(tree.ok());
   std::vector<TreeTrainingItem> items = {{&*tree, tree->Paths(), {1.0f}}};
