@@ -212,6 +212,7 @@ absl::Status TreeJob::Imitate(const RunStop& stop) {
        step <= tree_.imitation_steps && step_ == 0 && !stop.Reached(); ++step) {
     RepairHarnessOptions scripted = harness_;
     scripted.noise = tree_.imitation_noise;
+    scripted.give_up = tree_.imitation_give_up;
     std::vector<Execution> executions;
     const int64_t n = tree_.instances_per_step * tree_.executions_per_instance;
     for (int64_t i = 0; i < n; ++i) {

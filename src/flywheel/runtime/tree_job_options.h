@@ -39,6 +39,7 @@ struct TreeJobOptions {
   // advantages are all zero).
   int64_t imitation_steps = 0;
   double imitation_noise = 0.2;  // the scripted agent's probability of a random patch
+  double imitation_give_up = 0;  // its probability of submitting instead of starting an attempt
   // Imitation's learning rate; 0 = learner.lr. Cloning takes a rate that would collapse the
   // policy in reinforcement learning.
   double imitation_lr = 0;
@@ -68,6 +69,8 @@ struct TreeJobOptions {
             "learner steps imitating the scripted harness agent before reinforcement learning");
     v.Field("imitation_noise", imitation_noise,
             "probability that the imitated agent's patch is a random one");
+    v.Field("imitation_give_up", imitation_give_up,
+            "probability that the imitated agent submits instead of starting an attempt");
     v.Field("imitation_lr", imitation_lr,
             "learning rate of the imitation steps (the schedule of learner.lr, scaled); 0 = "
             "learner.lr");
@@ -85,10 +88,10 @@ struct TreeJobOptions {
           "tree.max_retries, tree.max_subagents and tree.max_attempt_turns must be >= 0");
     }
     if (imitation_steps < 0 || !(imitation_noise >= 0 && imitation_noise <= 1) ||
-        imitation_lr < 0) {
+        !(imitation_give_up >= 0 && imitation_give_up <= 1) || imitation_lr < 0) {
       return absl::InvalidArgumentError(
-          "tree.imitation_steps and tree.imitation_lr must be >= 0 and tree.imitation_noise in "
-          "[0, 1]");
+          "tree.imitation_steps and tree.imitation_lr must be >= 0, tree.imitation_noise and "
+          "tree.imitation_give_up in [0, 1]");
     }
     if (summarize_after_tokens < 16) {
       return absl::InvalidArgumentError("tree.summarize_after_tokens must be >= 16");

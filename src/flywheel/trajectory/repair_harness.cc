@@ -108,6 +108,8 @@ class ScriptedRepairPolicy : public HarnessPolicy {
       next_planned_ = 0;
       pending_patch_.reset();
       tested_ = false;
+      // Drawn only when asked for, so that executions without it keep their random numbers.
+      if (options_.give_up > 0 && Uniform() < options_.give_up) return "submit";
     }
     if (pending_patch_) {
       std::string patch = std::move(*pending_patch_);
@@ -375,11 +377,11 @@ absl::StatusOr<Execution> RepairAgent::Run() {
 
 absl::Status RepairHarnessOptions::Validate() const {
   if (absl::Status s = repair.Validate(); !s.ok()) return s;
-  if (max_retries < 0 || max_subagents < 0 || noise < 0 || noise > 1 ||
-      summarize_after_tokens < 16 || max_attempt_turns < 0) {
+  if (max_retries < 0 || max_subagents < 0 || !(noise >= 0 && noise <= 1) ||
+      !(give_up >= 0 && give_up <= 1) || summarize_after_tokens < 16 || max_attempt_turns < 0) {
     return absl::InvalidArgumentError(
         "repair harness: max_retries, max_subagents and max_attempt_turns must be >= 0, noise "
-        "in [0, 1], summarize_after_tokens >= 16");
+        "and give_up in [0, 1], summarize_after_tokens >= 16");
   }
   return absl::OkStatus();
 }

@@ -18,9 +18,10 @@
 //
 // The default policy is scripted (MakeScriptedRepairPolicy): the task's expert, with each
 // planned patch replaced by a random one with probability `noise` (so tests fail and the agent
-// retries); log-probs are synthetic (uniform in [-2.5, -0.05]), versions 0. Everything is a
-// function of the seed. actor/engine_harness_policy.h samples a transformer instead. Tokens come
-// from a word tokenizer over the task's vocabulary plus the harness words.
+// retries), giving up at an attempt's start with probability `give_up`; log-probs are synthetic
+// (uniform in [-2.5, -0.05]), versions 0. Everything is a function of the seed.
+// actor/engine_harness_policy.h samples a transformer instead. Tokens come from a word tokenizer
+// over the task's vocabulary plus the harness words.
 #ifndef FLYWHEEL_TRAJECTORY_REPAIR_HARNESS_H_
 #define FLYWHEEL_TRAJECTORY_REPAIR_HARNESS_H_
 
@@ -44,6 +45,11 @@ struct RepairHarnessOptions {
   int64_t summarize_after_tokens = 160;  // main context length that triggers a summary
   double noise = 0.4;                    // probability a planned patch is replaced by a random one
   double inspect_probability = 0.5;      // main inspects the line before patching it
+  // Probability that the scripted agent submits instead of starting an attempt (the first one
+  // included: every attempt starts from the same checkpoint context, so a policy cannot tell
+  // them apart). A warm start that gives up leaves reinforcement learning persistence to learn,
+  // as the flat job's search expert does.
+  double give_up = 0;
   // Main calls per attempt before the harness runs the tests itself; 0 = 2 · num_bugs + 2
   // (the scripted agent never needs more).
   int64_t max_attempt_turns = 0;

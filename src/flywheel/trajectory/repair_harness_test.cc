@@ -145,6 +145,12 @@ TEST(RepairHarnessTest, AMalformedActionGetsTheEnvironmentsAnswerAndTheAgentGoes
   EXPECT_TRUE(e->final_reward.has_value());
 }
 
+int MainCalls(const Execution& e) {
+  int n = 0;
+  for (const LlmCall& c : e.calls) n += c.role == Role::kMain;
+  return n;
+}
+
 TEST(RepairHarnessTest, AnAttemptOutOfTurnsEndsWithTheHarnessesTestRunAndRetries) {
   RepairHarnessOptions options;
   options.max_attempt_turns = 1;  // fewer than the scripted agent's plan needs
@@ -152,19 +158,47 @@ TEST(RepairHarnessTest, AnAttemptOutOfTurnsEndsWithTheHarnessesTestRunAndRetries
   absl::StatusOr<Execution> e = RunRepairHarness(options, 2);
   ASSERT_TRUE(e.ok()) << e.status();
   // First call, then 1 main call per attempt (3 attempts), then the harness submits.
-  int main_calls = 0;
-  for (const LlmCall& c : e->calls) main_calls += c.role == Role::kMain;
-  EXPECT_EQ(main_calls, 1 + 3);
+  EXPECT_EQ(MainCalls(*e), 1 + 3);
   EXPECT_EQ(e->termination, Termination::kDone);
   EXPECT_TRUE(e->final_reward.has_value());
 }
 
-TEST(RepairHarnessTest, RejectsBadOptions) {
+TEST(RepairHarnessTest, AnAgentThatGivesUpSubmitsAtAnAttemptsStart) {
   RepairHarnessOptions options;
-  options.noise = 2.0;
-  absl::StatusOr<Execution> e = RunRepairHarness(options, 1);
+  options.give_up = 1;
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    absl::StatusOr<Execution> e = RunRepairHarness(options, seed);
+    ASSERT_TRUE(e.ok()) << e.status();
+    // Its first call ("test"), then "submit" as the first attempt's first call.
+    EXPECT_EQ(MainCalls(*e), 2) << seed;
+    EXPECT_EQ(e->termination, Termination::kDone);
+    EXPECT_EQ(e->calls.back().role, Role::kMain);
+  }
+  // Giving up half the time: fewer main calls over the same instances than never giving up.
+  int never = 0, sometimes = 0;
+  for (uint64_t seed = 1; seed <= 16; ++seed) {
+    RepairHarnessOptions half = options;
+    half.give_up = 0.5;
+    absl::StatusOr<Execution> a = RunRepairHarness(RepairHarnessOptions{}, seed);
+    absl::StatusOr<Execution> b = RunRepairHarness(half, seed);
+    ASSERT_TRUE(a.ok() && b.ok());
+    never += MainCalls(*a);
+    sometimes += MainCalls(*b);
+  }
+  EXPECT_LT(sometimes, never);
+}
+
+TEST(RepairHarnessTest, RejectsBadOptions) {
+  RepairHarnessOptions noisy;
+  noisy.noise = 2.0;
+  absl::StatusOr<Execution> e = RunRepairHarness(noisy, 1);
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.status().message().find("noise"), std::string::npos);
+  RepairHarnessOptions quitter;
+  quitter.give_up = -0.5;
+  e = RunRepairHarness(quitter, 1);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("give_up"), std::string::npos);
 }
 
 }  // namespace
