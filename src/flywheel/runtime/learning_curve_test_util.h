@@ -22,6 +22,20 @@ struct CurveEnds {
   double last = 0;   // and of the last
 };
 
+// The two ends of a success curve (one rate per learner step), in windows of `window` steps.
+inline absl::StatusOr<CurveEnds> EndsOf(const std::vector<double>& success, size_t window) {
+  if (window == 0 || success.size() < 2 * window) {
+    return absl::FailedPreconditionError(
+        StrCat(success.size(), " learner steps, fewer than two windows of ", window));
+  }
+  auto mean = [&](size_t begin) {
+    double sum = 0;
+    for (size_t i = begin; i < begin + window; ++i) sum += success[i];
+    return sum / static_cast<double>(window);
+  };
+  return CurveEnds{success.size(), mean(0), mean(success.size() - window)};
+}
+
 // Trains `config` in the embedded job, quietly, reads the success rate of its metrics.jsonl and
 // removes the run directory.
 inline absl::StatusOr<CurveEnds> TrainForCurve(const JobConfig& config, size_t window) {
@@ -29,18 +43,21 @@ inline absl::StatusOr<CurveEnds> TrainForCurve(const JobConfig& config, size_t w
   options.progress = nullptr;
   absl::StatusOr<EmbeddedJobResult> result = RunEmbeddedJob(config, options);
   if (!result.ok()) return result.status();
-  const std::vector<nlohmann::json> lines = ReadMetrics(config);
-  std::filesystem::remove_all(config.run.runs_dir);
-  if (lines.size() < 2 * window) {
-    return absl::FailedPreconditionError(
-        StrCat(lines.size(), " learner steps, fewer than two windows of ", window));
+  std::vector<double> success;
+  for (const nlohmann::json& line : ReadMetrics(config)) {
+    success.push_back(line["success_rate"].get<double>());
   }
-  auto mean = [&](size_t begin) {
-    double sum = 0;
-    for (size_t i = begin; i < begin + window; ++i) sum += lines[i]["success_rate"].get<double>();
-    return sum / static_cast<double>(window);
-  };
-  return CurveEnds{lines.size(), mean(0), mean(lines.size() - window)};
+  std::filesystem::remove_all(config.run.runs_dir);
+  return EndsOf(success, window);
+}
+
+// The learning checks' assertion: a policy succeeding sometimes at the start, and the last
+// `window` steps `margin` above the first `window`.
+inline void ExpectLifted(const CurveEnds& curve, size_t window, double margin) {
+  std::cout << "success over the first " << window << " RL steps " << curve.first
+            << ", over the last " << window << " " << curve.last << "\n";
+  EXPECT_GT(curve.first, 0.0) << "the warm start should leave the policy succeeding sometimes";
+  EXPECT_GT(curve.last, curve.first + margin);
 }
 
 // The warm-started tasks' check: `config` (a warm start, then `steps` RL steps) must leave the
@@ -50,10 +67,7 @@ inline void ExpectWarmStartLifted(const JobConfig& config, int steps, size_t win
   absl::StatusOr<CurveEnds> curve = TrainForCurve(config, window);
   ASSERT_TRUE(curve.ok()) << curve.status();
   EXPECT_EQ(curve->steps, static_cast<size_t>(steps));
-  std::cout << "success over the first " << window << " RL steps " << curve->first
-            << ", over the last " << window << " " << curve->last << "\n";
-  EXPECT_GT(curve->first, 0.0) << "the warm start should leave the policy succeeding sometimes";
-  EXPECT_GT(curve->last, curve->first + margin);
+  ExpectLifted(*curve, window, margin);
 }
 
 }  // namespace flywheel::testing
