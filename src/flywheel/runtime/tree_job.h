@@ -59,7 +59,7 @@ struct TreeJobResult {
   int64_t version = 0;
   double first_reward = 0;  // mean reward of this process's first and last step's executions
   double last_reward = 0;
-  std::vector<nlohmann::json> metrics;  // the metrics.jsonl lines
+  std::vector<nlohmann::json> metrics;  // the reinforcement steps' metrics.jsonl lines
   std::vector<Execution> executions;    // with keep_executions, in order
   std::optional<PolicyEvalResult> eval;  // run.eval_episodes > 0: the final policy's evaluation
 };
