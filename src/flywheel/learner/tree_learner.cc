@@ -30,6 +30,10 @@ absl::Status TreeLearnerOptions::Validate() const {
   return sampling.Validate();
 }
 
+namespace {
+int64_t RoundUp(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+}  // namespace
+
 absl::StatusOr<TreeBatch> PrepareTreeBatch(const std::vector<Execution>& executions,
                                            const TreeLearnerOptions& options) {
   if (executions.empty()) return absl::InvalidArgumentError("tree learner: no executions");
@@ -70,13 +74,24 @@ absl::StatusOr<TreeBatch> PrepareTreeBatch(const std::vector<Execution>& executi
     batch.paths += static_cast<int64_t>(item.paths.size());
     batch.items.push_back(std::move(item));
   }
-  const int64_t length =
-      (largest + options.row_multiple - 1) / options.row_multiple * options.row_multiple;
-  if (options.packing == TreePacking::kFlat) {
-    ASSIGN_OR_RETURN(batch.packed, PackFlatPaths(batch.items, length, options.aggregation));
-  } else {
-    ASSIGN_OR_RETURN(batch.packed,
-                     PackTrees(batch.items, length, options.weighting, options.aggregation));
+  // Rows exactly as long as the largest tree (rounded up) leave the end of a row empty whenever
+  // the next tree does not fit, and the projections and MLP compute padding like any token.
+  // Longer rows let first-fit put the smaller trees together, at the cost of the ancestor mask
+  // (rows × length², i.e. tokens × length): keep the length with the fewest cells.
+  const int64_t shortest = RoundUp(largest, options.row_multiple);
+  for (const int64_t length :
+       {shortest, RoundUp(shortest * 3 / 2, options.row_multiple), 2 * shortest}) {
+    PackedTrees packed;
+    if (options.packing == TreePacking::kFlat) {
+      ASSIGN_OR_RETURN(packed, PackFlatPaths(batch.items, length, options.aggregation));
+    } else {
+      ASSIGN_OR_RETURN(packed,
+                       PackTrees(batch.items, length, options.weighting, options.aggregation));
+    }
+    if (batch.packed.rows == 0 ||
+        packed.rows * packed.length < batch.packed.rows * batch.packed.length) {
+      batch.packed = std::move(packed);
+    }
   }
   batch.tokens_tree = batch.packed.real_tokens;
   return batch;

@@ -36,7 +36,7 @@ struct TreeLearnerOptions {
   double grpo_eps = 1e-6;
   LossOptions loss;           // kind: truncated_is, ppo_clip or decoupled_ppo
   SamplingParams sampling;    // the actors' sampling: log π is evaluated under it
-  int64_t row_multiple = 64;  // packed row length = largest tree rounded up to this
+  int64_t row_multiple = 64;  // packed row lengths: multiples of this, from the largest tree up
 
   absl::Status Validate() const;
 };

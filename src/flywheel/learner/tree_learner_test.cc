@@ -61,6 +61,41 @@ TEST(TreeLearnerTest, TheLossTrainsOnlyGeneratedTokens) {
   }
 }
 
+// Rows as long as the largest tree leave most of a row empty when trees differ in size; the
+// batch takes a longer row where first-fit then fills it better.
+TEST(TreeLearnerTest, RowsAreLongerWhereThatPadsLess) {
+  const std::vector<Execution> executions = ScriptedExecutions(32);
+  for (TreePacking packing : {TreePacking::kTree, TreePacking::kFlat}) {
+    TreeLearnerOptions options;
+    options.packing = packing;
+    options.weighting = TreeWeighting::kExact;
+    absl::StatusOr<TreeBatch> batch = PrepareTreeBatch(executions, options);
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    const PackedTrees& p = batch->packed;
+    int64_t largest = 0;  // the largest tree (flat: path), which every row must hold
+    for (const TreeTrainingItem& item : batch->items) {
+      if (packing == TreePacking::kTree)
+        largest = std::max<int64_t>(largest, item.tree->NumNodes());
+      for (const TreePath& path : item.paths) {
+        if (packing == TreePacking::kFlat) largest = std::max<int64_t>(largest, path.length);
+      }
+    }
+    // What rows of exactly the largest tree's length (rounded up) hold.
+    const int64_t shortest =
+        (largest + options.row_multiple - 1) / options.row_multiple * options.row_multiple;
+    absl::StatusOr<PackedTrees> tight =
+        packing == TreePacking::kTree
+            ? PackTrees(batch->items, shortest, options.weighting, options.aggregation)
+            : PackFlatPaths(batch->items, shortest, options.aggregation);
+    ASSERT_TRUE(tight.ok()) << tight.status();
+    EXPECT_EQ(p.length % options.row_multiple, 0);
+    EXPECT_GT(p.length, shortest) << "scripted trees of mixed sizes pack tighter in longer rows";
+    EXPECT_LT(p.rows * p.length, tight->rows * tight->length);
+    EXPECT_EQ(p.real_tokens, tight->real_tokens);
+    EXPECT_EQ(p.contributions.size(), tight->contributions.size());
+  }
+}
+
 TEST(TreeLearnerTest, ExecutionsOfOneInstanceFormAGroup) {
   std::vector<Execution> executions = ScriptedExecutions(2);
   Execution twin = executions[0];  // same instance, another outcome
