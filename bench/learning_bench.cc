@@ -13,7 +13,8 @@
 //                start included, or repair_steps steps: --quick takes 1 step, 60 s at most);
 //                its final success against the warm-started policy's (the same warm start and
 //                one RL step, evaluated alike): improvement
-//   repair-tree  examples/repair-tree.toml: its imitation once (and one step, checkpointed),
+//   repair-tree  examples/repair-tree.toml: its imitation once (tree_imitation_steps when
+//                given) and tree_arms_start reinforcement steps (1), checkpointed,
 //                then from that checkpoint, per seed (tree_seeds), tree_steps steps with
 //                tree.packing = "tree" and "flat" (both exact weighting: the same gradient),
 //                the order alternating over seeds. tree_vs_flat_time_per_step = median over
@@ -188,14 +189,14 @@ struct TreeArm {
 
 absl::StatusOr<TreeArm> RunTreeArm(const Settings& s, const std::vector<std::string>& base,
                                    const fs::path& checkpointed, int64_t seed,
-                                   const std::string& packing, int64_t steps) {
+                                   const std::string& packing, int64_t start, int64_t steps) {
   const std::string name = StrCat("tree-", packing, "-", seed);
   fs::remove_all(s.runs_dir / name);
   fs::copy(checkpointed, s.runs_dir / name, fs::copy_options::recursive);
   std::vector<std::string> o = base;
   o.push_back(StrCat("run.name=\"", name, "\""));
   o.push_back(StrCat("run.seed=", seed));
-  o.push_back(StrCat("run.max_steps=", 1 + steps));
+  o.push_back(StrCat("run.max_steps=", start + steps));
   o.push_back(StrCat("tree.packing=\"", packing, "\""));
   o.push_back("learner.checkpoint_every=0");
   ASSIGN_OR_RETURN(const JobConfig config, LoadJobConfig(s.examples + "/repair-tree.toml", o));
@@ -242,8 +243,10 @@ absl::StatusOr<std::string> ExampleTreeSchedule(const Settings& s, int64_t imita
   return ScheduleOf(config);
 }
 
+// The arms start from the checkpoint after the imitation and `start` reinforcement steps (>= 1).
 absl::StatusOr<nlohmann::json> TreeTask(const Settings& s, int64_t imitation_steps,
-                                        const std::vector<int64_t>& seeds, int64_t steps) {
+                                        const std::vector<int64_t>& seeds, int64_t start,
+                                        int64_t steps) {
   // Both arms train at the example's rate: with 1 + steps steps the schedule would decay to
   // its floor within them.
   ASSIGN_OR_RETURN(const std::string schedule, ExampleTreeSchedule(s, imitation_steps));
@@ -251,13 +254,14 @@ absl::StatusOr<nlohmann::json> TreeTask(const Settings& s, int64_t imitation_ste
                                          "tree.weighting=\"exact\"", schedule};
   std::vector<std::string> o = base;
   o.push_back("run.name=\"tree-imitated\"");
-  o.push_back(StrCat("tree.imitation_steps=", imitation_steps));
-  o.push_back("run.max_steps=1");
-  o.push_back("learner.checkpoint_every=1");
+  if (imitation_steps > 0) o.push_back(StrCat("tree.imitation_steps=", imitation_steps));
+  o.push_back(StrCat("run.max_steps=", start));
+  o.push_back(StrCat("learner.checkpoint_every=", start));
   ASSIGN_OR_RETURN(const JobConfig first, LoadJobConfig(s.examples + "/repair-tree.toml", o));
   ASSIGN_OR_RETURN(const TreeJobResult imitated, RunTreeJob(first, TreeJobRunOptions{}));
 
-  nlohmann::json out = {{"imitation_steps", imitation_steps},
+  nlohmann::json out = {{"imitation_steps", first.tree.imitation_steps},
+                        {"arms_start_step", start},
                         {"steps_per_arm", steps},
                         {"weighting", "exact"},
                         {"seeds", nlohmann::json::array()}};
@@ -268,7 +272,7 @@ absl::StatusOr<nlohmann::json> TreeTask(const Settings& s, int64_t imitation_ste
     std::map<std::string, TreeArm> arms;
     for (const std::string& packing : order) {
       ASSIGN_OR_RETURN(arms[packing],
-                       RunTreeArm(s, base, imitated.run_dir, seeds[k], packing, steps));
+                       RunTreeArm(s, base, imitated.run_dir, seeds[k], packing, start, steps));
     }
     const TreeArm& tree = arms["tree"];
     const TreeArm& flat = arms["flat"];
@@ -293,7 +297,7 @@ absl::StatusOr<nlohmann::json> TreeTask(const Settings& s, int64_t imitation_ste
   out["tree_vs_flat_train_seconds"] = Median(train_ratios);
   out["reward_gap"] = gap;
   out["arms_reward_improvement"] = improvement;  // last-window reward − first-window, tree arms
-  out["first_reward_after_imitation"] = imitated.last_reward;
+  out["reward_at_arms_start"] = imitated.last_reward;  // the checkpointed run's last step
   return out;
 }
 
@@ -400,7 +404,11 @@ absl::StatusOr<BenchReport> RunLearningBench(const BenchArgs& args) {
     } else if (task == "repair-tree") {
       ASSIGN_OR_RETURN(const std::vector<int64_t> seeds,
                        Seeds(args, "tree_seeds", q ? "1" : "1,2,3"));
-      ASSIGN_OR_RETURN(r, TreeTask(s, args.GetInt("tree_imitation_steps", q ? 3 : 150), seeds,
+      const int64_t start = args.GetInt("tree_arms_start", 1);
+      if (start < 1) {
+        return absl::InvalidArgumentError("bench learning: --param tree_arms_start must be >= 1");
+      }
+      ASSIGN_OR_RETURN(r, TreeTask(s, args.GetInt("tree_imitation_steps", q ? 3 : 0), seeds, start,
                                    args.GetInt("tree_steps", q ? 3 : 30)));
       ASSIGN_OR_RETURN(r["learning"], TreeLearning(s, args.GetDouble("tree_seconds", q ? 8 : 600),
                                                    q ? 3 : 0));
