@@ -2,9 +2,9 @@
 // starting an attempt) half the time, then reinforcement learning on the harness's executions,
 // trained as prefix-sharing trees, must lift the success rate clearly above where it started —
 // by not giving up, which only a fixed program pays for. examples/repair-tree.toml with three
-// retries instead of seven, one sub-agent instead of three, twice the instances a step and a
-// higher learning rate, so that it fits in a test's time (the example's curve:
-// docs/learning.md). Step-bounded: a slow machine makes it slower.
+// retries instead of seven, one sub-agent instead of three, half the imitation steps, twice the
+// instances a step and a higher learning rate, so that it fits in a test's time (the example's
+// curve: docs/learning.md). Step-bounded: a slow machine makes it slower.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -34,8 +34,8 @@ TEST(TreeLearningTest, ReinforcementLearningLiftsTheImitatedPolicy) {
   absl::StatusOr<JobConfig> config = testing::LoadExampleJob(
       "repair-tree", "tree_curve",
       {StrCat("run.max_steps=", kTreeSteps), "run.max_wall_seconds=0", "tree.max_retries=3",
-       "tree.max_subagents=1", "tree.instances_per_step=8", "learner.lr=1e-3",
-       "learner.checkpoint_every=0", "env.latency.model=\"none\""});
+       "tree.max_subagents=1", "tree.imitation_steps=150", "tree.instances_per_step=8",
+       "learner.lr=1e-3", "learner.checkpoint_every=0", "env.latency.model=\"none\""});
   ASSERT_TRUE(config.ok()) << config.status();
   absl::StatusOr<TreeJobResult> result = RunTreeJob(*config, TreeJobRunOptions{});
   ASSERT_TRUE(result.ok()) << result.status();
