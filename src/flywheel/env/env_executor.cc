@@ -9,6 +9,8 @@ namespace {
 
 // Idle threads re-check for shutdown at this interval even without a signal.
 constexpr absl::Duration kIdlePoll = absl::Milliseconds(200);
+// Close() repeats its interrupt at this interval while a worker is still in a call.
+constexpr absl::Duration kInterruptAgain = absl::Milliseconds(100);
 
 }  // namespace
 
@@ -36,8 +38,22 @@ void EnvExecutor::Close(absl::FunctionRef<void()> interrupt_running) {
   // Their callbacks now defer to `cancelled_`, so no environment is released (and freed by its
   // owner) while this loop may still call it.
   for (Environment* env : awaiting) env->CancelAwait();
-  // No call starts from here on: those running are all there is to end.
+  // No call starts from here on: those running are all there is to end. But a worker that took
+  // its call just before `closed_` was set may not be waiting on it yet, and an interrupt ends
+  // only the waits under way (under load a reset began just after it and waited out its whole
+  // 60 s timeout): interrupt again until no worker is busy.
   interrupt_running();
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(
+                                   +[](int64_t* busy) { return *busy == 0; }, &busy_workers_),
+                               kInterruptAgain)) {
+        break;
+      }
+    }
+    interrupt_running();
+  }
   std::vector<absl::AnyInvocable<void()>> cancelled;
   std::deque<Work> work;
   std::vector<Timer> timers;

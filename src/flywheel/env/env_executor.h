@@ -69,8 +69,9 @@ class EnvExecutor {
   void HoldVirtualTime(absl::FunctionRef<void()> start);
 
   // Stops the threads; pending calls complete with CANCELLED. Idempotent. Calls running on a worker
-  // are waited for: `interrupt_running`, run once no new call can start, can end them sooner
-  // (EnvFactory::Interrupt, for environment processes that may hang).
+  // are waited for: `interrupt_running`, run once no new call can start and again every 100 ms
+  // while a worker is still in a call, can end them sooner (EnvFactory::Interrupt, for
+  // environment processes that may hang).
   void Close();
   void Close(absl::FunctionRef<void()> interrupt_running);
 
