@@ -219,8 +219,8 @@ absl::StatusOr<TreeArm> RunTreeArm(const Settings& s, const std::vector<std::str
     if (i >= n - window) arm.last_window += r / static_cast<double>(window);
     train.push_back(m["train_seconds"].get<double>());
     if (i > 0) {
-      wall.push_back(m["elapsed_seconds"].get<double>() -
-                     result.metrics[i - 1]["elapsed_seconds"].get<double>());
+      wall.push_back(m["elapsed_s"].get<double>() -
+                     result.metrics[i - 1]["elapsed_s"].get<double>());
     }
   }
   arm.seconds_per_step = Median(wall);

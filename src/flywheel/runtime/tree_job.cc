@@ -230,7 +230,7 @@ absl::Status TreeJob::Imitate(const RunStop& stop) {
     line["phase"] = "imitation";
     line["imitation_step"] = step;
     line["version"] = learner_->version();
-    line["elapsed_seconds"] = Seconds(start_);
+    line["elapsed_s"] = Seconds(start_);
     RETURN_IF_ERROR(run_dir_->AppendMetrics(line));
     if (run_.progress != nullptr && (step % 10 == 0 || step == tree_.imitation_steps)) {
       std::fprintf(run_.progress, "imitation step %lld  version %lld  loss (−log π) %.4f\n",
@@ -410,7 +410,7 @@ absl::Status TreeJob::AfterStep(int64_t step, std::vector<Execution>& executions
   // Colocated: the rollout; async: the wait for the batch.
   line[config_.run.mode == TrainMode::kAsync ? "wait_seconds" : "rollout_seconds"] = rollout_s;
   line["train_seconds"] = train_s;
-  line["elapsed_seconds"] = Seconds(start_);
+  line["elapsed_s"] = Seconds(start_);  // the other jobs' name: flywheel report's time axis
   line.update(extra);
   RETURN_IF_ERROR(run_dir_->AppendMetrics(line));
   if (run_.progress != nullptr) {
@@ -449,11 +449,14 @@ absl::StatusOr<TreeJobResult> TreeJob::Finish(const RunStop& stop) {
       {"imitation_steps", imitation_done_},
       {"version", result_.version},
       {"first_reward", result_.first_reward},
-      {"last_reward", result_.last_reward},
+      {"last_reward_mean", result_.last_reward},  // the names the other jobs' summaries use
       {"calls", calls_path_.string()},
       {"stopped_by", step_ >= config_.run.max_steps ? "max_steps" : std::string(stop.Reason())},
-      {"elapsed_seconds", Seconds(start_)},
+      {"wall_seconds", Seconds(start_)},
       {"blas", blas_.ToJson()}};
+  if (!result_.metrics.empty() && result_.metrics.back().contains("success_rate")) {
+    summary["last_success_rate"] = result_.metrics.back()["success_rate"];
+  }
   if (!restored_from_.empty()) summary["resumed_from"] = restored_from_;
   summary.update(summary_extra_);
   // A stop request skips the evaluation (the user asked to stop); a wall budget does not. The

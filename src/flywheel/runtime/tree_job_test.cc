@@ -48,6 +48,11 @@ TEST(TreeJobTest, TrainsOnTreesAndLaterExecutionsUseNewerWeights) {
   std::ifstream summary_in(result->run_dir / "summary.json");
   const nlohmann::json summary = nlohmann::json::parse(summary_in);
   EXPECT_EQ(summary["eval"]["episodes"], 4);
+  // The names every job writes, which flywheel report reads (its time axis, its runs table).
+  for (const char* key : {"wall_seconds", "last_reward_mean", "last_success_rate"}) {
+    EXPECT_TRUE(summary.contains(key)) << key;
+  }
+  for (const nlohmann::json& line : result->metrics) EXPECT_TRUE(line.contains("elapsed_s"));
 
   // The call log of the run: 3 steps × 4 executions, step s sampled with version s (the
   // weights after the imitation step and s − 1 reinforcement steps).
