@@ -454,7 +454,7 @@ absl::StatusOr<TreeJobResult> TreeJob::Finish(const RunStop& stop) {
       {"stopped_by", step_ >= config_.run.max_steps ? "max_steps" : std::string(stop.Reason())},
       {"wall_seconds", Seconds(start_)},
       {"blas", blas_.ToJson()}};
-  if (!result_.metrics.empty() && result_.metrics.back().contains("success_rate")) {
+  if (!result_.metrics.empty()) {  // every reinforcement line has success_rate
     summary["last_success_rate"] = result_.metrics.back()["success_rate"];
   }
   if (!restored_from_.empty()) summary["resumed_from"] = restored_from_;
