@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "absl/base/thread_annotations.h"
@@ -38,10 +39,22 @@ torch::Tensor PerDocumentAttention(const torch::Tensor& q, const torch::Tensor& 
   const torch::Tensor& mask = documents.mask;
   const int64_t rows = q.size(0), length = q.size(1), heads = q.size(2), dim = q.size(3);
   const int64_t kv_heads = k.size(2), groups = heads / kv_heads;
-  // Token-major flat views: token t of row b is index b·L + t.
-  const torch::Tensor qf = q.reshape({rows * length, heads, dim});
-  const torch::Tensor kf = k.reshape({rows * length, kv_heads, dim});
-  const torch::Tensor vf = v.reshape({rows * length, kv_heads, dim});
+  // Each row's documents, then its padding, as one split of the token-major flat views (token t
+  // of row b is index b·L + t): one autograd node, where a slice per document would write a
+  // gradient of the whole batch's size each in backward (on the repair tree job's flat paths,
+  // about 100 documents a step, 26 µs a token with slices, 19 µs split).
+  std::vector<int64_t> sizes;
+  for (int64_t b = 0; b < rows; ++b) {
+    int64_t used = 0;
+    for (int64_t n : doc_lengths[b]) sizes.push_back(n), used += n;
+    if (used < length) sizes.push_back(length - used);
+  }
+  const std::vector<torch::Tensor> qs =
+      q.reshape({rows * length, heads, dim}).split_with_sizes(sizes);
+  const std::vector<torch::Tensor> ks =
+      k.reshape({rows * length, kv_heads, dim}).split_with_sizes(sizes);
+  const std::vector<torch::Tensor> vs =
+      v.reshape({rows * length, kv_heads, dim}).split_with_sizes(sizes);
   // One additive causal mask for the longest document; each document uses its top-left corner.
   // With a mask, each document's additive block is made from it instead.
   const float kMasked = -std::numeric_limits<float>::infinity();
@@ -51,20 +64,20 @@ torch::Tensor PerDocumentAttention(const torch::Tensor& q, const torch::Tensor& 
   const torch::Tensor allowed = mask.defined() ? mask.to(q.device()) : torch::Tensor();
 
   std::vector<torch::Tensor> pieces;
+  size_t piece = 0;
   for (int64_t b = 0; b < rows; ++b) {
-    int64_t offset = b * length;
+    int64_t start = 0;
     for (int64_t n : doc_lengths[b]) {
       // [n, n] bool: query i of the document may attend to key j.
       const torch::Tensor block =
-          allowed.defined()
-              ? allowed[b].narrow(0, offset - b * length, n).narrow(1, offset - b * length, n)
-              : torch::Tensor();
-      const torch::Tensor qd = qf.narrow(0, offset, n).transpose(0, 1);  // [H, n, D]
-      const torch::Tensor vd = RepeatKv(vf.narrow(0, offset, n).transpose(0, 1), groups);
+          allowed.defined() ? allowed[b].narrow(0, start, n).narrow(1, start, n) : torch::Tensor();
+      start += n;
+      const torch::Tensor qd = qs[piece].transpose(0, 1);  // [H, n, D]
+      const torch::Tensor vd = RepeatKv(vs[piece].transpose(0, 1), groups);
       torch::Tensor out;  // [H, n, D]
       if (fused) {
 #ifdef FLYWHEEL_FUSED_ATTENTION
-        const torch::Tensor kd = RepeatKv(kf.narrow(0, offset, n).transpose(0, 1), groups);
+        const torch::Tensor kd = RepeatKv(ks[piece].transpose(0, 1), groups);
         out =
             at::scaled_dot_product_attention(
                 qd.unsqueeze(0), kd.unsqueeze(0), vd.unsqueeze(0),
@@ -74,7 +87,7 @@ torch::Tensor PerDocumentAttention(const torch::Tensor& q, const torch::Tensor& 
                 .squeeze(0);
 #endif
       } else {
-        const torch::Tensor kd = RepeatKv(kf.narrow(0, offset, n).permute({1, 2, 0}), groups);
+        const torch::Tensor kd = RepeatKv(ks[piece].permute({1, 2, 0}), groups);
         // scores = mask + scale · q kᵀ in one GEMM pass: [H, n, n].
         const torch::Tensor additive =
             block.defined()
@@ -84,12 +97,12 @@ torch::Tensor PerDocumentAttention(const torch::Tensor& q, const torch::Tensor& 
         out = torch::bmm(torch::softmax(scores, -1), vd);
       }
       pieces.push_back(out.transpose(0, 1).reshape({n, heads * dim}));
-      offset += n;
+      ++piece;
     }
     // Padding sees only itself: softmax over one key is 1, the output is its value vector.
-    const int64_t pad = (b + 1) * length - offset;
-    if (pad > 0) {
-      pieces.push_back(vf.narrow(0, offset, pad)
+    if (start < length) {
+      const int64_t pad = length - start;
+      pieces.push_back(vs[piece++]
                            .unsqueeze(2)
                            .expand({pad, kv_heads, groups, dim})
                            .reshape({pad, heads * dim}));
@@ -130,11 +143,13 @@ torch::Tensor DenseRowsAttention(const torch::Tensor& q, const torch::Tensor& k,
 
 // What the two paths cost on this machine for one head shape, measured once as training runs
 // them (forward and backward, the fastest of a few runs): seconds per score entry of the dense
-// path, and the fixed seconds the per-document path spends on each document (the overhead of
-// its operations and their autograd nodes).
+// path, and the fixed seconds the per-document path spends on each document and the chunk path
+// on each batch of chunks (the overhead of their operations and autograd nodes).
 struct PathCosts {
   double entry_s = 0;
   double document_s = 0;
+  double chunk_entry_s = 0;  // the chunk path's seconds per score entry (gathers included)
+  double chunk_batch_s = 0;  // and its fixed seconds per batch of chunks
 };
 
 PathCosts MeasurePathCosts(const torch::Tensor& like, int64_t heads, int64_t kv_heads,
@@ -167,6 +182,22 @@ PathCosts MeasurePathCosts(const torch::Tensor& like, int64_t heads, int64_t kv_
   c.entry_s = dense / static_cast<double>(kLength * kLength);
   const double entries = static_cast<double>(kLength * kLength / kDocuments);  // Σ n² of `many`
   c.document_s = std::max(0.0, per_document - entries * c.entry_s) / kDocuments;
+  // The chunk path gathers, so its entries cost more than the dense path's: seconds = entries ·
+  // chunk_entry_s + batches · chunk_batch_s, through a 128-token document in chunks of 16 and a
+  // 512-token one in chunks of 64 (both 4 batches; 10,496 and 167,936 entries).
+  constexpr int64_t kLong = 4 * kLength;
+  const torch::Tensor q2 = torch::randn({1, kLong, heads, dim}, options);
+  const torch::Tensor k2 = torch::randn({1, kLong, kv_heads, dim}, options);
+  const torch::Tensor v2 = torch::randn({1, kLong, kv_heads, dim}, options);
+  const ChunkPlan small = PlanChunks(one.lengths, torch::Tensor(), kLength, kLength / 8);
+  const ChunkPlan large = PlanChunks({{kLong}}, torch::Tensor(), kLong, kLong / 8);
+  const double t1 = fastest_seconds([&] { return ChunkAttention(q, k, v, small, 1.0); });
+  const double t2 = fastest_seconds([&] { return ChunkAttention(q2, k2, v2, large, 1.0); });
+  const double e1 = small.entries, b1 = static_cast<double>(small.batches.size());
+  const double e2 = large.entries, b2 = static_cast<double>(large.batches.size());
+  const double det = e1 * b2 - e2 * b1;
+  c.chunk_entry_s = std::max(c.entry_s, (t1 * b2 - t2 * b1) / det);
+  c.chunk_batch_s = std::max(0.0, (t2 - e2 * c.chunk_entry_s) / b2);
   return c;
 }
 
@@ -186,6 +217,62 @@ PathCosts CostsFor(const torch::Tensor& q, int64_t kv_heads) {
   return it->second;
 }
 
+// The tree mask as the chunk planner reads it.
+torch::Tensor CpuMask(const torch::Tensor& mask) {
+  return mask.defined() ? mask.to(torch::kCPU, torch::kBool).contiguous() : torch::Tensor();
+}
+
+// The per-document path's seconds over whole documents.
+double PerDocumentSeconds(const PathCosts& c, const std::vector<std::vector<int64_t>>& lengths) {
+  double documents = 0, entries = 0;
+  for (const auto& row : lengths) {
+    documents += static_cast<double>(row.size());
+    for (int64_t n : row) entries += static_cast<double>(n * n);
+  }
+  return documents * c.document_s + entries * c.entry_s;
+}
+
+// The dense rows' seconds; infinite past their cap (the scores and their softmax are held for
+// backward: at most 64 MiB of them).
+double DenseRowsSeconds(const PathCosts& c, const torch::Tensor& q) {
+  constexpr int64_t kMaxDenseScores = int64_t{1} << 24;
+  const int64_t rows = q.size(0), length = q.size(1);
+  if (rows * q.size(2) * length * length > kMaxDenseScores) {
+    return std::numeric_limits<double>::infinity();
+  }
+  return static_cast<double>(rows * length * length) * c.entry_s;
+}
+
+// Chunks of this many query tokens are tried (the path kChunks forces kTestChunk).
+constexpr int64_t kChunkSizes[] = {32, 64, 128, 256};
+constexpr int64_t kTestChunk = 4;
+
+// The cheapest of dense rows, whole documents and chunks for `documents`, from the measured costs
+// of q's head shape: `plan` decided (and its chunks planned, when chunks won).
+void Plan(const torch::Tensor& q, int64_t kv_heads, const Documents& documents,
+          DocumentsPlan& plan) {
+  const PathCosts c = CostsFor(q, kv_heads);
+  double best_s = PerDocumentSeconds(c, documents.lengths);
+  plan.path = DocumentPath::kPerDocument;
+  if (DenseRowsSeconds(c, q) < best_s) {
+    best_s = DenseRowsSeconds(c, q);
+    plan.path = DocumentPath::kDenseRows;
+  }
+  const torch::Tensor mask = CpuMask(documents.mask);
+  std::optional<ChunkCut> best_cut;
+  for (int64_t chunk : kChunkSizes) {
+    ChunkCut cut = CutChunks(documents.lengths, mask, q.size(1), chunk);
+    const double s =
+        cut.entries * c.chunk_entry_s + static_cast<double>(cut.batches.size()) * c.chunk_batch_s;
+    if (s < best_s) best_s = s, best_cut = std::move(cut);
+  }
+  if (best_cut.has_value()) {
+    plan.path = DocumentPath::kChunks;
+    plan.chunks = PlanChunks(*best_cut, documents.lengths, mask, q.size(1));
+  }
+  plan.decided = true;
+}
+
 }  // namespace
 
 bool DenseIsCheaper(const torch::Tensor& q, int64_t kv_heads,
@@ -193,18 +280,8 @@ bool DenseIsCheaper(const torch::Tensor& q, int64_t kv_heads,
   // An accelerator runs asynchronously (host timings would not measure it) and has the fused
   // kernels: its documents stay separate.
   if (!q.device().is_cpu()) return false;
-  const int64_t rows = q.size(0), length = q.size(1);
-  // The dense scores and their softmax are held for backward: at most 64 MiB of them.
-  constexpr int64_t kMaxDenseScores = int64_t{1} << 24;
-  if (rows * q.size(2) * length * length > kMaxDenseScores) return false;
-  double documents = 0, entries = 0;
-  for (const auto& row : doc_lengths) {
-    documents += static_cast<double>(row.size());
-    for (int64_t n : row) entries += static_cast<double>(n * n);
-  }
   const PathCosts c = CostsFor(q, kv_heads);
-  const double dense = static_cast<double>(rows * length * length) * c.entry_s;
-  return dense < documents * c.document_s + entries * c.entry_s;
+  return DenseRowsSeconds(c, q) < PerDocumentSeconds(c, doc_lengths);
 }
 
 torch::Tensor DocumentAttention(const torch::Tensor& q, const torch::Tensor& k,
@@ -244,10 +321,20 @@ torch::Tensor DocumentAttention(const torch::Tensor& q, const torch::Tensor& k,
   fused = q.is_cuda();
 #endif
   if (path == DocumentPath::kCheaper) {
-    path = DenseIsCheaper(q, kv_heads, doc_lengths) ? DocumentPath::kDenseRows
-                                                    : DocumentPath::kPerDocument;
+    // On an accelerator (asynchronous, fused kernels) whole documents; on the CPU the cheapest.
+    path = DocumentPath::kPerDocument;
+    if (q.device().is_cpu()) {
+      DocumentsPlan& plan = *documents.plan;
+      if (!plan.decided) Plan(q, kv_heads, documents, plan);
+      if (plan.path == DocumentPath::kChunks) return ChunkAttention(q, k, v, plan.chunks, scale);
+      path = plan.path;
+    }
   }
   if (path == DocumentPath::kDenseRows) return DenseRowsAttention(q, k, v, documents, scale);
+  if (path == DocumentPath::kChunks) {
+    return ChunkAttention(q, k, v, PlanChunks(doc_lengths, CpuMask(mask), length, kTestChunk),
+                          scale);
+  }
   return PerDocumentAttention(q, k, v, documents, longest, fused, scale);
 }
 

@@ -12,20 +12,38 @@
 //
 // Many short documents make that loop of small operations slower than the dense matrix it
 // avoids (rows of 64 tokens holding 4 guess episodes: a guess learner step takes 0.064 s so,
-// 0.039 s with the dense matrix, on the 2-core development machine). On the CPU each call takes
-// whichever of the two is cheaper for its rows, from costs measured once per head shape
-// (DenseIsCheaper); both give the same values and gradients.
+// 0.039 s with the dense matrix, on the 2-core development machine), and a tree segment scores
+// every branch against every other before masking. A third path cuts the rows into chunks of
+// query tokens, each against only the keys it may read, in a few batched products
+// (chunk_attention.h): a tree's tokens then cost about what their flat paths' tokens would. On
+// the CPU each forward takes the cheapest of the three, from costs measured once per head shape
+// (entries of the dense path, operations of the others); all give the same values and gradients.
 //
 // Training-only helper of the transformer's packed forward; gradients flow through autograd.
 #ifndef FLYWHEEL_MODEL_DOCUMENT_ATTENTION_H_
 #define FLYWHEEL_MODEL_DOCUMENT_ATTENTION_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <torch/torch.h>
 
+#include "flywheel/model/chunk_attention.h"
+
 namespace flywheel {
+
+// How DocumentAttention computes: the cheapest (the default), or one path: whole documents, dense
+// rows, or (tests) chunks of 4 query tokens (chunk_attention.h).
+enum class DocumentPath { kCheaper, kPerDocument, kDenseRows, kChunks };
+
+// What the CPU path chose for a set of documents, and its chunks: decided by the first layer's
+// call, reused by the others (every layer of a forward attends the same documents).
+struct DocumentsPlan {
+  bool decided = false;
+  DocumentPath path = DocumentPath::kPerDocument;
+  ChunkPlan chunks;
+};
 
 // The documents of packed rows, and how each attends within itself.
 struct Documents {
@@ -33,6 +51,7 @@ struct Documents {
   // Undefined: causal within each document. Else [B, L, L] bool (AttentionLayout::allowed): a
   // document's tokens attend as its diagonal block says; nothing outside the blocks is read.
   torch::Tensor mask;
+  std::shared_ptr<DocumentsPlan> plan = std::make_shared<DocumentsPlan>();
 };
 
 // q [B, L, heads, D], k and v [B, L, kv_heads, D] (token-major, as the projections produce them;
@@ -40,9 +59,6 @@ struct Documents {
 // repeat_kv). documents.lengths[b] are row b's documents from position 0; the rest of the row is
 // padding. Returns softmax(q kᵀ · scale + mask per document) v as [B, L, heads · D]. Throws
 // c10::Error (TORCH_CHECK) on shapes that do not match or documents that overflow a row.
-// How DocumentAttention computes: the cheaper of the two paths (the default), or one of them.
-enum class DocumentPath { kCheaper, kPerDocument, kDenseRows };
-
 torch::Tensor DocumentAttention(const torch::Tensor& q, const torch::Tensor& k,
                                 const torch::Tensor& v, const Documents& documents, double scale,
                                 DocumentPath path = DocumentPath::kCheaper);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 
 #include "flywheel/model/attention_layout.h"
 #include "flywheel/model/test_util.h"
@@ -15,10 +16,21 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr DocumentPath kPaths[] = {DocumentPath::kPerDocument, DocumentPath::kDenseRows};
+constexpr DocumentPath kPaths[] = {DocumentPath::kPerDocument, DocumentPath::kDenseRows,
+                                   DocumentPath::kChunks, DocumentPath::kCheaper};
 
 const char* PathName(DocumentPath path) {
-  return path == DocumentPath::kPerDocument ? "per document" : "dense rows";
+  switch (path) {
+    case DocumentPath::kPerDocument:
+      return "per document";
+    case DocumentPath::kDenseRows:
+      return "dense rows";
+    case DocumentPath::kChunks:
+      return "chunks";
+    case DocumentPath::kCheaper:
+      return "cheapest";
+  }
+  return "?";
 }
 
 // The dense reference: [L, L] scores of every row under a layout's -inf mask, as the
@@ -86,6 +98,25 @@ TEST(DocumentAttentionTest, TreeBlocksEqualTheDenseMaskedAttentionAndItsGradient
   const AttentionLayout layout = TreeLayout({{-1, 0, 1, 1, 2, -1, 5, 5}, {-1, 0, -1, 2, 1, 3}}, 10);
   ASSERT_TRUE(layout.documents_masked);
   ExpectPathsEqualTheDenseMaskedAttention(layout, 2, 10);
+}
+
+// Trees of many branches (each token's parent drawn from the tokens before it, some roots), long
+// enough that chunks read different keys: row 0 holds a tree of 23 and one of 9, row 1 one of 30
+// and padding.
+TEST(DocumentAttentionTest, BranchyTreesEqualTheDenseMaskedAttention) {
+  std::mt19937 rng(7);
+  auto tree = [&](int64_t n) {
+    std::vector<int64_t> parents = {-1};
+    for (int64_t i = 1; i < n; ++i) {
+      parents.push_back(rng() % 5 == 0 ? -1 : static_cast<int64_t>(rng() % i));
+    }
+    return parents;
+  };
+  std::vector<int64_t> row0 = tree(23);
+  for (int64_t p : tree(9)) row0.push_back(p < 0 ? -1 : p + 23);
+  const AttentionLayout layout = TreeLayout({row0, tree(30)}, 32);
+  ASSERT_TRUE(layout.documents_masked);
+  ExpectPathsEqualTheDenseMaskedAttention(layout, 2, 32);
 }
 
 TEST(DocumentAttentionTest, PaddingOutputsItsOwnValue) {
