@@ -16,7 +16,7 @@
 //   chunk [0, 4): keys 0..3, causal     chunk [4, 8): keys 0..7 (4 reads doc a, 5..7 doc b)
 //
 // Training helper of DocumentAttention (document_attention.h), which plans once per forward and
-// chooses this path where its measured cost is lowest.
+// chooses this path for tree segments where its measured cost is lowest.
 #ifndef FLYWHEEL_MODEL_CHUNK_ATTENTION_H_
 #define FLYWHEEL_MODEL_CHUNK_ATTENTION_H_
 

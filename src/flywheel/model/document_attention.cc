@@ -141,10 +141,10 @@ torch::Tensor DenseRowsAttention(const torch::Tensor& q, const torch::Tensor& k,
       .reshape({rows, length, heads * dim});
 }
 
-// What the two paths cost on this machine for one head shape, measured once as training runs
-// them (forward and backward, the fastest of a few runs): seconds per score entry of the dense
-// path, and the fixed seconds the per-document path spends on each document and the chunk path
-// on each batch of chunks (the overhead of their operations and autograd nodes).
+// What the paths cost on this machine for one head shape, measured once as training runs them
+// (forward and backward, the fastest of a few runs): seconds per score entry of the dense path,
+// and the fixed seconds the per-document path spends on each document and the chunk path on each
+// batch of chunks (the overhead of their operations and autograd nodes).
 struct PathCosts {
   double entry_s = 0;
   double document_s = 0;
@@ -182,9 +182,9 @@ PathCosts MeasurePathCosts(const torch::Tensor& like, int64_t heads, int64_t kv_
   c.entry_s = dense / static_cast<double>(kLength * kLength);
   const double entries = static_cast<double>(kLength * kLength / kDocuments);  // Σ n² of `many`
   c.document_s = std::max(0.0, per_document - entries * c.entry_s) / kDocuments;
-  // The chunk path gathers, so its entries cost more than the dense path's: seconds = entries ·
-  // chunk_entry_s + batches · chunk_batch_s, through a 128-token document in chunks of 16 and a
-  // 512-token one in chunks of 64 (both 4 batches; 10,496 and 167,936 entries).
+  // The chunk path: seconds = entries · chunk_entry_s + batches · chunk_batch_s, fitted through a
+  // 128-token document in chunks of 16 and a 512-token one in chunks of 64 (both 4 batches;
+  // 10,496 and 167,936 entries), an entry costing at least the dense path's.
   constexpr int64_t kLong = 4 * kLength;
   const torch::Tensor q2 = torch::randn({1, kLong, heads, dim}, options);
   const torch::Tensor k2 = torch::randn({1, kLong, kv_heads, dim}, options);

@@ -16,8 +16,8 @@
 // every branch against every other before masking. A third path cuts the rows into chunks of
 // query tokens, each against only the keys it may read, in a few batched products
 // (chunk_attention.h): a tree's tokens then cost about what their flat paths' tokens would. On
-// the CPU each forward takes the cheapest of the three, from costs measured once per head shape
-// (entries of the dense path, operations of the others); all give the same values and gradients.
+// the CPU each forward takes the cheapest (chunks for tree segments only), from costs measured
+// once per head shape; all give the same values and gradients.
 //
 // Training-only helper of the transformer's packed forward; gradients flow through autograd.
 #ifndef FLYWHEEL_MODEL_DOCUMENT_ATTENTION_H_
