@@ -252,20 +252,16 @@ constexpr int64_t kTestChunk = 4;
 void Plan(const torch::Tensor& q, int64_t kv_heads, const Documents& documents,
           DocumentsPlan& plan) {
   const PathCosts c = CostsFor(q, kv_heads);
-  double best_s = PerDocumentSeconds(c, documents.lengths);
-  plan.path = DocumentPath::kPerDocument;
-  if (DenseRowsSeconds(c, q) < best_s) {
-    best_s = DenseRowsSeconds(c, q);
-    plan.path = DocumentPath::kDenseRows;
-  }
+  const double per_document = PerDocumentSeconds(c, documents.lengths);
+  const double dense = DenseRowsSeconds(c, q);
+  plan.path = dense < per_document ? DocumentPath::kDenseRows : DocumentPath::kPerDocument;
+  plan.decided = true;
   // Chunks for tree segments only: on causal documents they measured no faster (the repair tree
   // job's flat paths: 19.1 µs a token, 18.9 whole) and slower on guess's rows of short episodes
   // (a learner step 0.049 s, 0.039 s dense), costs the estimate below does not see.
-  if (!documents.mask.defined()) {
-    plan.decided = true;
-    return;
-  }
+  if (!documents.mask.defined()) return;
   const torch::Tensor mask = CpuMask(documents.mask);
+  double best_s = std::min(dense, per_document);
   std::optional<ChunkCut> best_cut;
   for (int64_t chunk : kChunkSizes) {
     ChunkCut cut = CutChunks(documents.lengths, mask, q.size(1), chunk);
@@ -277,7 +273,6 @@ void Plan(const torch::Tensor& q, int64_t kv_heads, const Documents& documents,
     plan.path = DocumentPath::kChunks;
     plan.chunks = PlanChunks(*best_cut, documents.lengths, mask, q.size(1));
   }
-  plan.decided = true;
 }
 
 }  // namespace
