@@ -16,8 +16,9 @@
 //   repair-tree  examples/repair-tree.toml: its imitation once (tree_imitation_steps when
 //                given) and tree_arms_start reinforcement steps (1), checkpointed,
 //                then from that checkpoint, per seed (tree_seeds), tree_steps steps with
-//                tree.packing = "tree" and "flat" (both exact weighting: the same gradient),
-//                the order alternating over seeds. tree_vs_flat_time_per_step = median over
+//                tree.packing = tree_packing ("group", the example's: a GRPO group's executions
+//                one tree; or "tree": one per execution) and "flat" (both exact weighting: the
+//                same gradient), the order alternating over seeds. tree_vs_flat_time_per_step = median over
 //                seeds of (tree's median wall seconds per step / flat's); reward_gap = mean
 //                over seeds of tree's mean reward per step − flat's; arms_reward_improvement =
 //                the tree arms' last-window reward − first-window reward. Both the imitation
@@ -246,7 +247,7 @@ absl::StatusOr<std::string> ExampleTreeSchedule(const Settings& s, int64_t imita
 // The arms start from the checkpoint after the imitation and `start` reinforcement steps (>= 1).
 absl::StatusOr<nlohmann::json> TreeTask(const Settings& s, int64_t imitation_steps,
                                         const std::vector<int64_t>& seeds, int64_t start,
-                                        int64_t steps) {
+                                        int64_t steps, const std::string& packing) {
   // Both arms train at the example's rate: with 1 + steps steps the schedule would decay to
   // its floor within them.
   ASSIGN_OR_RETURN(const std::string schedule, ExampleTreeSchedule(s, imitation_steps));
@@ -264,17 +265,17 @@ absl::StatusOr<nlohmann::json> TreeTask(const Settings& s, int64_t imitation_ste
                         {"arms_start_step", start},
                         {"steps_per_arm", steps},
                         {"weighting", "exact"},
+                        {"tree_packing", packing},
                         {"seeds", nlohmann::json::array()}};
   std::vector<double> time_ratios, train_ratios, gaps, improvements;
   for (size_t k = 0; k < seeds.size(); ++k) {
-    std::vector<std::string> order = {"tree", "flat"};
+    std::vector<std::string> order = {packing, "flat"};
     if (k % 2 == 1) std::reverse(order.begin(), order.end());
     std::map<std::string, TreeArm> arms;
-    for (const std::string& packing : order) {
-      ASSIGN_OR_RETURN(arms[packing],
-                       RunTreeArm(s, base, imitated.run_dir, seeds[k], packing, start, steps));
+    for (const std::string& p : order) {
+      ASSIGN_OR_RETURN(arms[p], RunTreeArm(s, base, imitated.run_dir, seeds[k], p, start, steps));
     }
-    const TreeArm& tree = arms["tree"];
+    const TreeArm& tree = arms[packing];
     const TreeArm& flat = arms["flat"];
     time_ratios.push_back(tree.seconds_per_step / flat.seconds_per_step);
     train_ratios.push_back(tree.train_seconds / flat.train_seconds);
@@ -282,11 +283,11 @@ absl::StatusOr<nlohmann::json> TreeTask(const Settings& s, int64_t imitation_ste
     improvements.push_back(tree.last_window - tree.first_window);
     nlohmann::json seed = {{"seed", seeds[k]}, {"order", order}};
     for (const auto& [name, arm] : arms) {
-      seed[name] = {{"seconds_per_step", arm.seconds_per_step},
-                    {"train_seconds_per_step", arm.train_seconds},
-                    {"reward_mean", arm.reward_mean},
-                    {"first_window_reward", arm.first_window},
-                    {"last_window_reward", arm.last_window}};
+      seed[name == "flat" ? "flat" : "tree"] = {{"seconds_per_step", arm.seconds_per_step},
+                                                {"train_seconds_per_step", arm.train_seconds},
+                                                {"reward_mean", arm.reward_mean},
+                                                {"first_window_reward", arm.first_window},
+                                                {"last_window_reward", arm.last_window}};
     }
     out["seeds"].push_back(seed);
   }
@@ -408,8 +409,14 @@ absl::StatusOr<BenchReport> RunLearningBench(const BenchArgs& args) {
       if (start < 1) {
         return absl::InvalidArgumentError("bench learning: --param tree_arms_start must be >= 1");
       }
+      const std::string packing = args.GetString("tree_packing", "group");
+      if (packing != "group" && packing != "tree") {
+        return absl::InvalidArgumentError(
+            StrCat("bench learning: --param tree_packing must be group or tree, not '", packing,
+                   "'"));
+      }
       ASSIGN_OR_RETURN(r, TreeTask(s, args.GetInt("tree_imitation_steps", q ? 3 : 0), seeds, start,
-                                   args.GetInt("tree_steps", q ? 3 : 30)));
+                                   args.GetInt("tree_steps", q ? 3 : 30), packing));
       ASSIGN_OR_RETURN(r["learning"], TreeLearning(s, args.GetDouble("tree_seconds", q ? 8 : 600),
                                                    q ? 3 : 0));
       r["final_success"] = r["learning"]["final_success"];

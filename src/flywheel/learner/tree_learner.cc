@@ -30,10 +30,6 @@ absl::Status TreeLearnerOptions::Validate() const {
   return sampling.Validate();
 }
 
-namespace {
-int64_t RoundUp(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
-}  // namespace
-
 absl::StatusOr<TreeBatch> PrepareTreeBatch(const std::vector<Execution>& executions,
                                            const TreeLearnerOptions& options) {
   if (executions.empty()) return absl::InvalidArgumentError("tree learner: no executions");
@@ -50,6 +46,8 @@ absl::StatusOr<TreeBatch> PrepareTreeBatch(const std::vector<Execution>& executi
     groups[g.empty() ? StrCat("#", i) : g].push_back(i);
   }
   batch.execution_advantages.assign(executions.size(), 0.0f);
+  std::vector<int64_t> group_of(executions.size());
+  int64_t group = 0;
   for (const auto& [id, members] : groups) {
     std::vector<double> r;
     for (size_t i : members) r.push_back(rewards[i]);
@@ -57,42 +55,24 @@ absl::StatusOr<TreeBatch> PrepareTreeBatch(const std::vector<Execution>& executi
         GroupNormalizedAdvantages(r, options.divide_by_std, options.grpo_eps);
     for (size_t k = 0; k < members.size(); ++k) {
       batch.execution_advantages[members[k]] = static_cast<float>(a[k]);
+      group_of[members[k]] = group;
     }
+    ++group;
   }
-  int64_t largest = 1;  // the row must hold the largest tree (flat: the longest path)
   for (size_t i = 0; i < executions.size(); ++i) {
     ASSIGN_OR_RETURN(TrajectoryTree tree, TrajectoryTree::FromExecution(executions[i]));
     batch.trees.push_back(std::make_unique<TrajectoryTree>(std::move(tree)));
     const TrajectoryTree* t = batch.trees.back().get();
     TreeTrainingItem item{t, SelectPaths(t->Paths(), options.j_max).selected, {}};
     item.advantages.assign(item.paths.size(), batch.execution_advantages[i]);
-    if (options.packing == TreePacking::kTree) largest = std::max(largest, t->NumNodes());
-    for (const TreePath& p : item.paths) {
-      batch.tokens_flat += p.length;
-      if (options.packing == TreePacking::kFlat) largest = std::max<int64_t>(largest, p.length);
-    }
+    if (options.packing == TreePacking::kGroup) item.group = group_of[i];
+    for (const TreePath& p : item.paths) batch.tokens_flat += p.length;
     batch.paths += static_cast<int64_t>(item.paths.size());
     batch.items.push_back(std::move(item));
   }
-  // Rows exactly as long as the largest tree (rounded up) leave the end of a row empty whenever
-  // the next tree does not fit, and the projections and MLP compute padding like any token.
-  // Longer rows let first-fit put the smaller trees together, at the cost of the ancestor mask
-  // (rows × length², i.e. tokens × length): keep the length with the fewest cells.
-  const int64_t shortest = RoundUp(largest, options.row_multiple);
-  for (const int64_t length :
-       {shortest, RoundUp(shortest * 3 / 2, options.row_multiple), 2 * shortest}) {
-    PackedTrees packed;
-    if (options.packing == TreePacking::kFlat) {
-      ASSIGN_OR_RETURN(packed, PackFlatPaths(batch.items, length, options.aggregation));
-    } else {
-      ASSIGN_OR_RETURN(packed,
-                       PackTrees(batch.items, length, options.weighting, options.aggregation));
-    }
-    if (batch.packed.rows == 0 ||
-        packed.rows * packed.length < batch.packed.rows * batch.packed.length) {
-      batch.packed = std::move(packed);
-    }
-  }
+  ASSIGN_OR_RETURN(batch.packed,
+                   PackRows(batch.items, options.packing == TreePacking::kFlat, options.weighting,
+                            options.aggregation, options.row_multiple));
   batch.tokens_tree = batch.packed.real_tokens;
   return batch;
 }

@@ -4,7 +4,8 @@
 //      ─▶ advantages: executions of one group_id (one task instance) form a GRPO group,
 //         A = R − mean (÷ (std + eps) with divide_by_std); R = RewardOf (partial on timeout);
 //         every selected path of an execution carries its execution's advantage
-//      ─▶ PackTrees (exact or dedup weighting) ─▶ one forward over the ancestor-masked rows
+//      ─▶ PackRows: a tree per group (`group`: its prompt computed once) or per execution,
+//         exact or dedup weighting ─▶ one forward over the ancestor-masked rows
 //      ─▶ ContributionLoss with the per-token off-policy term of learner/losses.h
 //      ─▶ Optimizer::Step (version + 1)
 //
@@ -30,13 +31,14 @@ namespace flywheel {
 struct TreeLearnerOptions {
   int j_max = 0;  // paths per execution; 0 = all
   TreeWeighting weighting = TreeWeighting::kDedup;  // with packing = kTree
-  TreePacking packing = TreePacking::kTree;  // kFlat: every path its own row (exact gradient)
+  // kGroup: a GRPO group's trees as one (its prompt once); kFlat: every path its own row
+  TreePacking packing = TreePacking::kGroup;
   PathAggregation aggregation = PathAggregation::kTokenMean;  // what `exact` reproduces
   bool divide_by_std = true;
   double grpo_eps = 1e-6;
   LossOptions loss;           // kind: truncated_is, ppo_clip or decoupled_ppo
   SamplingParams sampling;    // the actors' sampling: log π is evaluated under it
-  int64_t row_multiple = 64;  // packed row lengths: multiples of this, from the largest tree up
+  int64_t row_multiple = 64;  // packed row lengths: multiples of this (PackRows)
 
   absl::Status Validate() const;
 };

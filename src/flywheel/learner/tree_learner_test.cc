@@ -25,7 +25,7 @@ std::vector<Execution> ScriptedExecutions(int n, RepairHarnessOptions options = 
 // the path from the tree's root to the contribution's token, read off the packed row through
 // the parent columns, equals a call's context + generated[0..i].
 TEST(TreeLearnerTest, TheLossTrainsOnlyGeneratedTokens) {
-  const std::vector<Execution> executions = ScriptedExecutions(4);
+  std::vector<Execution> executions = ScriptedExecutions(4);
   std::set<std::vector<int32_t>> generated_prefixes;
   for (const Execution& e : executions) {
     for (const LlmCall& c : e.calls) {
@@ -36,28 +36,30 @@ TEST(TreeLearnerTest, TheLossTrainsOnlyGeneratedTokens) {
       }
     }
   }
-  for (TreeWeighting weighting : {TreeWeighting::kExact, TreeWeighting::kDedup}) {
-    TreeLearnerOptions options;
-    options.weighting = weighting;
-    absl::StatusOr<TreeBatch> batch = PrepareTreeBatch(executions, options);
-    ASSERT_TRUE(batch.ok()) << batch.status();
-    const PackedTrees& p = batch->packed;
-    ASSERT_FALSE(p.contributions.empty());
-    std::set<std::pair<int32_t, int32_t>> positions;
-    for (const PackedTrees::Contribution& c : p.contributions) {
-      positions.insert({c.row, c.col});
-      std::vector<int32_t> path;
-      for (int64_t col = c.col; col >= 0; col = p.parents[c.row][col]) {
-        path.insert(path.begin(), p.tokens[p.Index(c.row, col)]);
+  // Two executions of one instance: with group packing they share a segment.
+  executions[1].group_id = executions[0].group_id;
+  for (TreePacking packing : {TreePacking::kGroup, TreePacking::kTree}) {
+    for (TreeWeighting weighting : {TreeWeighting::kExact, TreeWeighting::kDedup}) {
+      TreeLearnerOptions options;
+      options.packing = packing;
+      options.weighting = weighting;
+      absl::StatusOr<TreeBatch> batch = PrepareTreeBatch(executions, options);
+      ASSERT_TRUE(batch.ok()) << batch.status();
+      const PackedTrees& p = batch->packed;
+      ASSERT_FALSE(p.contributions.empty());
+      std::set<std::vector<int32_t>> trained;
+      for (const PackedTrees::Contribution& c : p.contributions) {
+        std::vector<int32_t> path;
+        for (int64_t col = c.col; col >= 0; col = p.parents[c.row][col]) {
+          path.insert(path.begin(), p.tokens[p.Index(c.row, col)]);
+        }
+        EXPECT_TRUE(generated_prefixes.count(path)) << "row " << c.row << " col " << c.col;
+        trained.insert(path);
       }
-      EXPECT_TRUE(generated_prefixes.count(path)) << "row " << c.row << " col " << c.col;
-      EXPECT_TRUE(p.trainable[p.Index(c.row, c.col)]);
+      // And nothing the policy generated is left out.
+      EXPECT_EQ(trained, generated_prefixes);
+      EXPECT_LT(batch->tokens_tree, batch->tokens_flat);
     }
-    // And every trainable position is trained: nothing the policy generated is left out.
-    int64_t trainable = 0;
-    for (uint8_t t : p.trainable) trainable += t;
-    EXPECT_EQ(static_cast<int64_t>(positions.size()), trainable);
-    EXPECT_LT(batch->tokens_tree, batch->tokens_flat);
   }
 }
 
@@ -188,7 +190,8 @@ namespace flywheel {
 namespace {
 
 // packing = flat (every path its own causal document, attended per document) trains the same
-// objective as trees with exact weighting: same loss and gradient norm, on every path's tokens.
+// objective as trees with exact weighting, one per execution or one per group: same loss and
+// gradient norm, on every path's tokens.
 TEST(TreeLearnerTest, FlatPackingStepsLikeExactTrees) {
   RepairHarnessOptions small;
   small.max_retries = 2;
@@ -206,7 +209,7 @@ TEST(TreeLearnerTest, FlatPackingStepsLikeExactTrees) {
   oo.schedule.lr = 1e-3;
   oo.schedule.total_steps = 10;
   std::vector<TreeStepResult> results;
-  for (TreePacking packing : {TreePacking::kTree, TreePacking::kFlat}) {
+  for (TreePacking packing : {TreePacking::kTree, TreePacking::kGroup, TreePacking::kFlat}) {
     torch::manual_seed(11);
     TreeLearnerOptions options;
     options.weighting = TreeWeighting::kExact;
@@ -218,13 +221,17 @@ TEST(TreeLearnerTest, FlatPackingStepsLikeExactTrees) {
     ASSERT_TRUE(r.ok()) << r.status();
     results.push_back(*r);
   }
-  const TreeStepResult& tree = results[0];
-  const TreeStepResult& flat = results[1];
-  EXPECT_NEAR(flat.loss, tree.loss, 1e-5 * std::max(1.0, std::abs(tree.loss)));
-  EXPECT_NEAR(flat.optimizer.grad_norm, tree.optimizer.grad_norm, 1e-4 * tree.optimizer.grad_norm);
-  EXPECT_GT(tree.optimizer.grad_norm, 1e-3);
+  const TreeStepResult& flat = results[2];
+  for (const TreeStepResult& tree : {results[0], results[1]}) {
+    EXPECT_NEAR(flat.loss, tree.loss, 1e-5 * std::max(1.0, std::abs(tree.loss)));
+    EXPECT_NEAR(flat.optimizer.grad_norm, tree.optimizer.grad_norm,
+                1e-4 * tree.optimizer.grad_norm);
+    EXPECT_GT(tree.optimizer.grad_norm, 1e-3);
+    EXPECT_LT(tree.tokens_tree, flat.tokens_tree);
+  }
   EXPECT_EQ(flat.tokens_tree, flat.tokens_flat);  // flat rows hold every path whole
-  EXPECT_LT(tree.tokens_tree, flat.tokens_tree);
+  // The group's two executions (different programs) have their first tokens in common.
+  EXPECT_LT(results[1].tokens_tree, results[0].tokens_tree);
 }
 
 }  // namespace

@@ -444,7 +444,7 @@ absl::StatusOr<TreeJobResult> TreeJob::Finish(const RunStop& stop) {
   nlohmann::json summary = {
       {"job", "tree"},
       {"mode", config_.run.mode == TrainMode::kAsync ? "async" : "colocated"},
-      {"packing", tree_.packing == TreePacking::kFlat ? "flat" : "tree"},
+      {"packing", PackingName(tree_.packing)},
       {"steps", result_.steps},
       {"imitation_steps", imitation_done_},
       {"version", result_.version},

@@ -8,6 +8,7 @@
 #define FLYWHEEL_RUNTIME_TREE_JOB_OPTIONS_H_
 
 #include <cstdint>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "flywheel/core/config.h"
@@ -18,7 +19,14 @@ namespace flywheel {
 inline constexpr config::ChoiceName<TreeWeighting> kTreeWeightingNames[] = {
     {"exact", TreeWeighting::kExact}, {"dedup", TreeWeighting::kDedup}};
 inline constexpr config::ChoiceName<TreePacking> kTreePackingNames[] = {
-    {"tree", TreePacking::kTree}, {"flat", TreePacking::kFlat}};
+    {"group", TreePacking::kGroup}, {"tree", TreePacking::kTree}, {"flat", TreePacking::kFlat}};
+
+inline std::string_view PackingName(TreePacking packing) {
+  for (const auto& n : kTreePackingNames) {
+    if (n.value == packing) return n.name;
+  }
+  return "?";
+}
 
 struct TreeJobOptions {
   bool enabled = false;
@@ -26,7 +34,7 @@ struct TreeJobOptions {
   int64_t executions_per_instance = 4;  // the GRPO group of each instance
   int64_t j_max = 0;                    // paths per execution; 0 = all
   TreeWeighting weighting = TreeWeighting::kDedup;
-  TreePacking packing = TreePacking::kTree;
+  TreePacking packing = TreePacking::kGroup;
   bool divide_by_std = true;
   int64_t max_new_tokens = 12;
   int64_t max_retries = 3;
@@ -55,7 +63,8 @@ struct TreeJobOptions {
     v.Choice("weighting", weighting, kTreeWeightingNames,
              "exact = the gradient of training every path; dedup = each shared token once");
     v.Choice("packing", packing, kTreePackingNames,
-             "tree = each execution one prefix-sharing tree; flat = every path its own row (the "
+             "group = the executions of an instance one prefix-sharing tree (the prompt once); "
+             "tree = one tree per execution; flat = every path its own causal document (the "
              "baseline; the gradient of weighting = \"exact\")");
     v.Field("divide_by_std", divide_by_std, "GRPO: divide by the group's reward std");
     v.Field("max_new_tokens", max_new_tokens, "tokens per LLM call of the harness");

@@ -24,22 +24,27 @@ inline LlmCall MakeCall(std::string id, Role role, std::vector<int32_t> context,
   return c;
 }
 
-inline Execution RandomExecution(std::mt19937& rng, const std::string& id, int turns = 6) {
+// `prompt`: the tokens every call starts from (BOS + two random tokens when empty); executions
+// of one GRPO group share theirs.
+inline Execution RandomExecution(std::mt19937& rng, const std::string& id, int turns = 6,
+                                 std::vector<int32_t> prompt = {}) {
   std::uniform_int_distribution<int> token(1, 40), len(1, 5), coin(0, 3);
   std::uniform_real_distribution<float> logprob(-3.0f, -0.05f);
   Execution e;
   e.execution_id = id;
   e.final_reward = 1.0f;
-  std::vector<int32_t> history = {0, token(rng), token(rng)};  // BOS + prompt
+  if (prompt.empty()) prompt = {0, token(rng), token(rng)};  // BOS + prompt
+  const size_t prompt_length = prompt.size();
+  std::vector<int32_t> history = std::move(prompt);
   for (int turn = 0; turn < turns; ++turn) {
     std::vector<int32_t> generated;
     for (int i = len(rng); i > 0; --i) generated.push_back(token(rng));
     const Role role = static_cast<Role>(coin(rng));
     const std::string call_id = id + "-" + std::to_string(e.calls.size());
-    if (coin(rng) == 0 && history.size() > 3) {
+    if (coin(rng) == 0 && history.size() > prompt_length) {
       // a retry from an earlier point of the history
-      std::vector<int32_t> earlier(history.begin(),
-                                   history.begin() + 3 + rng() % (history.size() - 3));
+      std::vector<int32_t> earlier(history.begin(), history.begin() + prompt_length +
+                                                        rng() % (history.size() - prompt_length));
       e.calls.push_back(MakeCall(call_id, role, earlier, generated, logprob(rng)));
       continue;
     }

@@ -3,24 +3,27 @@
 #include <algorithm>
 #include <numeric>
 
+#include "absl/container/flat_hash_map.h"
 #include "flywheel/core/strings.h"
 
 namespace flywheel {
 namespace {
 
-// A segment: nodes to lay out contiguously in one row, with segment-local parents.
+// A segment: tokens to lay out contiguously in one row, with segment-local parents.
 struct Segment {
-  std::vector<int32_t> tree_nodes;     // indices into the item's tree
+  std::vector<int32_t> tokens;
   std::vector<int64_t> local_parents;  // -1 for a root
   std::vector<int32_t> positions;
-  size_t item = 0;
-  // (segment-local col, advantage, weight)
+  std::string name;  // for errors: the (first) execution laid out in it
   struct Term {
-    int32_t col;
+    int32_t col;  // segment-local
     float advantage;
     float weight;
+    float behaviour_logprob;
   };
   std::vector<Term> terms;
+
+  int64_t size() const { return static_cast<int64_t>(tokens.size()); }
 };
 
 absl::Status CheckItem(const TreeTrainingItem& item) {
@@ -77,22 +80,20 @@ absl::Status CheckScorable(const TrajectoryTree& tree, int32_t node) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<PackedTrees> Layout(std::vector<Segment> segments, int64_t length,
-                                   const std::span<const TreeTrainingItem> items) {
+absl::StatusOr<PackedTrees> Layout(std::span<const Segment> segments, int64_t length) {
   // first-fit-decreasing over rows
   std::vector<size_t> order(segments.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return segments[a].tree_nodes.size() > segments[b].tree_nodes.size();
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return segments[a].size() > segments[b].size(); });
   std::vector<int64_t> row_fill;
   std::vector<std::pair<int64_t, int64_t>> placement(segments.size());  // row, start col
   for (size_t s : order) {
-    const int64_t size = static_cast<int64_t>(segments[s].tree_nodes.size());
+    const int64_t size = segments[s].size();
     if (size > length) {
-      return absl::InvalidArgumentError(
-          StrCat("execution '", items[segments[s].item].tree->execution_id(), "' needs ", size,
-                 " tokens packed, more than the row length ", length));
+      return absl::InvalidArgumentError(StrCat("execution '", segments[s].name, "' needs ", size,
+                                               " tokens packed, more than the row length ",
+                                               length));
     }
     size_t row = 0;
     while (row < row_fill.size() && row_fill[row] + size > length) ++row;
@@ -107,92 +108,108 @@ absl::StatusOr<PackedTrees> Layout(std::vector<Segment> segments, int64_t length
   const size_t cells = static_cast<size_t>(out.rows * length);
   out.tokens.assign(cells, 0);
   out.positions.assign(cells, 0);
-  out.trainable.assign(cells, 0);
-  out.logprobs.assign(cells, kNoLogprob);
-  out.versions.assign(cells, kNoVersion);
   out.parents.assign(out.rows, {});
   for (int64_t r = 0; r < out.rows; ++r) out.parents[r].assign(row_fill[r], -1);
 
   for (size_t s = 0; s < segments.size(); ++s) {
     const Segment& seg = segments[s];
-    const TrajectoryTree& tree = *items[seg.item].tree;
     const auto [row, start] = placement[s];
-    for (size_t k = 0; k < seg.tree_nodes.size(); ++k) {
-      const TreeNode& node = tree.nodes()[seg.tree_nodes[k]];
-      const int64_t col = start + static_cast<int64_t>(k);
-      const size_t at = static_cast<size_t>(out.Index(row, col));
-      out.tokens[at] = node.token;
+    for (int64_t k = 0; k < seg.size(); ++k) {
+      const size_t at = static_cast<size_t>(out.Index(row, start + k));
+      out.tokens[at] = seg.tokens[k];
       out.positions[at] = seg.positions[k];
-      out.trainable[at] = node.trainable ? 1 : 0;
-      out.logprobs[at] = node.logprob;
-      out.versions[at] = node.version;
-      out.parents[row][col] = seg.local_parents[k] < 0 ? -1 : start + seg.local_parents[k];
+      out.parents[row][start + k] = seg.local_parents[k] < 0 ? -1 : start + seg.local_parents[k];
     }
     for (const auto& term : seg.terms) {
-      out.contributions.push_back(
-          {static_cast<int32_t>(row), static_cast<int32_t>(start + term.col), term.advantage,
-           term.weight});
+      out.contributions.push_back({static_cast<int32_t>(row),
+                                   static_cast<int32_t>(start + term.col), term.advantage,
+                                   term.weight, term.behaviour_logprob});
     }
-    out.real_tokens += static_cast<int64_t>(seg.tree_nodes.size());
+    out.real_tokens += seg.size();
   }
   return out;
 }
 
-}  // namespace
+// Adds the nodes on an item's selected paths to `seg`, a node whose parent and token are
+// already there (another execution of the group reached the same prefix) onto that one, and
+// the item's contributions. Nodes are visited in creation order: a parent always comes first.
+absl::Status AddTree(const TreeTrainingItem& item, std::span<const float> path_weights,
+                     TreeWeighting weighting, int64_t num_items,
+                     absl::flat_hash_map<uint64_t, int32_t>& children, Segment& seg) {
+  const TrajectoryTree& tree = *item.tree;
+  std::vector<std::vector<size_t>> paths_through(tree.NumNodes());
+  for (size_t p = 0; p < item.paths.size(); ++p) {
+    for (int32_t n : tree.PathNodes(item.paths[p])) paths_through[n].push_back(p);
+  }
+  if (seg.name.empty()) seg.name = tree.execution_id();
+  std::vector<int32_t> local(tree.NumNodes(), -1);
+  int64_t unique_trainable = 0;
+  for (int32_t n = 0; n < tree.NumNodes(); ++n) {
+    if (paths_through[n].empty()) continue;
+    const TreeNode& node = tree.nodes()[n];
+    const int64_t parent = node.parent < 0 ? -1 : local[node.parent];
+    const uint64_t key =
+        static_cast<uint64_t>(parent + 1) << 32 | static_cast<uint32_t>(node.token);
+    const auto [it, added] = children.try_emplace(key, static_cast<int32_t>(seg.size()));
+    if (added) {
+      seg.tokens.push_back(node.token);
+      seg.local_parents.push_back(parent);
+      seg.positions.push_back(node.depth);
+    }
+    local[n] = it->second;
+    unique_trainable += node.trainable ? 1 : 0;
+  }
+  for (int32_t n = 0; n < tree.NumNodes(); ++n) {
+    const TreeNode& node = tree.nodes()[n];
+    if (paths_through[n].empty() || !node.trainable) continue;
+    if (auto s = CheckScorable(tree, n); !s.ok()) return s;
+    const auto& through = paths_through[n];
+    if (weighting == TreeWeighting::kExact) {
+      for (size_t p : through) {
+        seg.terms.push_back({local[n], item.advantages[p], path_weights[p], node.logprob});
+      }
+    } else {
+      float mean = 0.0f;
+      for (size_t p : through) mean += item.advantages[p];
+      mean /= static_cast<float>(through.size());
+      const float w = 1.0f / (static_cast<float>(unique_trainable) * static_cast<float>(num_items));
+      seg.terms.push_back({local[n], mean, w, node.logprob});
+    }
+  }
+  return absl::OkStatus();
+}
 
-absl::StatusOr<PackedTrees> PackTrees(std::span<const TreeTrainingItem> items, int64_t length,
-                                      TreeWeighting weighting, PathAggregation aggregation) {
+// One segment per item, or per group of items (PackTrees).
+absl::StatusOr<std::vector<Segment>> TreeSegments(std::span<const TreeTrainingItem> items,
+                                                  TreeWeighting weighting,
+                                                  PathAggregation aggregation) {
   for (const auto& item : items) {
     if (auto s = CheckItem(item); !s.ok()) return s;
   }
   auto path_weights = PathWeights(items, aggregation);
   if (!path_weights.ok()) return path_weights.status();
-
   std::vector<Segment> segments;
+  // (parent + 1) << 32 | token → node, per segment
+  std::vector<absl::flat_hash_map<uint64_t, int32_t>> children;
+  absl::flat_hash_map<int64_t, size_t> segment_of_group;
   for (size_t i = 0; i < items.size(); ++i) {
-    const TrajectoryTree& tree = *items[i].tree;
-    // Nodes on selected paths, kept in creation order (a parent is always created first).
-    std::vector<int32_t> local(tree.NumNodes(), -1);
-    std::vector<std::vector<size_t>> paths_through(tree.NumNodes());
-    for (size_t p = 0; p < items[i].paths.size(); ++p) {
-      for (int32_t n : tree.PathNodes(items[i].paths[p])) paths_through[n].push_back(p);
+    size_t s = segments.size();
+    if (items[i].group >= 0) s = segment_of_group.try_emplace(items[i].group, s).first->second;
+    if (s == segments.size()) {
+      segments.emplace_back();
+      children.emplace_back();
     }
-    Segment seg;
-    seg.item = i;
-    for (int32_t n = 0; n < tree.NumNodes(); ++n) {
-      if (paths_through[n].empty()) continue;
-      local[n] = static_cast<int32_t>(seg.tree_nodes.size());
-      seg.tree_nodes.push_back(n);
-      const int32_t parent = tree.nodes()[n].parent;
-      seg.local_parents.push_back(parent < 0 ? -1 : local[parent]);
-      seg.positions.push_back(tree.nodes()[n].depth);
+    if (auto st = AddTree(items[i], (*path_weights)[i], weighting,
+                          static_cast<int64_t>(items.size()), children[s], segments[s]);
+        !st.ok()) {
+      return st;
     }
-    int64_t unique_trainable = 0;
-    for (int32_t n : seg.tree_nodes) unique_trainable += tree.nodes()[n].trainable ? 1 : 0;
-    for (int32_t n : seg.tree_nodes) {
-      if (!tree.nodes()[n].trainable) continue;
-      if (auto s = CheckScorable(tree, n); !s.ok()) return s;
-      const auto& through = paths_through[n];
-      if (weighting == TreeWeighting::kExact) {
-        for (size_t p : through) {
-          seg.terms.push_back({local[n], items[i].advantages[p], (*path_weights)[i][p]});
-        }
-      } else {
-        float mean = 0.0f;
-        for (size_t p : through) mean += items[i].advantages[p];
-        mean /= static_cast<float>(through.size());
-        const float w = 1.0f / (static_cast<float>(unique_trainable) *
-                                static_cast<float>(items.size()));
-        seg.terms.push_back({local[n], mean, w});
-      }
-    }
-    segments.push_back(std::move(seg));
   }
-  return Layout(std::move(segments), length, items);
+  return segments;
 }
 
-absl::StatusOr<PackedTrees> PackFlatPaths(std::span<const TreeTrainingItem> items,
-                                          int64_t length, PathAggregation aggregation) {
+absl::StatusOr<std::vector<Segment>> FlatSegments(std::span<const TreeTrainingItem> items,
+                                                  PathAggregation aggregation) {
   for (const auto& item : items) {
     if (auto s = CheckItem(item); !s.ok()) return s;
   }
@@ -203,21 +220,61 @@ absl::StatusOr<PackedTrees> PackFlatPaths(std::span<const TreeTrainingItem> item
     const TrajectoryTree& tree = *items[i].tree;
     for (size_t p = 0; p < items[i].paths.size(); ++p) {
       Segment seg;
-      seg.item = i;
-      seg.tree_nodes = tree.PathNodes(items[i].paths[p]);
-      for (size_t k = 0; k < seg.tree_nodes.size(); ++k) {
+      seg.name = tree.execution_id();
+      const std::vector<int32_t> nodes = tree.PathNodes(items[i].paths[p]);
+      for (size_t k = 0; k < nodes.size(); ++k) {
+        const TreeNode& node = tree.nodes()[nodes[k]];
+        seg.tokens.push_back(node.token);
         seg.local_parents.push_back(static_cast<int64_t>(k) - 1);
         seg.positions.push_back(static_cast<int32_t>(k));
-        const int32_t n = seg.tree_nodes[k];
-        if (!tree.nodes()[n].trainable) continue;
-        if (auto s = CheckScorable(tree, n); !s.ok()) return s;
-        seg.terms.push_back({static_cast<int32_t>(k), items[i].advantages[p],
-                             (*path_weights)[i][p]});
+        if (!node.trainable) continue;
+        if (auto s = CheckScorable(tree, nodes[k]); !s.ok()) return s;
+        seg.terms.push_back(
+            {static_cast<int32_t>(k), items[i].advantages[p], (*path_weights)[i][p], node.logprob});
       }
       segments.push_back(std::move(seg));
     }
   }
-  return Layout(std::move(segments), length, items);
+  return segments;
+}
+
+int64_t RoundUp(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+}  // namespace
+
+absl::StatusOr<PackedTrees> PackTrees(std::span<const TreeTrainingItem> items, int64_t length,
+                                      TreeWeighting weighting, PathAggregation aggregation) {
+  auto segments = TreeSegments(items, weighting, aggregation);
+  if (!segments.ok()) return segments.status();
+  return Layout(*segments, length);
+}
+
+absl::StatusOr<PackedTrees> PackFlatPaths(std::span<const TreeTrainingItem> items, int64_t length,
+                                          PathAggregation aggregation) {
+  auto segments = FlatSegments(items, aggregation);
+  if (!segments.ok()) return segments.status();
+  return Layout(*segments, length);
+}
+
+absl::StatusOr<PackedTrees> PackRows(std::span<const TreeTrainingItem> items, bool flat,
+                                     TreeWeighting weighting, PathAggregation aggregation,
+                                     int64_t row_multiple) {
+  if (row_multiple <= 0) return absl::InvalidArgumentError("row_multiple must be > 0");
+  auto segments =
+      flat ? FlatSegments(items, aggregation) : TreeSegments(items, weighting, aggregation);
+  if (!segments.ok()) return segments.status();
+  int64_t largest = 1;
+  for (const Segment& seg : *segments) largest = std::max(largest, seg.size());
+  const int64_t shortest = RoundUp(largest, row_multiple);
+  PackedTrees best;
+  for (const int64_t length : {shortest, RoundUp(shortest * 3 / 2, row_multiple), 2 * shortest}) {
+    auto packed = Layout(*segments, length);
+    if (!packed.ok()) return packed.status();
+    if (best.rows == 0 || packed->rows * packed->length < best.rows * best.length) {
+      best = std::move(*packed);
+    }
+  }
+  return best;
 }
 
 }  // namespace flywheel

@@ -21,7 +21,7 @@ absl::StatusOr<TreeBatchTensors> ToTensors(const PackedTrees& packed) {
     rows[i] = c.row;
     cols[i] = packed.parents[c.row][c.col];
     targets[i] = packed.tokens[packed.Index(c.row, c.col)];
-    behaviour[i] = packed.logprobs[packed.Index(c.row, c.col)];
+    behaviour[i] = c.behaviour_logprob;
     advantages[i] = c.advantage;
     weights[i] = c.weight;
   }

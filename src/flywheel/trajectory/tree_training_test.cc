@@ -52,8 +52,9 @@ TEST(TreeTrainingTest, ExactTreeLossAndGradientsEqualFlatPaths) {
     std::mt19937 rng(seed);
     std::vector<TrajectoryTree> trees;
     for (int i = 0; i < 3; ++i) {
-      auto tree = TrajectoryTree::FromExecution(
-          testing::RandomExecution(rng, "e" + std::to_string(i), /*turns=*/8));
+      // One GRPO group: three executions from one prompt.
+      auto tree = TrajectoryTree::FromExecution(testing::RandomExecution(
+          rng, "e" + std::to_string(i), /*turns=*/8, {0, 3, 1, 4, 1, 5, 9, 2}));
       ASSERT_TRUE(tree.ok());
       trees.push_back(std::move(*tree));
     }
@@ -64,18 +65,21 @@ TEST(TreeTrainingTest, ExactTreeLossAndGradientsEqualFlatPaths) {
       for (size_t p = 0; p < item.paths.size(); ++p) item.advantages.push_back(adv(rng));
       items.push_back(std::move(item));
     }
-    for (auto agg : {PathAggregation::kTokenMean, PathAggregation::kSequenceMean}) {
-      auto tree = PackTrees(items, 160, TreeWeighting::kExact, agg);
-      auto flat = PackFlatPaths(items, 160, agg);
-      ASSERT_TRUE(tree.ok() && flat.ok());
-      ASSERT_LT(tree->real_tokens, flat->real_tokens);  // there is sharing to exploit
-      const Result t = LossAndGrads(*model, *tree);
-      const Result f = LossAndGrads(*model, *flat);
-      EXPECT_NEAR(t.loss, f.loss, 1e-5) << "seed " << seed;
-      ASSERT_EQ(t.grads.size(), f.grads.size());
-      for (size_t i = 0; i < t.grads.size(); ++i) {
-        const double diff = (t.grads[i] - f.grads[i]).abs().max().item<double>();
-        EXPECT_LT(diff, 1e-5) << "seed " << seed << " parameter " << i;
+    for (const int64_t group : {-1, 0}) {  // a tree per execution, one for the group
+      for (auto& item : items) item.group = group;
+      for (auto agg : {PathAggregation::kTokenMean, PathAggregation::kSequenceMean}) {
+        auto tree = PackTrees(items, 320, TreeWeighting::kExact, agg);
+        auto flat = PackFlatPaths(items, 160, agg);
+        ASSERT_TRUE(tree.ok() && flat.ok());
+        ASSERT_LT(tree->real_tokens, flat->real_tokens);  // there is sharing to exploit
+        const Result t = LossAndGrads(*model, *tree);
+        const Result f = LossAndGrads(*model, *flat);
+        EXPECT_NEAR(t.loss, f.loss, 1e-5) << "seed " << seed << " group " << group;
+        ASSERT_EQ(t.grads.size(), f.grads.size());
+        for (size_t i = 0; i < t.grads.size(); ++i) {
+          const double diff = (t.grads[i] - f.grads[i]).abs().max().item<double>();
+          EXPECT_LT(diff, 1e-5) << "seed " << seed << " group " << group << " parameter " << i;
+        }
       }
     }
   }
