@@ -564,7 +564,9 @@ absl::StatusOr<RemoteLearnerResult> ElasticCore::Train() {
                                         .max_steps = run.max_steps,
                                         .reward = reward,
                                         .success = success,
-                                        .learner_utilization = busy / std::max(1e-9, elapsed)});
+                                        .learner_utilization = busy / std::max(1e-9, elapsed),
+                                        .elapsed_seconds = elapsed,
+                                        .max_wall_seconds = run.max_wall_seconds});
     }
   }
   if (progress.has_value()) progress->Finish();

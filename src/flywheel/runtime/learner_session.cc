@@ -369,7 +369,8 @@ ProgressSnapshot LearnerSession::Progress(const TrainedStep& step, double elapse
                           .mean_lag = step.lag_mean,
                           .buffer_fill = buffer_fill,
                           .tokens_per_s = tokens_per_s,
-                          .elapsed_seconds = elapsed_seconds};
+                          .elapsed_seconds = elapsed_seconds,
+                          .max_wall_seconds = config_.run.max_wall_seconds};
 }
 
 absl::Status LearnerSession::Checkpoint() {

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace flywheel {
@@ -17,7 +19,13 @@ std::string FormatEta(double seconds) {
 }  // namespace
 
 std::string FormatProgress(const ProgressSnapshot& s) {
-  const double eta = s.step > 0 ? s.elapsed_seconds / s.step * (s.max_steps - s.step) : -1;
+  double eta = s.step > 0 && s.elapsed_seconds > 0
+                   ? s.elapsed_seconds / s.step * (s.max_steps - s.step)
+                   : -1;
+  if (s.max_wall_seconds > 0 && s.elapsed_seconds > 0) {
+    const double wall_left = std::max(0.0, s.max_wall_seconds - s.elapsed_seconds);
+    eta = eta < 0 ? wall_left : std::min(eta, wall_left);
+  }
   return fmt::format(
       "step {}/{}  reward {:.3f}  success {:.2f}  learner {:.0f}%  lag {:.1f}  buffer {:.0f}%  "
       "{:.0f} tok/s  eta {}",

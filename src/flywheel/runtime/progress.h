@@ -22,6 +22,9 @@ struct ProgressSnapshot {
   double buffer_fill = 0;  // size / capacity
   double tokens_per_s = 0;
   double elapsed_seconds = 0;
+  // run.max_wall_seconds, counted from the same start as elapsed_seconds; 0 = no limit. The
+  // eta is the sooner of the steps left at the rate so far and the wall time left.
+  double max_wall_seconds = 0;
 };
 
 std::string FormatProgress(const ProgressSnapshot& s);

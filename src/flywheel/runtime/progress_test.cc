@@ -42,6 +42,17 @@ TEST(ProgressTest, LineHasTheFields) {
   EXPECT_THAT(line, HasSubstr("eta 0m50s"));
 }
 
+// A run bounded by run.max_wall_seconds ends when that runs out, whatever run.max_steps says.
+TEST(ProgressTest, EtaIsTheSoonerOfStepsAndWallTime) {
+  ProgressSnapshot s{
+      .step = 10, .max_steps = 100000, .elapsed_seconds = 60, .max_wall_seconds = 600};
+  EXPECT_THAT(FormatProgress(s), HasSubstr("eta 9m00s"));
+  s.max_steps = 20;  // 60 s more at this rate: sooner than the wall budget
+  EXPECT_THAT(FormatProgress(s), HasSubstr("eta 1m00s"));
+  s.elapsed_seconds = 0;  // no rate and no clock yet
+  EXPECT_THAT(FormatProgress(s), HasSubstr("eta ?"));
+}
+
 TEST(ProgressTest, TerminalRefreshesInPlace) {
   const std::string out = Capture(true, {{1, 1}, {2, 2}, {3, 3}});
   EXPECT_EQ(std::count(out.begin(), out.end(), '\r'), 3);
