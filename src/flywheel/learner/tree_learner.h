@@ -30,7 +30,7 @@ namespace flywheel {
 
 struct TreeLearnerOptions {
   int j_max = 0;  // paths per execution; 0 = all
-  TreeWeighting weighting = TreeWeighting::kDedup;  // with packing = kTree
+  TreeWeighting weighting = TreeWeighting::kDedup;  // with tree or group packing
   // kGroup: a GRPO group's trees as one (its prompt once); kFlat: every path its own row
   TreePacking packing = TreePacking::kGroup;
   PathAggregation aggregation = PathAggregation::kTokenMean;  // what `exact` reproduces
