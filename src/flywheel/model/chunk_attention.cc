@@ -34,13 +34,14 @@ void OrInto(uint8_t* into, const bool* row, int64_t n) {
   for (; j < n; ++j) into[j] |= static_cast<uint8_t>(row[j]);
 }
 
-std::vector<Chunk> ChunksOf(const std::vector<std::vector<int64_t>>& lengths,
-                            const torch::Tensor& mask, int64_t length, int64_t chunk) {
+// Fills cut.doc_starts and cut.chunks.
+void CutRows(const std::vector<std::vector<int64_t>>& lengths, const torch::Tensor& mask,
+             ChunkCut& cut) {
+  const int64_t length = cut.length, chunk = cut.chunk;
   const bool* allowed = mask.defined() ? mask.data_ptr<bool>() : nullptr;
-  std::vector<Chunk> chunks;
   std::vector<uint8_t> read;
   for (int64_t b = 0; b < static_cast<int64_t>(lengths.size()); ++b) {
-    const std::vector<int64_t> doc_start = DocumentStarts(lengths[b]);
+    const std::vector<int64_t>& doc_start = cut.doc_starts.emplace_back(DocumentStarts(lengths[b]));
     const int64_t used = static_cast<int64_t>(doc_start.size());
     for (int64_t first = 0; first < used; first += chunk) {
       Chunk c{b, first, std::min(chunk, used - first), {}};
@@ -57,10 +58,9 @@ std::vector<Chunk> ChunksOf(const std::vector<std::vector<int64_t>>& lengths,
           if (read[j]) c.keys.push_back(low + j);
         }
       }
-      chunks.push_back(std::move(c));
+      cut.chunks.push_back(std::move(c));
     }
   }
-  return chunks;
 }
 
 // ChunkCut::batches.
@@ -91,43 +91,40 @@ double PaddedEntries(const std::vector<Chunk>& chunks,
   return entries;
 }
 
-void CheckInputs(const std::vector<std::vector<int64_t>>& lengths, const torch::Tensor& mask,
-                 int64_t length, int64_t chunk) {
-  TORCH_CHECK_VALUE(chunk > 0, "chunk attention: chunk ", chunk, " must be > 0");
-  TORCH_CHECK_VALUE(!mask.defined() || (mask.device().is_cpu() && mask.is_contiguous() &&
-                                        mask.scalar_type() == torch::kBool && mask.dim() == 3 &&
-                                        mask.size(0) == static_cast<int64_t>(lengths.size()) &&
-                                        mask.size(1) == length && mask.size(2) == length),
-                    "chunk attention: the mask must be a contiguous CPU bool [B, L, L]");
-  for (const auto& row : lengths) {
-    TORCH_CHECK_VALUE(std::accumulate(row.begin(), row.end(), int64_t{0}) <= length,
-                      "chunk attention: a row's documents overflow its length ", length);
-  }
+void CheckMask(const torch::Tensor& mask, int64_t rows, int64_t length) {
+  TORCH_CHECK_VALUE(
+      !mask.defined() || (mask.device().is_cpu() && mask.is_contiguous() &&
+                          mask.scalar_type() == torch::kBool && mask.dim() == 3 &&
+                          mask.size(0) == rows && mask.size(1) == length && mask.size(2) == length),
+      "chunk attention: the mask must be a contiguous CPU bool [B, L, L]");
 }
 
 }  // namespace
 
 ChunkCut CutChunks(const std::vector<std::vector<int64_t>>& lengths, const torch::Tensor& mask,
                    int64_t length, int64_t chunk) {
-  CheckInputs(lengths, mask, length, chunk);
+  TORCH_CHECK_VALUE(chunk > 0, "chunk attention: chunk ", chunk, " must be > 0");
+  CheckMask(mask, static_cast<int64_t>(lengths.size()), length);
+  for (const auto& row : lengths) {
+    TORCH_CHECK_VALUE(std::accumulate(row.begin(), row.end(), int64_t{0}) <= length,
+                      "chunk attention: a row's documents overflow its length ", length);
+  }
   ChunkCut cut;
   cut.chunk = chunk;
-  cut.chunks = ChunksOf(lengths, mask, length, chunk);
+  cut.length = length;
+  CutRows(lengths, mask, cut);
   cut.batches = Batches(cut.chunks);
   cut.entries = PaddedEntries(cut.chunks, cut.batches, chunk);
   return cut;
 }
 
-ChunkPlan PlanChunks(const ChunkCut& cut, const std::vector<std::vector<int64_t>>& lengths,
-                     const torch::Tensor& mask, int64_t length) {
-  CheckInputs(lengths, mask, length, cut.chunk);
+ChunkPlan PlanChunks(const ChunkCut& cut, const torch::Tensor& mask) {
   const std::vector<Chunk>& chunks = cut.chunks;
   const auto& batches = cut.batches;
-  const int64_t chunk = cut.chunk;
+  const int64_t chunk = cut.chunk, length = cut.length;
+  const int64_t rows = static_cast<int64_t>(cut.doc_starts.size());
+  CheckMask(mask, rows, length);
   const bool* allowed = mask.defined() ? mask.data_ptr<bool>() : nullptr;
-  const int64_t rows = static_cast<int64_t>(lengths.size());
-  std::vector<std::vector<int64_t>> doc_start(rows);
-  for (int64_t b = 0; b < rows; ++b) doc_start[b] = DocumentStarts(lengths[b]);
 
   ChunkPlan plan;
   plan.chunk = chunk;
@@ -166,7 +163,7 @@ ChunkPlan PlanChunks(const ChunkCut& cut, const std::vector<std::vector<int64_t>
           const bool* row = allowed + (base + t) * length;
           for (int64_t j = 0; j < read; ++j) into[j] = row[c.keys[j]];
         } else {
-          const int64_t low = doc_start[c.row][t];
+          const int64_t low = cut.doc_starts[c.row][t];
           for (int64_t j = 0; j < read; ++j) into[j] = c.keys[j] >= low && c.keys[j] <= t;
         }
       }
@@ -184,7 +181,7 @@ ChunkPlan PlanChunks(const ChunkCut& cut, const std::vector<std::vector<int64_t>
 
 ChunkPlan PlanChunks(const std::vector<std::vector<int64_t>>& lengths, const torch::Tensor& mask,
                      int64_t length, int64_t chunk) {
-  return PlanChunks(CutChunks(lengths, mask, length, chunk), lengths, mask, length);
+  return PlanChunks(CutChunks(lengths, mask, length, chunk), mask);
 }
 
 torch::Tensor ChunkAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

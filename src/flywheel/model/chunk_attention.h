@@ -57,7 +57,10 @@ struct ChunkCut {
     int64_t row = 0, first = 0, size = 0;  // query tokens [first, first + size) of row `row`
     std::vector<int64_t> keys;             // the row positions they read, ascending
   };
-  int64_t chunk = 0;
+  int64_t chunk = 0, length = 0;  // C, and the rows' length L
+  // doc_starts[b][t]: the first token of the document holding token t of row b (t < row b's
+  // documents' total)
+  std::vector<std::vector<int64_t>> doc_starts;
   std::vector<Chunk> chunks;
   // Chunks sorted by keys read, most first; a new batch where a chunk reads under two thirds of
   // its batch's first, so that padding the key slots wastes at most a third.
@@ -67,9 +70,8 @@ struct ChunkCut {
 ChunkCut CutChunks(const std::vector<std::vector<int64_t>>& lengths, const torch::Tensor& mask,
                    int64_t length, int64_t chunk);
 
-// `cut`'s index and mask tensors (the same lengths, mask and length as cut), or cut and planned.
-ChunkPlan PlanChunks(const ChunkCut& cut, const std::vector<std::vector<int64_t>>& lengths,
-                     const torch::Tensor& mask, int64_t length);
+// `cut`'s index and mask tensors (`mask`: the one cut was made with), or cut and planned.
+ChunkPlan PlanChunks(const ChunkCut& cut, const torch::Tensor& mask);
 ChunkPlan PlanChunks(const std::vector<std::vector<int64_t>>& lengths, const torch::Tensor& mask,
                      int64_t length, int64_t chunk);
 

@@ -31,7 +31,7 @@ TEST(ChunkAttentionTest, AChunkInABranchReadsItsAncestorsOnly) {
   EXPECT_EQ(cut.entries, 4 * 4 * 12 + 4 * 4);
   EXPECT_EQ(cut.batches.size(), 2u);
 
-  const ChunkPlan plan = PlanChunks(cut, layout.doc_lengths, mask, 20);
+  const ChunkPlan plan = PlanChunks(cut, mask);
   bool found = false;
   for (const ChunkBatch& batch : plan.batches) {
     for (int64_t n = 0; n < batch.chunks; ++n) {

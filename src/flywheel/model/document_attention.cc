@@ -271,7 +271,7 @@ void Plan(const torch::Tensor& q, int64_t kv_heads, const Documents& documents,
   }
   if (best_cut.has_value()) {
     plan.path = DocumentPath::kChunks;
-    plan.chunks = PlanChunks(*best_cut, documents.lengths, mask, q.size(1));
+    plan.chunks = PlanChunks(*best_cut, mask);
   }
 }
 
