@@ -42,9 +42,13 @@ int64_t TrainableTokens(const TrajectoryTree& tree, const TreePath& path) {
   return n;
 }
 
-// Weight per (path, trainable token) for the flat-path aggregation reproduced by `exact`.
+// Weight per (path, trainable token) for the flat-path aggregation reproduced by `exact`, once
+// every item is checked.
 absl::StatusOr<std::vector<std::vector<float>>> PathWeights(
     std::span<const TreeTrainingItem> items, PathAggregation aggregation) {
+  for (const auto& item : items) {
+    if (auto s = CheckItem(item); !s.ok()) return s;
+  }
   int64_t total_tokens = 0;
   int64_t total_paths = 0;
   for (const auto& item : items) {
@@ -183,9 +187,6 @@ absl::Status AddTree(const TreeTrainingItem& item, std::span<const float> path_w
 absl::StatusOr<std::vector<Segment>> TreeSegments(std::span<const TreeTrainingItem> items,
                                                   TreeWeighting weighting,
                                                   PathAggregation aggregation) {
-  for (const auto& item : items) {
-    if (auto s = CheckItem(item); !s.ok()) return s;
-  }
   auto path_weights = PathWeights(items, aggregation);
   if (!path_weights.ok()) return path_weights.status();
   std::vector<Segment> segments;
@@ -210,9 +211,6 @@ absl::StatusOr<std::vector<Segment>> TreeSegments(std::span<const TreeTrainingIt
 
 absl::StatusOr<std::vector<Segment>> FlatSegments(std::span<const TreeTrainingItem> items,
                                                   PathAggregation aggregation) {
-  for (const auto& item : items) {
-    if (auto s = CheckItem(item); !s.ok()) return s;
-  }
   auto path_weights = PathWeights(items, aggregation);
   if (!path_weights.ok()) return path_weights.status();
   std::vector<Segment> segments;
