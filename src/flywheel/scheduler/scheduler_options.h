@@ -4,7 +4,8 @@
 //   async      a static split: actor.num_actors actor threads generate while
 //              learner.world_size learner ranks train (the split K is the actor count);
 //   elastic    `core_cells` cells always train; the other cells (satellites) move between
-//              rollout and training under the water-level rule (water_level.h).
+//              rollout and training under `controller`: "backlog" (backlog_controller.h, the
+//              default) or "water_level" (water_level.h, the first rule, kept for comparison).
 // No torch: the config layer includes it.
 #ifndef FLYWHEEL_SCHEDULER_SCHEDULER_OPTIONS_H_
 #define FLYWHEEL_SCHEDULER_SCHEDULER_OPTIONS_H_
@@ -26,7 +27,15 @@ struct SchedulerOptions {
   // rollout -> train: finish the cell's in-flight episodes in place instead of handing them
   // to another rollout cell at their last environment boundary.
   bool drain_on_switch = false;
-  // The water-level rule (water_level.h): a satellite moves to training when the remaining
+  // Which controller moves the satellites: "backlog" or "water_level" (role_controller.h).
+  std::string controller = "backlog";
+  // The backlog controller's dead band, in seconds of training for the cells training now: a
+  // satellite is released when more than release_backlog_seconds of finished work waits (and
+  // the episodes in flight fit on one rollout cell fewer), recalled when rollout is short and
+  // less than recall_backlog_seconds waits.
+  double release_backlog_seconds = 1.0;
+  double recall_backlog_seconds = 0.25;
+  // Both controllers (water_level.h): a satellite moves to training when the remaining
   // work fits on one rollout cell fewer with this share of a cell's capacity to spare, and
   // stays in a role at least min_residence_seconds.
   double hysteresis = 0.25;
@@ -49,6 +58,15 @@ struct SchedulerOptions {
     v.Field("drain_on_switch", drain_on_switch,
             "a cell moving to training finishes its episodes in place instead of handing them "
             "to another rollout cell");
+    v.Field("controller", controller,
+            "what moves satellites: \"backlog\" (release when trainable work piles up, recall "
+            "when rollout is short) or \"water_level\" (the first rule, for comparison)");
+    v.Field("release_backlog_seconds", release_backlog_seconds,
+            "backlog controller: release a satellite to training when more than this many "
+            "seconds of training wait for the cells training now");
+    v.Field("recall_backlog_seconds", recall_backlog_seconds,
+            "backlog controller: recall a satellite when rollout is short and less than this "
+            "many seconds of training wait");
     v.Field("hysteresis", hysteresis,
             "share of one cell's capacity the remaining work must leave free before a move to "
             "training, in [0, 1)");
@@ -74,6 +92,16 @@ struct SchedulerOptions {
     }
     if (!(hysteresis >= 0 && hysteresis < 1)) {
       return absl::InvalidArgumentError("scheduler.hysteresis must be in [0, 1)");
+    }
+    if (controller != "backlog" && controller != "water_level") {
+      return absl::InvalidArgumentError(StrCat(
+          "scheduler.controller must be \"backlog\" or \"water_level\", got \"", controller, "\""));
+    }
+    if (!(recall_backlog_seconds >= 0 && release_backlog_seconds > recall_backlog_seconds)) {
+      return absl::InvalidArgumentError(
+          StrCat("scheduler.release_backlog_seconds (", release_backlog_seconds,
+                 ") must be above scheduler.recall_backlog_seconds (", recall_backlog_seconds,
+                 ") >= 0"));
     }
     if (unit != "episodes" && unit != "tokens") {
       return absl::InvalidArgumentError(

@@ -23,13 +23,6 @@ using ::testing::HasSubstr;
 using Move = SchedulerDecision::Move;
 using Cause = SchedulerDecision::Cause;
 
-}  // namespace
-
-// gtest prints a failing cause or move by name rather than as bytes.
-void PrintTo(Cause cause, std::ostream* os) { *os << CauseName(cause); }
-void PrintTo(Move move, std::ostream* os) { *os << MoveName(move); }
-
-namespace {
 
 WaterLevelPolicy MakePolicy(const WaterLevelOptions& options) {
   absl::StatusOr<WaterLevelPolicy> policy = WaterLevelPolicy::Create(options);

@@ -1,0 +1,321 @@
+#include "flywheel/scheduler/backlog_controller.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <ostream>
+#include <random>
+#include <vector>
+
+#include "flywheel/core/strings.h"
+#include "flywheel/scheduler/elastic_control.h"
+
+namespace flywheel::scheduler {
+namespace {
+
+using ::testing::HasSubstr;
+using Move = SchedulerDecision::Move;
+using Cause = SchedulerDecision::Cause;
+
+BacklogController MakeController(const BacklogControllerOptions &options) {
+  absl::StatusOr<BacklogController> controller =
+      BacklogController::Create(options);
+  EXPECT_TRUE(controller.ok()) << controller.status();
+  return *std::move(controller);
+}
+
+absl::Time At(double seconds) {
+  return absl::UnixEpoch() + absl::Seconds(seconds);
+}
+
+// 3 satellites of 4 slots, one core; one cell trains an episode in 2 s. Dead
+// band: release above 8 s of training, recall below 2 s. Residence 10 s.
+BacklogControllerOptions ThreeSatellites() {
+  return {.satellites = 3,
+          .core_cells = 1,
+          .capacity_per_cell = 4,
+          .hysteresis = 0.25,
+          .min_residence = absl::Seconds(10),
+          .release_backlog_seconds = 8,
+          .recall_backlog_seconds = 2};
+}
+
+SchedulerObservation Observe(double t, int64_t in_flight, int64_t room,
+                             int64_t free_slots, double backlog,
+                             std::vector<int64_t> held = {}) {
+  SchedulerObservation o;
+  o.now = At(t);
+  o.dispatched = 100;
+  o.finished = 100 - in_flight;
+  o.admission_room = room;
+  o.free_slots = free_slots;
+  o.backlog = backlog;
+  o.train_seconds_per_unit = 2;
+  o.held = std::move(held);
+  return o;
+}
+
+TEST(BacklogControllerTest, ScriptedTraceGivesTheHandWorkedMoves) {
+  BacklogController c = MakeController(ThreeSatellites());
+  struct Row {
+    double t;
+    int64_t in_flight, room, free_slots;
+    double backlog;
+    std::vector<int64_t> held;
+    Move move;
+    Cause cause;
+    int satellite;
+  };
+  // backlog_s = backlog x 2 s / trainers; fits on R-1 cells: w <= (R-1) x 4 x
+  // 0.75.
+  const std::vector<Row> rows = {
+      // 1 trainer: 3 episodes -> 6 s <= 8: balanced.
+      {0, 12, 4, 0, 3, {4, 4, 4}, Move::kNone, Cause::kBalanced, -1},
+      // 10 episodes -> 20 s > 8, but w = 12 > 6 = 2 x 4 x 0.75: does not fit.
+      {1, 12, 0, 0, 10, {4, 4, 4}, Move::kNone, Cause::kAboveThreshold, -1},
+      // w = 5 fits 2 cells: the satellite holding the fewest (1, 1 episode)
+      // leaves.
+      {2, 5, 0, 7, 10, {2, 1, 2}, Move::kToTrain, Cause::kBacklog, 1},
+      // 2 trainers: 10 episodes -> 10 s > 8, w = 2 <= 3 = 1 x 4 x 0.75;
+      // satellite 2 (ties go to
+      // the highest id).
+      {3, 2, 0, 6, 10, {1, 0, 1}, Move::kToTrain, Cause::kBacklog, 2},
+      // 3 trainers: 14 -> 9.3 s > 8, but w = 1 > 0 on the last rollout cell
+      // (the floor).
+      {4, 1, 0, 3, 14, {1, 0, 0}, Move::kNone, Cause::kMinRolloutCells, -1},
+      // Rollout short (room, no slot free) and 2 episodes -> 1.3 s < 2:
+      // satellite 1 (the one
+      // that has trained longest) comes back.
+      {12.5, 4, 8, 0, 2, {4, 0, 0}, Move::kToRollout, Cause::kRolloutShort, 1},
+      // Short again, but satellite 2 switched 9.8 s ago < 10 s.
+      {12.8, 8, 8, 0, 0, {4, 4, 0}, Move::kNone, Cause::kResidence, 2},
+      // Backlog 4 -> 4 s with 2 trainers: inside the dead band, no recall.
+      {14, 8, 8, 0, 4, {4, 4, 0}, Move::kNone, Cause::kBalanced, -1},
+      {15, 8, 8, 0, 1, {4, 4, 0}, Move::kToRollout, Cause::kRolloutShort, 2},
+      // Everyone rolls out and rollout is still short: nothing left to recall.
+      {16, 12, 8, 0, 0, {4, 4, 4}, Move::kNone, Cause::kBalanced, -1},
+  };
+  for (const Row &row : rows) {
+    absl::StatusOr<SchedulerDecision> d = c.Decide(Observe(
+        row.t, row.in_flight, row.room, row.free_slots, row.backlog, row.held));
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_EQ(d->move, row.move) << "t=" << row.t << ": " << d->reason;
+    EXPECT_EQ(d->cause, row.cause) << "t=" << row.t << ": " << d->reason;
+    if (row.satellite >= 0)
+      EXPECT_EQ(d->satellite, row.satellite) << "t=" << row.t;
+  }
+  EXPECT_EQ(c.rollout_cells(), 3);
+}
+
+TEST(BacklogControllerTest, ReasonAndJsonNameTheInputs) {
+  BacklogController c = MakeController(ThreeSatellites());
+  absl::StatusOr<SchedulerDecision> d =
+      c.Decide(Observe(2, 5, 0, 7, 10, {2, 1, 2}));
+  ASSERT_TRUE(d.ok());
+  EXPECT_THAT(
+      d->reason,
+      HasSubstr("backlog 20 s of training > release_backlog_seconds 8"));
+  EXPECT_THAT(d->reason, HasSubstr("satellite 1 to train"));
+  const nlohmann::json j = d->ToJson();
+  EXPECT_EQ(j["cause"], "backlog");
+  EXPECT_EQ(j["backlog_seconds"], 20);
+  EXPECT_EQ(j["held"], nlohmann::json({2, 1, 2}));
+  EXPECT_TRUE(d->changed);
+}
+
+TEST(BacklogControllerTest, UnknownTrainingCostReleasesNothing) {
+  BacklogController c = MakeController(ThreeSatellites());
+  SchedulerObservation o = Observe(0, 0, 0, 12, 1000);
+  o.train_seconds_per_unit = 0;
+  absl::StatusOr<SchedulerDecision> d = c.Decide(o);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->move, Move::kNone);
+  EXPECT_EQ(d->cause, Cause::kBalanced);
+}
+
+TEST(BacklogControllerTest, RefusesBadObservationsAndOptionsByName) {
+  BacklogController c = MakeController(ThreeSatellites());
+  SchedulerObservation o = Observe(5, 1, 0, 0, 0);
+  o.backlog = -1;
+  EXPECT_THAT(std::string(c.Decide(o).status().message()),
+              HasSubstr("backlog"));
+  o = Observe(5, 1, 0, 0, 0, {1, 2});
+  EXPECT_THAT(std::string(c.Decide(o).status().message()),
+              HasSubstr("held has 2 entries"));
+  ASSERT_TRUE(c.Decide(Observe(5, 1, 0, 0, 0)).ok());
+  EXPECT_THAT(std::string(c.Decide(Observe(4, 1, 0, 0, 0)).status().message()),
+              HasSubstr("time went backwards"));
+  BacklogControllerOptions options = ThreeSatellites();
+  options.recall_backlog_seconds = 8;
+  EXPECT_THAT(
+      std::string(BacklogController::Create(options).status().message()),
+      HasSubstr("release_backlog_seconds (8) must be above"));
+}
+
+TEST(BacklogControllerTest, JobConfigPicksTheController) {
+  SchedulerOptions options;
+  options.core_cells = 1;
+  absl::StatusOr<std::unique_ptr<RoleController>> backlog =
+      MakeElasticController(options, 3, 4);
+  ASSERT_TRUE(backlog.ok()) << backlog.status();
+  EXPECT_THAT((*backlog)->DebugString(), HasSubstr("BacklogController"));
+  options.controller = "water_level";
+  absl::StatusOr<std::unique_ptr<RoleController>> water =
+      MakeElasticController(options, 3, 4);
+  ASSERT_TRUE(water.ok()) << water.status();
+  EXPECT_THAT((*water)->DebugString(), HasSubstr("WaterLevelPolicy"));
+}
+
+// A small cluster on a scripted clock, ticked every second: satellites rolling
+// out run `slots` episodes each, an episode takes its drawn rollout seconds
+// (handed over with what it has left), the core and the training satellites
+// train `train_rate` episodes/s each on what has finished, and admission lets
+// batches up to η ahead of the steps trained start (ElasticAdmission). What the
+// controller sees is what the jobs observe.
+struct ToyCluster {
+  int satellites = 7;
+  int64_t slots = 8;
+  double episode_seconds =
+      40; // mean; each episode draws uniformly in [0.5, 1.5] x this
+  double train_rate = 0.5; // episodes per second per training cell
+  ElasticAdmission admission{
+      .max_staleness = 2, .batch_groups = 32, .group_size = 1};
+
+  std::mt19937_64 rng{7};
+  std::vector<std::vector<double>>
+      left; // per satellite: rollout seconds left per episode
+  int64_t dispatched = 0, finished = 0;
+  double trained = 0;
+  int64_t switches = 0;
+
+  int64_t steps() const {
+    return static_cast<int64_t>(trained) /
+           (admission.batch_groups * admission.group_size);
+  }
+
+  void Run(RoleController &c, double from, double to) {
+    left.resize(satellites);
+    for (double t = from; t < to; t += 1) {
+      // Rollout: one second of every episode on a rolling-out satellite.
+      int trainers = 1;
+      for (int s = 0; s < satellites; ++s) {
+        if (c.role(s) == CellRole::kTrain) {
+          ++trainers;
+          continue;
+        }
+        for (double &l : left[s])
+          l -= 1;
+        finished += std::erase_if(left[s], [](double l) { return l <= 0; });
+        std::uniform_real_distribution<double> draw(0.5 * episode_seconds,
+                                                    1.5 * episode_seconds);
+        while (static_cast<int64_t>(left[s].size()) < slots &&
+               admission.Room(steps(), dispatched) > 0) {
+          left[s].push_back(draw(rng));
+          ++dispatched;
+        }
+      }
+      trained = std::min<double>(finished, trained + trainers * train_rate);
+      SchedulerObservation o;
+      o.now = At(t);
+      o.step = steps();
+      o.dispatched = dispatched;
+      o.finished = finished;
+      o.admission_room =
+          std::max<int64_t>(0, admission.Room(steps(), dispatched));
+      o.backlog = static_cast<double>(finished) - trained;
+      o.train_seconds_per_unit = 1 / train_rate;
+      for (int s = 0; s < satellites; ++s) {
+        const int64_t held = static_cast<int64_t>(left[s].size());
+        o.held.push_back(held);
+        if (c.role(s) == CellRole::kRollout)
+          o.free_slots += slots - held;
+      }
+      absl::StatusOr<SchedulerDecision> d = c.Decide(o);
+      ASSERT_TRUE(d.ok()) << d.status();
+      if (d->move == SchedulerDecision::Move::kNone)
+        continue;
+      ++switches;
+      if (d->move == SchedulerDecision::Move::kToTrain) {
+        // The leaving satellite's episodes go to the others, least loaded first
+        // (as fits).
+        std::vector<double> moving = std::move(left[d->satellite]);
+        left[d->satellite].clear();
+        std::sort(moving.begin(), moving.end());
+        for (double l : moving) {
+          int best = -1;
+          for (int s = 0; s < satellites; ++s) {
+            if (c.role(s) != CellRole::kRollout)
+              continue;
+            if (best < 0 || left[s].size() < left[best].size())
+              best = s;
+          }
+          left[best].push_back(l);
+        }
+      }
+    }
+  }
+};
+
+// Rollout cells produce 1/5 episode/s each, trainers take 1/2: production meets
+// consumption at 5.7 of 7 satellites rolling out, so the split must sit between
+// 5 and 6 without moving back and forth. The dead band is one and a quarter
+// steps' worth of training (a step here trains 32 episodes on ~2.5 trainers in
+// ~25 s).
+TEST(BacklogControllerTest, SteadyLoadSwitchesAtMostOncePerStep) {
+  for (uint64_t seed : {11, 12, 13}) {
+    BacklogControllerOptions options{.satellites = 7,
+                                     .core_cells = 1,
+                                     .capacity_per_cell = 8,
+                                     .hysteresis = 0.25,
+                                     .min_residence = absl::Seconds(20),
+                                     .release_backlog_seconds = 30,
+                                     .recall_backlog_seconds = 6};
+    BacklogController c = MakeController(options);
+    ToyCluster cluster;
+    cluster.rng.seed(seed);
+    cluster.Run(c, 0, 4000);
+    const int64_t steps = cluster.steps();
+    SCOPED_TRACE(StrCat("seed ", seed, ": ", cluster.switches, " switches in ",
+                        steps, " steps"));
+    EXPECT_GT(steps, 100);
+    EXPECT_LE(cluster.switches, steps);
+    // And it trains near the balance: 1.14 episodes/s at 5.7 rollout cells.
+    EXPECT_GT(cluster.trained / 4000, 1.0);
+  }
+}
+
+// The environment turns three times slower at t = 2000 s (a tool's latency
+// phase): the balance moves to every satellite rolling out. The controller must
+// follow within the time of one move per residence for each satellite that
+// comes back, plus a step.
+TEST(BacklogControllerTest, FollowsAPhaseChangeWithinTheBound) {
+  BacklogControllerOptions options{.satellites = 7,
+                                   .core_cells = 1,
+                                   .capacity_per_cell = 8,
+                                   .hysteresis = 0.25,
+                                   .min_residence = absl::Seconds(20),
+                                   .release_backlog_seconds = 30,
+                                   .recall_backlog_seconds = 6};
+  BacklogController c = MakeController(options);
+  ToyCluster cluster;
+  cluster.Run(c, 0, 2000);
+  const int before = c.rollout_cells();
+  EXPECT_LE(before, 6);
+  cluster.episode_seconds *= 3;
+  // Episodes already running keep their draws; new ones take 3x as long.
+  // Rollout falls short once the backlog drains: within (7 - before) residences
+  // plus two steps of ~60 s at the new rate, every satellite must be back.
+  const double bound = (7 - before) * 20 + 2 * 60 + 3 * 40;
+  cluster.Run(c, 2000, 2000 + bound);
+  EXPECT_EQ(c.rollout_cells(), 7)
+      << "within " << bound << " s of the phase change";
+  // And back: the environment turns fast again; the trainers fall behind and
+  // satellites leave.
+  cluster.episode_seconds /= 3;
+  cluster.Run(c, 2000 + bound, 2000 + 2 * bound + 200);
+  EXPECT_LE(c.rollout_cells(), 6);
+}
+
+} // namespace
+} // namespace flywheel::scheduler
