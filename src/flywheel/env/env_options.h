@@ -43,6 +43,11 @@ struct LatencyOptions {
   double sigma = 1.0;      // lognormal: standard deviation of log(latency)
   double alpha = 1.5;      // pareto: tail index (> 1 for a finite mean; smaller = heavier tail)
   std::string trace_file;  // trace: one latency in milliseconds per line, replayed in order
+  // Phases of a load that moves (a tool that slows down and recovers): each drawn latency is
+  // multiplied by phase_scales[i], i = ⌊t / phase_seconds⌋ mod the number of scales, t the time
+  // since the environment factory was made (a job's start; the simulator's clock). 0: steady.
+  double phase_seconds = 0;
+  std::vector<double> phase_scales;
 
   template <typename V>
   void VisitFields(V& v) {
@@ -51,6 +56,10 @@ struct LatencyOptions {
     v.Field("sigma", sigma, "lognormal: standard deviation of log(latency)");
     v.Field("alpha", alpha, "pareto: tail index, > 1 (smaller = heavier tail)");
     v.Field("trace_file", trace_file, "trace: file of latencies in ms, one per line");
+    v.Field("phase_seconds", phase_seconds,
+            "> 0: latency phases this long, cycling through phase_scales (0 = steady)");
+    v.Field("phase_scales", phase_scales,
+            "with phase_seconds: the factor of each phase's latencies, e.g. [0.1, 3.0]");
   }
 
   absl::Status Validate(std::string_view section) const {
@@ -63,6 +72,19 @@ struct LatencyOptions {
     if (model == LatencyKind::kPareto && !(alpha > 1)) {
       return absl::InvalidArgumentError(
           StrCat(section, ".alpha must be > 1 (the mean of a Pareto with alpha <= 1 is infinite)"));
+    }
+    if (!std::isfinite(phase_seconds) || phase_seconds < 0) {
+      return absl::InvalidArgumentError(StrCat(section, ".phase_seconds must be >= 0"));
+    }
+    if (phase_seconds > 0 && phase_scales.empty()) {
+      return absl::InvalidArgumentError(StrCat(
+          section, ".phase_scales must list the factor of each phase when phase_seconds > 0"));
+    }
+    for (double scale : phase_scales) {
+      if (!std::isfinite(scale) || scale < 0) {
+        return absl::InvalidArgumentError(
+            StrCat(section, ".phase_scales must be finite factors >= 0, got ", scale));
+      }
     }
     if (model == LatencyKind::kTrace && trace_file.empty()) {
       return absl::InvalidArgumentError(
