@@ -12,6 +12,14 @@ namespace flywheel::scheduler {
 using Move = SchedulerDecision::Move;
 using Cause = SchedulerDecision::Cause;
 
+namespace {
+
+bool FiniteDuration(absl::Duration d) {
+  return d >= absl::ZeroDuration() && d != absl::InfiniteDuration();
+}
+
+}  // namespace
+
 absl::Status BacklogControllerOptions::Validate() const {
   if (satellites < 1) {
     return absl::InvalidArgumentError(
@@ -20,57 +28,51 @@ absl::Status BacklogControllerOptions::Validate() const {
   }
   if (core_cells < 1) {
     return absl::InvalidArgumentError(
-        StrCat("elastic controller: scheduler.core_cells must be >= 1 (got ",
-               core_cells, ")"));
+        StrCat("elastic controller: scheduler.core_cells must be >= 1 (got ", core_cells, ")"));
   }
   if (!(std::isfinite(capacity_per_cell) && capacity_per_cell > 0)) {
     return absl::InvalidArgumentError(
-        StrCat("elastic controller: capacity_per_cell must be > 0 (got ",
-               capacity_per_cell, " ", WorkUnitName(unit), ")"));
+        StrCat("elastic controller: capacity_per_cell must be > 0 (got ", capacity_per_cell, " ",
+               WorkUnitName(unit), ")"));
   }
   if (!(hysteresis >= 0 && hysteresis < 1)) {
-    return absl::InvalidArgumentError(StrCat(
-        "scheduler.hysteresis must be in [0, 1) (got ", hysteresis, ")"));
-  }
-  if (min_residence < absl::ZeroDuration() ||
-      min_residence == absl::InfiniteDuration()) {
     return absl::InvalidArgumentError(
-        StrCat("scheduler.min_residence_seconds must be finite and >= 0 (got ",
-               absl::FormatDuration(min_residence), ")"));
+        StrCat("scheduler.hysteresis must be in [0, 1) (got ", hysteresis, ")"));
+  }
+  if (!FiniteDuration(min_residence) || !FiniteDuration(smoothing)) {
+    return absl::InvalidArgumentError(StrCat(
+        "scheduler.min_residence_seconds and scheduler.smoothing_seconds must be finite and >= 0 "
+        "(got ",
+        absl::FormatDuration(min_residence), " and ", absl::FormatDuration(smoothing), ")"));
   }
   if (min_rollout_cells < 1 || min_rollout_cells > satellites) {
-    return absl::InvalidArgumentError(StrCat(
-        "elastic controller: min_rollout_cells must be in [1, ", satellites,
-        "] (got ", min_rollout_cells, "): only satellites generate"));
+    return absl::InvalidArgumentError(
+        StrCat("elastic controller: min_rollout_cells must be in [1, ", satellites, "] (got ",
+               min_rollout_cells, "): only satellites generate"));
   }
-  if (!(std::isfinite(release_backlog_seconds) &&
-        std::isfinite(recall_backlog_seconds) && recall_backlog_seconds >= 0 &&
-        release_backlog_seconds > recall_backlog_seconds)) {
+  if (!(std::isfinite(release_backlog_seconds) && std::isfinite(recall_backlog_seconds) &&
+        recall_backlog_seconds >= 0 && release_backlog_seconds > recall_backlog_seconds)) {
     return absl::InvalidArgumentError(
         StrCat("scheduler.release_backlog_seconds (", release_backlog_seconds,
-               ") must be above scheduler.recall_backlog_seconds (",
-               recall_backlog_seconds,
-               ") >= 0: between the two nothing moves, which is what keeps the "
-               "split steady"));
+               ") must be above scheduler.recall_backlog_seconds (", recall_backlog_seconds,
+               ") >= 0: between the two nothing moves, which is what keeps the split steady"));
   }
   return absl::OkStatus();
 }
 
 std::string BacklogControllerOptions::DebugString() const {
-  return StrCat("BacklogControllerOptions(satellites=", satellites,
-                ", core_cells=", core_cells,
-                ", capacity_per_cell=", capacity_per_cell, " ",
-                WorkUnitName(unit), ", hysteresis=", hysteresis,
+  return StrCat("BacklogControllerOptions(satellites=", satellites, ", core_cells=", core_cells,
+                ", capacity_per_cell=", capacity_per_cell, " ", WorkUnitName(unit),
+                ", hysteresis=", hysteresis,
                 ", min_residence=", absl::FormatDuration(min_residence),
                 ", min_rollout_cells=", min_rollout_cells,
                 ", release_backlog_seconds=", release_backlog_seconds,
-                ", recall_backlog_seconds=", recall_backlog_seconds, ")");
+                ", recall_backlog_seconds=", recall_backlog_seconds,
+                ", smoothing=", absl::FormatDuration(smoothing), ")");
 }
 
-absl::StatusOr<BacklogController>
-BacklogController::Create(BacklogControllerOptions options) {
-  if (absl::Status s = options.Validate(); !s.ok())
-    return s;
+absl::StatusOr<BacklogController> BacklogController::Create(BacklogControllerOptions options) {
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
   return BacklogController(std::move(options));
 }
 
@@ -80,65 +82,71 @@ BacklogController::BacklogController(BacklogControllerOptions options)
       last_switch_(options_.satellites, absl::InfinitePast()) {}
 
 CellRole BacklogController::role(int satellite) const {
-  ABSL_RAW_CHECK(satellite >= 0 && satellite < options_.satellites,
-                 "satellite out of range");
+  ABSL_RAW_CHECK(satellite >= 0 && satellite < options_.satellites, "satellite out of range");
   return roles_[satellite];
 }
 
 int BacklogController::rollout_cells() const {
-  return static_cast<int>(
-      std::count(roles_.begin(), roles_.end(), CellRole::kRollout));
+  return static_cast<int>(std::count(roles_.begin(), roles_.end(), CellRole::kRollout));
 }
 
 std::string BacklogController::DebugString() const {
-  return StrCat("BacklogController(rollout=", rollout_cells(), "/",
-                options_.satellites, " satellites, ", options_.DebugString(),
-                ")");
+  return StrCat("BacklogController(rollout=", rollout_cells(), "/", options_.satellites,
+                " satellites, ", options_.DebugString(), ")");
 }
 
-absl::Status
-BacklogController::CheckObservation(const SchedulerObservation &o) const {
+absl::Status BacklogController::CheckObservation(const SchedulerObservation& o) const {
   auto bad = [&](std::string_view what) {
     return absl::InvalidArgumentError(
         StrCat("elastic controller observation at step ", o.step, ": ", what));
   };
   if (o.dispatched < 0 || o.finished < 0 || o.finished > o.dispatched) {
-    return bad(StrCat("need 0 <= finished <= dispatched (got dispatched=",
-                      o.dispatched, ", finished=", o.finished, ")"));
+    return bad(StrCat("need 0 <= finished <= dispatched (got dispatched=", o.dispatched,
+                      ", finished=", o.finished, ")"));
   }
   if (o.admission_room < 0 || o.free_slots < 0) {
-    return bad(StrCat("admission_room and free_slots must be >= 0 (got ",
-                      o.admission_room, ", ", o.free_slots, ")"));
+    return bad(StrCat("admission_room and free_slots must be >= 0 (got ", o.admission_room, ", ",
+                      o.free_slots, ")"));
   }
-  for (double v : {o.remaining_tokens, o.capacity_per_cell, o.backlog,
-                   o.train_seconds_per_unit}) {
+  for (double v : {o.remaining_tokens, o.capacity_per_cell, o.backlog, o.train_seconds_per_unit}) {
     if (!(std::isfinite(v) && v >= 0)) {
-      return bad(StrCat("remaining_tokens, capacity_per_cell, backlog and "
-                        "train_seconds_per_unit "
-                        "must be finite and >= 0 (got ",
-                        o.remaining_tokens, ", ", o.capacity_per_cell, ", ",
-                        o.backlog, ", ", o.train_seconds_per_unit, ")"));
+      return bad(
+          StrCat("remaining_tokens, capacity_per_cell, backlog and train_seconds_per_unit "
+                 "must be finite and >= 0 (got ",
+                 o.remaining_tokens, ", ", o.capacity_per_cell, ", ", o.backlog, ", ",
+                 o.train_seconds_per_unit, ")"));
     }
   }
-  if (!o.held.empty() &&
-      static_cast<int>(o.held.size()) != options_.satellites) {
-    return bad(StrCat("held has ", o.held.size(), " entries for ",
-                      options_.satellites, " satellites"));
+  if (!o.held.empty() && static_cast<int>(o.held.size()) != options_.satellites) {
+    return bad(
+        StrCat("held has ", o.held.size(), " entries for ", options_.satellites, " satellites"));
   }
   if (o.now < last_now_) {
-    return bad(StrCat("time went backwards by ",
-                      absl::FormatDuration(last_now_ - o.now)));
+    return bad(StrCat("time went backwards by ", absl::FormatDuration(last_now_ - o.now)));
   }
   return absl::OkStatus();
 }
 
-int BacklogController::ReleaseCandidate(const SchedulerObservation &o) const {
+void BacklogController::Smooth(absl::Time now, double backlog_seconds, bool short_of_rollout) {
+  const double shortage = short_of_rollout ? 1 : 0;
+  if (!smoothed_ || options_.smoothing <= absl::ZeroDuration()) {
+    smoothed_ = true;
+    smoothed_backlog_ = backlog_seconds;
+    smoothed_short_ = shortage;
+    return;
+  }
+  // An exponential moving average in time: the new observation weighs 1 - e^(-dt / tau).
+  const double dt = absl::ToDoubleSeconds(now - last_now_);
+  const double alpha = 1 - std::exp(-dt / absl::ToDoubleSeconds(options_.smoothing));
+  smoothed_backlog_ += alpha * (backlog_seconds - smoothed_backlog_);
+  smoothed_short_ += alpha * (shortage - smoothed_short_);
+}
+
+int BacklogController::ReleaseCandidate(const SchedulerObservation& o) const {
   int best = -1;
   for (int s = options_.satellites - 1; s >= 0; --s) {
-    if (roles_[s] != CellRole::kRollout)
-      continue;
-    if (best < 0 || (!o.held.empty() && o.held[s] < o.held[best]))
-      best = s;
+    if (roles_[s] != CellRole::kRollout) continue;
+    if (best < 0 || (!o.held.empty() && o.held[s] < o.held[best])) best = s;
   }
   return best;
 }
@@ -146,24 +154,21 @@ int BacklogController::ReleaseCandidate(const SchedulerObservation &o) const {
 int BacklogController::RecallCandidate() const {
   int best = -1;
   for (int s = 0; s < options_.satellites; ++s) {
-    if (roles_[s] != CellRole::kTrain)
-      continue;
-    if (best < 0 || last_switch_[s] < last_switch_[best])
-      best = s;
+    if (roles_[s] != CellRole::kTrain) continue;
+    if (best < 0 || last_switch_[s] < last_switch_[best]) best = s;
   }
   return best;
 }
 
 void BacklogController::MoveIfResident(int satellite, Move move, Cause cause,
-                                       SchedulerDecision &d) const {
+                                       SchedulerDecision& d) const {
   d.satellite = satellite;
   const absl::Duration held = d.observation.now - last_switch_[satellite];
   if (held < options_.min_residence) {
     d.cause = Cause::kResidence;
     d.reason =
-        StrCat(d.reason, ", but satellite ", satellite, " switched ",
-               absl::FormatDuration(held), " ago < min_residence ",
-               absl::FormatDuration(options_.min_residence), ": no move");
+        StrCat(d.reason, ", but satellite ", satellite, " switched ", absl::FormatDuration(held),
+               " ago < min_residence ", absl::FormatDuration(options_.min_residence), ": no move");
     return;
   }
   d.move = move;
@@ -172,43 +177,34 @@ void BacklogController::MoveIfResident(int satellite, Move move, Cause cause,
                     move == Move::kToTrain ? "train" : "rollout");
 }
 
-void BacklogController::DecideMove(SchedulerDecision &d) const {
-  const SchedulerObservation &o = d.observation;
+void BacklogController::DecideMove(SchedulerDecision& d) const {
   const int r = d.rollout_cells_before;
   const std::string w = StrCat("w=", d.work, " ", WorkUnitName(options_.unit));
-  const std::string backlog =
-      StrCat("backlog ", d.backlog_seconds, " s of training");
+  const std::string backlog = StrCat("backlog ", d.backlog_seconds, " s of training");
   if (d.work > 0 && r < options_.min_rollout_cells) {
-    d.reason = StrCat(w, " with ", r, " rollout cells < min_rollout_cells ",
-                      options_.min_rollout_cells);
-    return MoveIfResident(RecallCandidate(), Move::kToRollout,
-                          Cause::kMinRolloutCells, d);
+    d.reason =
+        StrCat(w, " with ", r, " rollout cells < min_rollout_cells ", options_.min_rollout_cells);
+    return MoveIfResident(RecallCandidate(), Move::kToRollout, Cause::kMinRolloutCells, d);
   }
-  const bool short_of_rollout = o.admission_room > 0 && o.free_slots == 0;
+  const bool short_of_rollout = d.short_share > 0.5;
   if (short_of_rollout && r < options_.satellites &&
       d.backlog_seconds < options_.recall_backlog_seconds) {
-    d.reason =
-        StrCat("rollout short (admission room ", o.admission_room,
-               ", no free slot) and ", backlog, " < recall_backlog_seconds ",
-               options_.recall_backlog_seconds);
-    return MoveIfResident(RecallCandidate(), Move::kToRollout,
-                          Cause::kRolloutShort, d);
+    d.reason = StrCat("rollout short ", d.short_share, " of the time and ", backlog,
+                      " < recall_backlog_seconds ", options_.recall_backlog_seconds);
+    return MoveIfResident(RecallCandidate(), Move::kToRollout, Cause::kRolloutShort, d);
   }
   if (d.backlog_seconds <= options_.release_backlog_seconds) {
     d.cause = Cause::kBalanced;
-    d.reason = StrCat(
-        backlog, " <= release_backlog_seconds ",
-        options_.release_backlog_seconds,
-        short_of_rollout
-            ? ", rollout short but backlog not below recall_backlog_seconds"
-            : ", rollout not short",
-        ": no move");
+    d.reason =
+        StrCat(backlog, " <= release_backlog_seconds ", options_.release_backlog_seconds,
+               short_of_rollout ? ", rollout short but backlog not below recall_backlog_seconds"
+                                : ", rollout not short",
+               ": no move");
     return;
   }
   if (r == 0) {
     d.cause = Cause::kAllTraining;
-    d.reason = StrCat(backlog, " and all ", options_.satellites,
-                      " satellites train: no move");
+    d.reason = StrCat(backlog, " and all ", options_.satellites, " satellites train: no move");
     return;
   }
   if (d.work > 0 && r <= options_.min_rollout_cells) {
@@ -217,55 +213,51 @@ void BacklogController::DecideMove(SchedulerDecision &d) const {
                       " rollout cells = min_rollout_cells: no move");
     return;
   }
-  const std::string rule = StrCat(d.threshold, " = ", r - 1, " x ",
-                                  d.observation.capacity_per_cell > 0
-                                      ? d.observation.capacity_per_cell
-                                      : options_.capacity_per_cell,
-                                  " x (1 - ", options_.hysteresis, ")");
+  const double capacity = d.observation.capacity_per_cell > 0 ? d.observation.capacity_per_cell
+                                                              : options_.capacity_per_cell;
+  const std::string rule =
+      StrCat(d.threshold, " = ", r - 1, " x ", capacity, " x (1 - ", options_.hysteresis, ")");
   if (d.work > d.threshold) {
     d.cause = Cause::kAboveThreshold;
-    d.reason = StrCat(backlog, " > ", options_.release_backlog_seconds, " but ",
-                      w, " does not fit ", r - 1, " rollout cells: ", d.work,
-                      " > ", rule, ": no move");
+    d.reason =
+        StrCat(backlog, " > ", options_.release_backlog_seconds, " but ", w, " does not fit ",
+               r - 1, " rollout cells: ", d.work, " > ", rule, ": no move");
     return;
   }
-  d.reason = StrCat(backlog, " > release_backlog_seconds ",
-                    options_.release_backlog_seconds, " and ", w, " fits ",
-                    r - 1, " rollout cells: ", d.work, " <= ", rule);
-  MoveIfResident(ReleaseCandidate(o), Move::kToTrain, Cause::kBacklog, d);
+  d.reason = StrCat(backlog, " > release_backlog_seconds ", options_.release_backlog_seconds,
+                    " and ", w, " fits ", r - 1, " rollout cells: ", d.work, " <= ", rule);
+  MoveIfResident(ReleaseCandidate(d.observation), Move::kToTrain, Cause::kBacklog, d);
 }
 
-absl::StatusOr<SchedulerDecision>
-BacklogController::Decide(const SchedulerObservation &o) {
-  if (absl::Status s = CheckObservation(o); !s.ok())
-    return s;
+absl::StatusOr<SchedulerDecision> BacklogController::Decide(const SchedulerObservation& o) {
+  if (absl::Status s = CheckObservation(o); !s.ok()) return s;
   SchedulerDecision d;
   d.observation = o;
   d.unit = options_.unit;
-  d.work = options_.unit == WorkUnit::kTokens
-               ? o.remaining_tokens
-               : static_cast<double>(o.in_flight());
+  d.work =
+      options_.unit == WorkUnit::kTokens ? o.remaining_tokens : static_cast<double>(o.in_flight());
   const int r = rollout_cells();
   d.rollout_cells_before = r;
-  const double capacity = o.capacity_per_cell > 0 ? o.capacity_per_cell
-                                                  : options_.capacity_per_cell;
+  const double capacity =
+      o.capacity_per_cell > 0 ? o.capacity_per_cell : options_.capacity_per_cell;
   d.threshold = r > 0 ? (r - 1) * capacity * (1 - options_.hysteresis) : 0;
   const int trainers = options_.core_cells + (options_.satellites - r);
-  d.backlog_seconds = o.backlog * o.train_seconds_per_unit / trainers;
+  Smooth(o.now, o.backlog * o.train_seconds_per_unit / trainers,
+         o.admission_room > 0 && o.free_slots == 0);
+  d.backlog_seconds = smoothed_backlog_;
+  d.short_share = smoothed_short_;
   DecideMove(d);
 
   if (d.move != Move::kNone) {
-    roles_[d.satellite] =
-        d.move == Move::kToTrain ? CellRole::kTrain : CellRole::kRollout;
+    roles_[d.satellite] = d.move == Move::kToTrain ? CellRole::kTrain : CellRole::kRollout;
     last_switch_[d.satellite] = o.now;
   }
   d.rollout_cells_after = rollout_cells();
-  d.changed =
-      d.move != Move::kNone || !has_last_cause_ || d.cause != last_cause_;
+  d.changed = d.move != Move::kNone || !has_last_cause_ || d.cause != last_cause_;
   has_last_cause_ = true;
   last_cause_ = d.cause;
   last_now_ = o.now;
   return d;
 }
 
-} // namespace flywheel::scheduler
+}  // namespace flywheel::scheduler

@@ -19,15 +19,12 @@ using Move = SchedulerDecision::Move;
 using Cause = SchedulerDecision::Cause;
 
 BacklogController MakeController(const BacklogControllerOptions &options) {
-  absl::StatusOr<BacklogController> controller =
-      BacklogController::Create(options);
+  absl::StatusOr<BacklogController> controller = BacklogController::Create(options);
   EXPECT_TRUE(controller.ok()) << controller.status();
   return *std::move(controller);
 }
 
-absl::Time At(double seconds) {
-  return absl::UnixEpoch() + absl::Seconds(seconds);
-}
+absl::Time At(double seconds) { return absl::UnixEpoch() + absl::Seconds(seconds); }
 
 // 3 satellites of 4 slots, one core; one cell trains an episode in 2 s. Dead
 // band: release above 8 s of training, recall below 2 s. Residence 10 s.
@@ -41,9 +38,8 @@ BacklogControllerOptions ThreeSatellites() {
           .recall_backlog_seconds = 2};
 }
 
-SchedulerObservation Observe(double t, int64_t in_flight, int64_t room,
-                             int64_t free_slots, double backlog,
-                             std::vector<int64_t> held = {}) {
+SchedulerObservation Observe(double t, int64_t in_flight, int64_t room, int64_t free_slots,
+                             double backlog, std::vector<int64_t> held = {}) {
   SchedulerObservation o;
   o.now = At(t);
   o.dispatched = 100;
@@ -97,31 +93,53 @@ TEST(BacklogControllerTest, ScriptedTraceGivesTheHandWorkedMoves) {
       {16, 12, 8, 0, 0, {4, 4, 4}, Move::kNone, Cause::kBalanced, -1},
   };
   for (const Row &row : rows) {
-    absl::StatusOr<SchedulerDecision> d = c.Decide(Observe(
-        row.t, row.in_flight, row.room, row.free_slots, row.backlog, row.held));
+    absl::StatusOr<SchedulerDecision> d =
+        c.Decide(Observe(row.t, row.in_flight, row.room, row.free_slots, row.backlog, row.held));
     ASSERT_TRUE(d.ok()) << d.status();
     EXPECT_EQ(d->move, row.move) << "t=" << row.t << ": " << d->reason;
     EXPECT_EQ(d->cause, row.cause) << "t=" << row.t << ": " << d->reason;
-    if (row.satellite >= 0)
-      EXPECT_EQ(d->satellite, row.satellite) << "t=" << row.t;
+    if (row.satellite >= 0) EXPECT_EQ(d->satellite, row.satellite) << "t=" << row.t;
   }
   EXPECT_EQ(c.rollout_cells(), 3);
 }
 
 TEST(BacklogControllerTest, ReasonAndJsonNameTheInputs) {
   BacklogController c = MakeController(ThreeSatellites());
-  absl::StatusOr<SchedulerDecision> d =
-      c.Decide(Observe(2, 5, 0, 7, 10, {2, 1, 2}));
+  absl::StatusOr<SchedulerDecision> d = c.Decide(Observe(2, 5, 0, 7, 10, {2, 1, 2}));
   ASSERT_TRUE(d.ok());
-  EXPECT_THAT(
-      d->reason,
-      HasSubstr("backlog 20 s of training > release_backlog_seconds 8"));
+  EXPECT_THAT(d->reason, HasSubstr("backlog 20 s of training > release_backlog_seconds 8"));
   EXPECT_THAT(d->reason, HasSubstr("satellite 1 to train"));
   const nlohmann::json j = d->ToJson();
   EXPECT_EQ(j["cause"], "backlog");
   EXPECT_EQ(j["backlog_seconds"], 20);
   EXPECT_EQ(j["held"], nlohmann::json({2, 1, 2}));
   EXPECT_TRUE(d->changed);
+}
+
+// Averaged over the smoothing time, a backlog that spikes for one tick (a batch arriving at once)
+// moves nobody; one that stays does.
+TEST(BacklogControllerTest, SmoothingIgnoresASpikeButFollowsALastingBacklog) {
+  BacklogControllerOptions options = ThreeSatellites();
+  options.smoothing = absl::Seconds(10);
+  BacklogController c = MakeController(options);
+  // 0 s of backlog for a while, then one tick at 40 s of training (20 episodes x 2 s), then 0.
+  for (double t = 0; t < 20; t += 1) ASSERT_TRUE(c.Decide(Observe(t, 2, 0, 10, 0)).ok());
+  absl::StatusOr<SchedulerDecision> spike = c.Decide(Observe(20, 2, 0, 10, 20));
+  ASSERT_TRUE(spike.ok());
+  EXPECT_EQ(spike->move, Move::kNone) << spike->reason;  // 40 x (1 - e^-0.1) = 3.8 s <= 8
+  EXPECT_LT(spike->backlog_seconds, 8);
+  absl::StatusOr<SchedulerDecision> after = c.Decide(Observe(21, 2, 0, 10, 0));
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->move, Move::kNone);
+  // The same backlog lasting: released within a few time constants.
+  double released_at = -1;
+  for (double t = 22; t < 60 && released_at < 0; t += 1) {
+    absl::StatusOr<SchedulerDecision> d = c.Decide(Observe(t, 2, 0, 10, 20));
+    ASSERT_TRUE(d.ok());
+    if (d->move == Move::kToTrain) released_at = t;
+  }
+  EXPECT_GT(released_at, 22);
+  EXPECT_LT(released_at, 22 + 3 * 10);
 }
 
 TEST(BacklogControllerTest, UnknownTrainingCostReleasesNothing) {
@@ -138,31 +156,26 @@ TEST(BacklogControllerTest, RefusesBadObservationsAndOptionsByName) {
   BacklogController c = MakeController(ThreeSatellites());
   SchedulerObservation o = Observe(5, 1, 0, 0, 0);
   o.backlog = -1;
-  EXPECT_THAT(std::string(c.Decide(o).status().message()),
-              HasSubstr("backlog"));
+  EXPECT_THAT(std::string(c.Decide(o).status().message()), HasSubstr("backlog"));
   o = Observe(5, 1, 0, 0, 0, {1, 2});
-  EXPECT_THAT(std::string(c.Decide(o).status().message()),
-              HasSubstr("held has 2 entries"));
+  EXPECT_THAT(std::string(c.Decide(o).status().message()), HasSubstr("held has 2 entries"));
   ASSERT_TRUE(c.Decide(Observe(5, 1, 0, 0, 0)).ok());
   EXPECT_THAT(std::string(c.Decide(Observe(4, 1, 0, 0, 0)).status().message()),
               HasSubstr("time went backwards"));
   BacklogControllerOptions options = ThreeSatellites();
   options.recall_backlog_seconds = 8;
-  EXPECT_THAT(
-      std::string(BacklogController::Create(options).status().message()),
-      HasSubstr("release_backlog_seconds (8) must be above"));
+  EXPECT_THAT(std::string(BacklogController::Create(options).status().message()),
+              HasSubstr("release_backlog_seconds (8) must be above"));
 }
 
 TEST(BacklogControllerTest, JobConfigPicksTheController) {
   SchedulerOptions options;
   options.core_cells = 1;
-  absl::StatusOr<std::unique_ptr<RoleController>> backlog =
-      MakeElasticController(options, 3, 4);
+  absl::StatusOr<std::unique_ptr<RoleController>> backlog = MakeElasticController(options, 3, 4);
   ASSERT_TRUE(backlog.ok()) << backlog.status();
   EXPECT_THAT((*backlog)->DebugString(), HasSubstr("BacklogController"));
   options.controller = "water_level";
-  absl::StatusOr<std::unique_ptr<RoleController>> water =
-      MakeElasticController(options, 3, 4);
+  absl::StatusOr<std::unique_ptr<RoleController>> water = MakeElasticController(options, 3, 4);
   ASSERT_TRUE(water.ok()) << water.status();
   EXPECT_THAT((*water)->DebugString(), HasSubstr("WaterLevelPolicy"));
 }
@@ -176,22 +189,18 @@ TEST(BacklogControllerTest, JobConfigPicksTheController) {
 struct ToyCluster {
   int satellites = 7;
   int64_t slots = 8;
-  double episode_seconds =
-      40; // mean; each episode draws uniformly in [0.5, 1.5] x this
-  double train_rate = 0.5; // episodes per second per training cell
-  ElasticAdmission admission{
-      .max_staleness = 2, .batch_groups = 32, .group_size = 1};
+  double episode_seconds = 40;  // mean; each episode draws uniformly in [0.5, 1.5] x this
+  double train_rate = 0.5;      // episodes per second per training cell
+  ElasticAdmission admission{.max_staleness = 2, .batch_groups = 32, .group_size = 1};
 
   std::mt19937_64 rng{7};
-  std::vector<std::vector<double>>
-      left; // per satellite: rollout seconds left per episode
+  std::vector<std::vector<double>> left;  // per satellite: rollout seconds left per episode
   int64_t dispatched = 0, finished = 0;
   double trained = 0;
   int64_t switches = 0;
 
   int64_t steps() const {
-    return static_cast<int64_t>(trained) /
-           (admission.batch_groups * admission.group_size);
+    return static_cast<int64_t>(trained) / (admission.batch_groups * admission.group_size);
   }
 
   void Run(RoleController &c, double from, double to) {
@@ -204,11 +213,9 @@ struct ToyCluster {
           ++trainers;
           continue;
         }
-        for (double &l : left[s])
-          l -= 1;
+        for (double &l : left[s]) l -= 1;
         finished += std::erase_if(left[s], [](double l) { return l <= 0; });
-        std::uniform_real_distribution<double> draw(0.5 * episode_seconds,
-                                                    1.5 * episode_seconds);
+        std::uniform_real_distribution<double> draw(0.5 * episode_seconds, 1.5 * episode_seconds);
         while (static_cast<int64_t>(left[s].size()) < slots &&
                admission.Room(steps(), dispatched) > 0) {
           left[s].push_back(draw(rng));
@@ -221,20 +228,17 @@ struct ToyCluster {
       o.step = steps();
       o.dispatched = dispatched;
       o.finished = finished;
-      o.admission_room =
-          std::max<int64_t>(0, admission.Room(steps(), dispatched));
+      o.admission_room = std::max<int64_t>(0, admission.Room(steps(), dispatched));
       o.backlog = static_cast<double>(finished) - trained;
       o.train_seconds_per_unit = 1 / train_rate;
       for (int s = 0; s < satellites; ++s) {
         const int64_t held = static_cast<int64_t>(left[s].size());
         o.held.push_back(held);
-        if (c.role(s) == CellRole::kRollout)
-          o.free_slots += slots - held;
+        if (c.role(s) == CellRole::kRollout) o.free_slots += slots - held;
       }
       absl::StatusOr<SchedulerDecision> d = c.Decide(o);
       ASSERT_TRUE(d.ok()) << d.status();
-      if (d->move == SchedulerDecision::Move::kNone)
-        continue;
+      if (d->move == SchedulerDecision::Move::kNone) continue;
       ++switches;
       if (d->move == SchedulerDecision::Move::kToTrain) {
         // The leaving satellite's episodes go to the others, least loaded first
@@ -245,10 +249,8 @@ struct ToyCluster {
         for (double l : moving) {
           int best = -1;
           for (int s = 0; s < satellites; ++s) {
-            if (c.role(s) != CellRole::kRollout)
-              continue;
-            if (best < 0 || left[s].size() < left[best].size())
-              best = s;
+            if (c.role(s) != CellRole::kRollout) continue;
+            if (best < 0 || left[s].size() < left[best].size()) best = s;
           }
           left[best].push_back(l);
         }
@@ -276,8 +278,7 @@ TEST(BacklogControllerTest, SteadyLoadSwitchesAtMostOncePerStep) {
     cluster.rng.seed(seed);
     cluster.Run(c, 0, 4000);
     const int64_t steps = cluster.steps();
-    SCOPED_TRACE(StrCat("seed ", seed, ": ", cluster.switches, " switches in ",
-                        steps, " steps"));
+    SCOPED_TRACE(StrCat("seed ", seed, ": ", cluster.switches, " switches in ", steps, " steps"));
     EXPECT_GT(steps, 100);
     EXPECT_LE(cluster.switches, steps);
     // And it trains near the balance: 1.14 episodes/s at 5.7 rollout cells.
@@ -308,8 +309,7 @@ TEST(BacklogControllerTest, FollowsAPhaseChangeWithinTheBound) {
   // plus two steps of ~60 s at the new rate, every satellite must be back.
   const double bound = (7 - before) * 20 + 2 * 60 + 3 * 40;
   cluster.Run(c, 2000, 2000 + bound);
-  EXPECT_EQ(c.rollout_cells(), 7)
-      << "within " << bound << " s of the phase change";
+  EXPECT_EQ(c.rollout_cells(), 7) << "within " << bound << " s of the phase change";
   // And back: the environment turns fast again; the trainers fall behind and
   // satellites leave.
   cluster.episode_seconds /= 3;
@@ -317,5 +317,5 @@ TEST(BacklogControllerTest, FollowsAPhaseChangeWithinTheBound) {
   EXPECT_LE(c.rollout_cells(), 6);
 }
 
-} // namespace
-} // namespace flywheel::scheduler
+}  // namespace
+}  // namespace flywheel::scheduler

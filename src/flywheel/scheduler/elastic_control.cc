@@ -10,10 +10,8 @@ namespace flywheel::scheduler {
 absl::Status ElasticAdmission::Validate() const {
   if (max_staleness < 0) {
     return absl::InvalidArgumentError(
-        StrCat("elastic admission needs learner.max_staleness >= 0 (got ",
-               max_staleness,
-               "): it admits the episodes of batches up to max_staleness "
-               "versions ahead"));
+        StrCat("elastic admission needs learner.max_staleness >= 0 (got ", max_staleness,
+               "): it admits the episodes of batches up to max_staleness versions ahead"));
   }
   if (batch_groups < 1 || group_size < 1) {
     return absl::InvalidArgumentError(
@@ -25,33 +23,29 @@ absl::Status ElasticAdmission::Validate() const {
 }
 
 std::string ElasticAdmission::DebugString() const {
-  return StrCat("ElasticAdmission(max_staleness=", max_staleness,
-                ", batch_groups=", batch_groups, ", group_size=", group_size,
-                ")");
+  return StrCat("ElasticAdmission(max_staleness=", max_staleness, ", batch_groups=", batch_groups,
+                ", group_size=", group_size, ")");
 }
 
-WaterLevelOptions ElasticRule(const SchedulerOptions &options, int satellites,
+WaterLevelOptions ElasticRule(const SchedulerOptions& options, int satellites,
                               double episodes_per_cell, double episode_tokens) {
   WaterLevelOptions rule;
   rule.satellites = satellites;
   const bool tokens = options.unit == "tokens";
   rule.unit = tokens ? WorkUnit::kTokens : WorkUnit::kEpisodes;
-  rule.capacity_per_cell =
-      tokens ? episodes_per_cell * episode_tokens : episodes_per_cell;
+  rule.capacity_per_cell = tokens ? episodes_per_cell * episode_tokens : episodes_per_cell;
   rule.hysteresis = options.hysteresis;
   rule.min_residence = absl::Seconds(options.min_residence_seconds);
   return rule;
 }
 
-absl::StatusOr<std::unique_ptr<RoleController>>
-MakeElasticController(const SchedulerOptions &options, int satellites,
-                      double episodes_per_cell, double episode_tokens) {
-  const WaterLevelOptions rule =
-      ElasticRule(options, satellites, episodes_per_cell, episode_tokens);
+absl::StatusOr<std::unique_ptr<RoleController>> MakeElasticController(
+    const SchedulerOptions& options, int satellites, double episodes_per_cell,
+    double episode_tokens) {
+  const WaterLevelOptions rule = ElasticRule(options, satellites, episodes_per_cell, episode_tokens);
   if (options.controller == "water_level") {
     absl::StatusOr<WaterLevelPolicy> policy = WaterLevelPolicy::Create(rule);
-    if (!policy.ok())
-      return policy.status();
+    if (!policy.ok()) return policy.status();
     return std::make_unique<WaterLevelPolicy>(*std::move(policy));
   }
   BacklogControllerOptions backlog;
@@ -63,15 +57,13 @@ MakeElasticController(const SchedulerOptions &options, int satellites,
   backlog.min_residence = rule.min_residence;
   backlog.release_backlog_seconds = options.release_backlog_seconds;
   backlog.recall_backlog_seconds = options.recall_backlog_seconds;
-  absl::StatusOr<BacklogController> controller =
-      BacklogController::Create(backlog);
-  if (!controller.ok())
-    return controller.status();
+  backlog.smoothing = absl::Seconds(options.smoothing_seconds);
+  absl::StatusOr<BacklogController> controller = BacklogController::Create(backlog);
+  if (!controller.ok()) return controller.status();
   return std::make_unique<BacklogController>(*std::move(controller));
 }
 
-SchedulerObservation ElasticObservation(absl::Time now, int64_t handed_out,
-                                        int64_t finished,
+SchedulerObservation ElasticObservation(absl::Time now, int64_t handed_out, int64_t finished,
                                         int64_t admission_room, int64_t step) {
   SchedulerObservation observation;
   observation.now = now;
@@ -83,71 +75,61 @@ SchedulerObservation ElasticObservation(absl::Time now, int64_t handed_out,
   return observation;
 }
 
-SchedulerObservation ObserveCells(absl::Time now, int64_t step,
-                                  int64_t admission_room,
+SchedulerObservation ObserveCells(absl::Time now, int64_t step, int64_t admission_room,
                                   std::span<const SatelliteReport> satellites,
-                                  const TrainingReport &training,
-                                  int64_t parked) {
+                                  const TrainingReport& training, int64_t parked) {
   SchedulerObservation o;
   o.now = now;
   o.step = step;
   o.admission_room = std::max<int64_t>(0, admission_room);
   o.new_batch_demanded = admission_room > 0;
   int64_t held = parked;
-  for (const SatelliteReport &s : satellites) {
+  for (const SatelliteReport& s : satellites) {
     o.finished += s.finished;
     o.held.push_back(s.alive ? s.held : 0);
-    if (!s.alive)
-      continue;
+    if (!s.alive) continue;
     held += s.held;
     o.remaining_tokens += s.remaining_tokens;
-    if (s.rolling_out)
-      o.free_slots += std::max<int64_t>(0, s.slots - s.held);
+    if (s.rolling_out) o.free_slots += std::max<int64_t>(0, s.slots - s.held);
   }
-  // What is in flight is what the live satellites hold and what is parked: a
-  // dead cell's unfinished episodes are lost with it (given back to admission).
+  // What is in flight is what the live satellites hold and what is parked: a dead cell's
+  // unfinished episodes are lost with it (given back to admission).
   o.dispatched = o.finished + held;
   o.backlog = training.backlog;
   o.train_seconds_per_unit = training.train_seconds_per_unit;
   return o;
 }
 
-void AddTokenWork(const RemainingTokens &estimate,
-                  std::span<const int64_t> in_flight, double episodes_per_cell,
-                  SchedulerObservation &observation) {
+void AddTokenWork(const RemainingTokens& estimate, std::span<const int64_t> in_flight,
+                  double episodes_per_cell, SchedulerObservation& observation) {
   observation.remaining_tokens = estimate.Remaining(in_flight);
   observation.capacity_per_cell = episodes_per_cell * estimate.Fresh();
 }
 
 int64_t AdmittedEpisodes(std::span<const CellAdmission> cells) {
   int64_t admitted = 0;
-  for (const CellAdmission &c : cells)
-    admitted += c.alive ? c.held() : c.finished;
+  for (const CellAdmission& c : cells) admitted += c.alive ? c.held() : c.finished;
   return admitted;
 }
 
-std::vector<int64_t> GrantAdmission(const ElasticAdmission &admission,
-                                    int64_t steps_done,
+std::vector<int64_t> GrantAdmission(const ElasticAdmission& admission, int64_t steps_done,
                                     std::span<const CellAdmission> cells,
                                     int64_t episodes_per_cell) {
   std::vector<int64_t> grants;
   grants.reserve(cells.size());
-  for (const CellAdmission &c : cells) {
+  for (const CellAdmission& c : cells) {
     // Taken back first, so that its room goes to the cells still rolling out.
     grants.push_back(c.alive && !c.rolling_out ? c.dispatched : c.admit_until);
   }
   std::vector<CellAdmission> now(cells.begin(), cells.end());
-  for (size_t i = 0; i < now.size(); ++i)
-    now[i].admit_until = grants[i];
+  for (size_t i = 0; i < now.size(); ++i) now[i].admit_until = grants[i];
   int64_t room = admission.Room(steps_done, AdmittedEpisodes(now));
   for (size_t i = 0; i < now.size() && room >= admission.group_size; ++i) {
-    const CellAdmission &c = now[i];
-    if (!c.alive || !c.rolling_out)
-      continue;
+    const CellAdmission& c = now[i];
+    if (!c.alive || !c.rolling_out) continue;
     const int64_t free = episodes_per_cell - (c.held() - c.finished);
     const int64_t groups = std::min(room, free) / admission.group_size;
-    if (groups <= 0)
-      continue;
+    if (groups <= 0) continue;
     const int64_t extra = groups * admission.group_size;
     grants[i] = c.held() + extra;
     room -= extra;
@@ -155,4 +137,4 @@ std::vector<int64_t> GrantAdmission(const ElasticAdmission &admission,
   return grants;
 }
 
-} // namespace flywheel::scheduler
+}  // namespace flywheel::scheduler

@@ -10,9 +10,8 @@ namespace flywheel::scheduler {
 namespace {
 
 TEST(PlaceEpisodesTest, LeastLoadedCellTakesEachEpisodeLargestFirst) {
-  std::vector<CellCapacity> cells = {{.episodes = 3, .slots = 4},
-                                     {.episodes = 1, .slots = 4},
-                                     {.episodes = 2, .slots = 4}};
+  std::vector<CellCapacity> cells = {
+      {.episodes = 3, .slots = 4}, {.episodes = 1, .slots = 4}, {.episodes = 2, .slots = 4}};
   const std::vector<double> kv = {10, 10, 10};
   // Cell 1 (1/4) takes the first; then cells 1 and 2 are level at 2/4 and the
   // lower index takes the second; then cell 2 (2/4) takes the third.
@@ -24,9 +23,8 @@ TEST(PlaceEpisodesTest, LeastLoadedCellTakesEachEpisodeLargestFirst) {
 
 TEST(PlaceEpisodesTest, AnEpisodeNoCellHasRoomForIsPlacedNowhere) {
   // Slots: one free in all. KV: the long context fits cell 0 only.
-  std::vector<CellCapacity> cells = {
-      {.episodes = 1, .slots = 2, .kv_tokens = 0, .kv_budget = 100},
-      {.episodes = 3, .slots = 3}};
+  std::vector<CellCapacity> cells = {{.episodes = 1, .slots = 2, .kv_tokens = 0, .kv_budget = 100},
+                                     {.episodes = 3, .slots = 3}};
   const std::vector<double> kv = {20, 90};
   // Largest first: 90 goes to cell 0; 20 then fits nowhere (cell 0 is full,
   // cell 1 has no slot).
@@ -56,7 +54,7 @@ TEST(PlaceEpisodesTest, NeverExceedsSlotsOrKvBudgetOnRandomTraces) {
     const int64_t slots = std::uniform_int_distribution<int64_t>(1, 16)(rng);
     const double budget = std::uniform_real_distribution<double>(1e3, 1e5)(rng);
     struct Held {
-      std::vector<double> kv; // per episode
+      std::vector<double> kv;  // per episode
     };
     std::vector<Held> cells(n);
     std::vector<bool> rolling(n, true);
@@ -65,37 +63,31 @@ TEST(PlaceEpisodesTest, NeverExceedsSlotsOrKvBudgetOnRandomTraces) {
       const int c = std::uniform_int_distribution<int>(0, n - 1)(rng);
       const int kind = std::uniform_int_distribution<int>(0, 3)(rng);
       double used = 0;
-      for (double k : cells[c].kv)
-        used += k;
-      if (kind == 0 && rolling[c]) { // a new episode where it fits
+      for (double k : cells[c].kv) used += k;
+      if (kind == 0 && rolling[c]) {  // a new episode where it fits
         const double k = context(rng);
-        if (static_cast<int64_t>(cells[c].kv.size()) < slots &&
-            used + k <= budget) {
+        if (static_cast<int64_t>(cells[c].kv.size()) < slots && used + k <= budget) {
           cells[c].kv.push_back(k);
         }
-      } else if (kind == 1 &&
-                 !cells[c].kv.empty()) { // an episode finishes, or grows
+      } else if (kind == 1 && !cells[c].kv.empty()) {  // an episode finishes, or grows
         if (std::bernoulli_distribution(0.5)(rng)) {
           cells[c].kv.pop_back();
         } else if (used + 100 <= budget) {
           cells[c].kv.back() += 100;
         }
       } else if (kind == 2 && !rolling[c]) {
-        rolling[c] = true; // back to rollout, empty
-      } else if (kind == 3 &&
-                 rolling[c]) { // c leaves rollout: its episodes are handed over
+        rolling[c] = true;                   // back to rollout, empty
+      } else if (kind == 3 && rolling[c]) {  // c leaves rollout: its episodes are handed over
         rolling[c] = false;
         std::vector<int> takers;
         std::vector<CellCapacity> capacity;
         for (int o = 0; o < n; ++o) {
-          if (o == c || !rolling[o])
-            continue;
+          if (o == c || !rolling[o]) continue;
           CellCapacity cap{.episodes = static_cast<int64_t>(cells[o].kv.size()),
                            .slots = slots,
                            .kv_tokens = 0,
                            .kv_budget = budget};
-          for (double k : cells[o].kv)
-            cap.kv_tokens += k;
+          for (double k : cells[o].kv) cap.kv_tokens += k;
           capacity.push_back(cap);
           takers.push_back(o);
         }
@@ -106,8 +98,7 @@ TEST(PlaceEpisodesTest, NeverExceedsSlotsOrKvBudgetOnRandomTraces) {
         for (size_t e = 0; e < leaving.size(); ++e) {
           if (placement[e] < 0) {
             ++nowhere;
-            for (const CellCapacity &cap : capacity)
-              EXPECT_FALSE(cap.Fits(leaving[e]));
+            for (const CellCapacity &cap : capacity) EXPECT_FALSE(cap.Fits(leaving[e]));
             continue;
           }
           ++placed;
@@ -116,10 +107,8 @@ TEST(PlaceEpisodesTest, NeverExceedsSlotsOrKvBudgetOnRandomTraces) {
       }
       for (int o = 0; o < n; ++o) {
         double kv = 0;
-        for (double k : cells[o].kv)
-          kv += k;
-        ASSERT_LE(static_cast<int64_t>(cells[o].kv.size()), slots)
-            << "trace " << trace;
+        for (double k : cells[o].kv) kv += k;
+        ASSERT_LE(static_cast<int64_t>(cells[o].kv.size()), slots) << "trace " << trace;
         ASSERT_LE(kv, budget + 1e-6) << "trace " << trace;
       }
     }
@@ -129,5 +118,5 @@ TEST(PlaceEpisodesTest, NeverExceedsSlotsOrKvBudgetOnRandomTraces) {
   EXPECT_GT(nowhere, 10);
 }
 
-} // namespace
-} // namespace flywheel::scheduler
+}  // namespace
+}  // namespace flywheel::scheduler

@@ -14,13 +14,10 @@ std::string_view WorkUnitName(WorkUnit unit) {
 }
 
 absl::StatusOr<WorkUnit> ParseWorkUnit(std::string_view name) {
-  if (name == "episodes")
-    return WorkUnit::kEpisodes;
-  if (name == "tokens")
-    return WorkUnit::kTokens;
+  if (name == "episodes") return WorkUnit::kEpisodes;
+  if (name == "tokens") return WorkUnit::kTokens;
   return absl::InvalidArgumentError(
-      StrCat("scheduler.unit: '", name,
-             "' is not a work unit; use \"episodes\" or \"tokens\""));
+      StrCat("scheduler.unit: '", name, "' is not a work unit; use \"episodes\" or \"tokens\""));
 }
 
 std::string_view CellRoleName(CellRole role) {
@@ -29,54 +26,49 @@ std::string_view CellRoleName(CellRole role) {
 
 std::string_view MoveName(Move move) {
   switch (move) {
-  case Move::kNone:
-    return "none";
-  case Move::kToTrain:
-    return "to_train";
-  case Move::kToRollout:
-    return "to_rollout";
+    case Move::kNone:
+      return "none";
+    case Move::kToTrain:
+      return "to_train";
+    case Move::kToRollout:
+      return "to_rollout";
   }
   return "unknown";
 }
 
 std::string_view CauseName(Cause cause) {
   switch (cause) {
-  case Cause::kFits:
-    return "fits";
-  case Cause::kAboveThreshold:
-    return "above_threshold";
-  case Cause::kMinRolloutCells:
-    return "min_rollout_cells";
-  case Cause::kAllTraining:
-    return "all_training";
-  case Cause::kNewBatch:
-    return "new_batch";
-  case Cause::kAllRollingOut:
-    return "all_rolling_out";
-  case Cause::kResidence:
-    return "residence";
-  case Cause::kBacklog:
-    return "backlog";
-  case Cause::kRolloutShort:
-    return "rollout_short";
-  case Cause::kBalanced:
-    return "balanced";
+    case Cause::kFits:
+      return "fits";
+    case Cause::kAboveThreshold:
+      return "above_threshold";
+    case Cause::kMinRolloutCells:
+      return "min_rollout_cells";
+    case Cause::kAllTraining:
+      return "all_training";
+    case Cause::kNewBatch:
+      return "new_batch";
+    case Cause::kAllRollingOut:
+      return "all_rolling_out";
+    case Cause::kResidence:
+      return "residence";
+    case Cause::kBacklog:
+      return "backlog";
+    case Cause::kRolloutShort:
+      return "rollout_short";
+    case Cause::kBalanced:
+      return "balanced";
   }
   return "unknown";
 }
 
-std::ostream &operator<<(std::ostream &os, Move move) {
-  return os << MoveName(move);
-}
-std::ostream &operator<<(std::ostream &os, Cause cause) {
-  return os << CauseName(cause);
-}
+std::ostream& operator<<(std::ostream& os, Move move) { return os << MoveName(move); }
+std::ostream& operator<<(std::ostream& os, Cause cause) { return os << CauseName(cause); }
 
 nlohmann::json SchedulerDecision::ToJson() const {
   return {
       {"type", "scheduler_decision"},
-      {"unix_time_s",
-       absl::ToDoubleSeconds(observation.now - absl::UnixEpoch())},
+      {"unix_time_s", absl::ToDoubleSeconds(observation.now - absl::UnixEpoch())},
       {"step", observation.step},
       {"move", MoveName(move)},
       {"satellite", satellite},
@@ -98,8 +90,9 @@ nlohmann::json SchedulerDecision::ToJson() const {
       {"backlog", observation.backlog},
       {"train_seconds_per_unit", observation.train_seconds_per_unit},
       {"backlog_seconds", backlog_seconds},
+      {"short_share", short_share},
       {"held", observation.held},
   };
 }
 
-} // namespace flywheel::scheduler
+}  // namespace flywheel::scheduler

@@ -35,6 +35,10 @@ struct SchedulerOptions {
   // less than recall_backlog_seconds waits.
   double release_backlog_seconds = 1.0;
   double recall_backlog_seconds = 0.25;
+  // The backlog and the shortage of rollout are averaged over about this long before they are
+  // compared (about one learner step): within a step the backlog rises and falls and admission
+  // reopens at every publish, which is no reason to move a cell.
+  double smoothing_seconds = 0.5;
   // Both controllers (water_level.h): a satellite moves to training when the remaining
   // work fits on one rollout cell fewer with this share of a cell's capacity to spare, and
   // stays in a role at least min_residence_seconds.
@@ -67,6 +71,9 @@ struct SchedulerOptions {
     v.Field("recall_backlog_seconds", recall_backlog_seconds,
             "backlog controller: recall a satellite when rollout is short and less than this "
             "many seconds of training wait");
+    v.Field("smoothing_seconds", smoothing_seconds,
+            "backlog controller: average the backlog and the shortage of rollout over about this "
+            "long (about one learner step) before comparing them");
     v.Field("hysteresis", hysteresis,
             "share of one cell's capacity the remaining work must leave free before a move to "
             "training, in [0, 1)");
@@ -102,6 +109,9 @@ struct SchedulerOptions {
           StrCat("scheduler.release_backlog_seconds (", release_backlog_seconds,
                  ") must be above scheduler.recall_backlog_seconds (", recall_backlog_seconds,
                  ") >= 0"));
+    }
+    if (!(smoothing_seconds >= 0)) {
+      return absl::InvalidArgumentError("scheduler.smoothing_seconds must be >= 0");
     }
     if (unit != "episodes" && unit != "tokens") {
       return absl::InvalidArgumentError(
