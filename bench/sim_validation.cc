@@ -33,27 +33,6 @@ const Mode kModes[] = {{"colocated", TrainMode::kColocated},
                        {"async", TrainMode::kAsync},
                        {"elastic", TrainMode::kElastic}};
 
-// What a run's metrics lines say, summed over its steps; the same reading for both sides.
-struct RunFigures {
-  int64_t steps = 0;
-  double seconds = 0;  // elapsed at the last step
-  double busy_s = 0;
-  int64_t trained = 0;
-  std::map<int64_t, int64_t> lags;
-
-  double utilisation() const { return seconds > 0 ? busy_s / seconds : 0; }
-  double samples_per_s() const { return seconds > 0 ? trained / seconds : 0; }
-  double lag_mean() const { return SummariseLags(lags).mean; }
-  nlohmann::json ToJson() const {
-    return {{"steps", steps},
-            {"seconds", seconds},
-            {"learner_utilization", utilisation()},
-            {"trained_samples_per_s", samples_per_s()},
-            {"lag_mean", lag_mean()},
-            {"lag_counts", LagCountsJson(lags)}};
-  }
-};
-
 int64_t IntOr0(const nlohmann::json& j, const char* key) {
   return j.contains(key) && j[key].is_number() ? j[key].get<int64_t>() : 0;
 }
@@ -137,6 +116,27 @@ absl::StatusOr<JobConfig> ModeConfig(const ValidationSettings& s, const Validati
 
 }  // namespace
 
+nlohmann::json RunFigures::ToJson() const {
+  return {{"steps", steps},
+          {"seconds", seconds},
+          {"learner_utilization", utilisation()},
+          {"trained_samples_per_s", samples_per_s()},
+          {"lag_mean", lag_mean()},
+          {"lag_counts", LagCountsJson(lags)}};
+}
+
+double RunFigures::lag_mean() const { return SummariseLags(lags).mean; }
+
+absl::StatusOr<RunFigures> SimulateJob(const JobConfig& job, const sim::MeasuredCosts& costs,
+                                       int64_t max_steps, double max_seconds) {
+  ASSIGN_OR_RETURN(sim::SimConfig config, sim::SimConfigForJob(job, costs));
+  config.run.max_steps = max_steps;
+  config.run.max_sim_hours = max_seconds / 3600;
+  config.run.timeline = false;
+  ASSIGN_OR_RETURN(const sim::SimResult simulated, sim::Simulate(config));
+  return ReadFigures(simulated.metrics, StrCat(job.run.name, " (simulated)"));
+}
+
 std::vector<ValidationCase> DefaultValidationCases(const std::string& source_dir) {
   return {
       {"copy", source_dir + "/examples/copy.toml", {}, 2},
@@ -173,12 +173,8 @@ absl::StatusOr<Round> RunRound(const ValidationSettings& s, const ValidationCase
                    ReadLines(fs::path(job.run.runs_dir) / job.run.name / "metrics.jsonl"));
   const std::string what = StrCat(c.name, " ", mode.name);
   ASSIGN_OR_RETURN(const RunFigures real, ReadFigures(real_lines, StrCat(what, " (real)")));
-  ASSIGN_OR_RETURN(sim::SimConfig sim_config, sim::SimConfigForJob(job, calibration.costs));
-  sim_config.run.max_steps = real.steps;  // a real run stopped early is compared as far
-  sim_config.run.timeline = false;
-  ASSIGN_OR_RETURN(const sim::SimResult simulated, sim::Simulate(sim_config));
-  ASSIGN_OR_RETURN(const RunFigures predicted,
-                   ReadFigures(simulated.metrics, StrCat(what, " (simulated)")));
+  // A real run stopped early is compared as far.
+  ASSIGN_OR_RETURN(const RunFigures predicted, SimulateJob(job, calibration.costs, real.steps, 0));
   Round r;
   r.real[0] = real.utilisation();
   r.real[1] = real.samples_per_s();

@@ -17,11 +17,14 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "flywheel/runtime/job_config.h"
+#include "flywheel/sim/job_costs.h"
 
 namespace flywheel::bench {
 
@@ -49,6 +52,26 @@ struct ValidationResult {
   int64_t figures = 0;
   int64_t within_goal = 0;  // figures with prediction_error <= 0.15
 };
+
+// What a run's metrics lines say, summed over its steps; the same reading for a real run and
+// a simulated one.
+struct RunFigures {
+  int64_t steps = 0;
+  double seconds = 0;  // elapsed at the last step
+  double busy_s = 0;
+  int64_t trained = 0;  // trajectories minus the learner's staleness and length drops
+  std::map<int64_t, int64_t> lags;
+
+  double utilisation() const { return seconds > 0 ? busy_s / seconds : 0; }
+  double samples_per_s() const { return seconds > 0 ? trained / seconds : 0; }
+  double lag_mean() const;
+  nlohmann::json ToJson() const;
+};
+
+// The simulation of `job` on `costs` (its calibration) up to `max_steps` learner steps or, with
+// `max_seconds` > 0, that much simulated time, read as a real run's metrics are.
+absl::StatusOr<RunFigures> SimulateJob(const JobConfig& job, const sim::MeasuredCosts& costs,
+                                       int64_t max_steps, double max_seconds);
 
 // The default three: the copy task (one turn, heavy-tailed lengths) on 2 cells, the guess task
 // (up to six one-token turns) on 2 cells, and the copy task on 4 cells each half a core
