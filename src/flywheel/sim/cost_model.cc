@@ -22,6 +22,26 @@ absl::Status NeedNonNegative(double x, std::string_view key) {
   return absl::InvalidArgumentError(StrCat(key, " must be a finite number >= 0 (got ", x, ")"));
 }
 
+absl::Status ValidateLoadChanges(const EpisodeOptions& e, const LatencyOptions& latency) {
+  if (!e.length_phase_scales.empty() && !(latency.phase_seconds > 0)) {
+    return absl::InvalidArgumentError(
+        "workload.episode.length_phase_scales follows the phases of workload.env_latency: set "
+        "workload.env_latency.phase_seconds > 0 (and phase_scales, [1.0] for lengths alone)");
+  }
+  for (double scale : e.length_phase_scales) {
+    if (!(std::isfinite(scale) && scale > 0)) {
+      return absl::InvalidArgumentError(StrCat(
+          "workload.episode.length_phase_scales must be factors > 0, got ", scale));
+    }
+  }
+  if (!(std::isfinite(e.length_growth_per_step) && e.length_growth_per_step > -1)) {
+    return absl::InvalidArgumentError(
+        StrCat("workload.episode.length_growth_per_step must be > -1, got ",
+               e.length_growth_per_step));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateFailureRate(const EpisodeOptions& e) {
   if (e.failure_rate >= 0 && e.failure_rate < 1) return absl::OkStatus();
   return absl::InvalidArgumentError("workload.episode.failure_rate must be in [0, 1)");
@@ -100,6 +120,7 @@ absl::Status WorkloadOptions::Validate() const {
   }
   RETURN_IF_ERROR(NeedShare(e.generated_fraction, "workload.episode.generated_fraction"));
   RETURN_IF_ERROR(ValidateFailureRate(e));
+  RETURN_IF_ERROR(ValidateLoadChanges(e, env_latency));
   return env_latency.Validate("workload.env_latency");
 }
 
@@ -130,7 +151,7 @@ absl::Status WorkloadOptions::ValidateTrace(const EpisodeOptions& e) const {
 }
 
 absl::StatusOr<CostModel> CostModel::Create(const ClusterOptions& cluster,
-                                            const WorkloadOptions& workload) {
+                                            const WorkloadOptions& workload, Clock* clock) {
   RETURN_IF_ERROR(cluster.Validate());
   RETURN_IF_ERROR(workload.Validate());
   const int64_t d = workload.model.devices_per_replica;
@@ -140,7 +161,7 @@ absl::StatusOr<CostModel> CostModel::Create(const ClusterOptions& cluster,
                "workload.model.devices_per_replica = ", d, ": every replica spans d devices"));
   }
   ASSIGN_OR_RETURN(std::shared_ptr<const LatencyModelFactory> latency,
-                   LatencyModelFactory::Create(workload.env_latency));
+                   LatencyModelFactory::Create(workload.env_latency, clock));
   CostModel model(cluster, workload, std::move(latency));
   // One episode reserves KV for its longest possible trajectory; weights take their share first.
   const double free_bytes = d * cluster.memory_bytes - model.weight_bytes_;
@@ -154,6 +175,7 @@ absl::StatusOr<CostModel> CostModel::Create(const ClusterOptions& cluster,
                " GB left after the weights: raise workload.model.devices_per_replica"));
   }
   model.episode_slots_ = static_cast<int64_t>(std::min<double>(fit, workload.generation.max_batch));
+  model.kv_budget_tokens_ = free_bytes / model.kv_bytes_per_token_;
   return model;
 }
 
@@ -167,8 +189,12 @@ CostModel::CostModel(const ClusterOptions& cluster, const WorkloadOptions& workl
                             : 2.0 * static_cast<double>(m.layers) * m.hidden * 2.0;
 }
 
-double CostModel::PrefillSeconds(int64_t tokens) const {
-  const double flops = 2.0 * workload_.model.params * static_cast<double>(tokens);
+double CostModel::PrefillSeconds(int64_t tokens, int64_t past) const {
+  const double n = static_cast<double>(tokens);
+  const double attention = 2.0 * static_cast<double>(workload_.model.layers) *
+                           static_cast<double>(workload_.model.hidden) * n *
+                           (2.0 * static_cast<double>(past) + n);
+  const double flops = 2.0 * workload_.model.params * n + attention;
   return flops / (devices_per_replica() * cluster_.bf16_flops * workload_.generation.prefill_mfu);
 }
 
@@ -207,7 +233,18 @@ double CostModel::CostUsd(double device_seconds) const {
   return device_seconds / 3600.0 * cluster_.price_per_device_hour;
 }
 
-EpisodeShape CostModel::DrawEpisode(std::mt19937_64& rng) const {
+double CostModel::LengthScale(double seconds, int64_t steps) const {
+  const EpisodeOptions& e = workload_.episode;
+  double scale = std::pow(1 + e.length_growth_per_step, static_cast<double>(steps));
+  const double phase_seconds = workload_.env_latency.phase_seconds;
+  if (!e.length_phase_scales.empty() && phase_seconds > 0) {
+    const auto phase = static_cast<size_t>(std::max(0.0, seconds) / phase_seconds);
+    scale *= e.length_phase_scales[phase % e.length_phase_scales.size()];
+  }
+  return scale;
+}
+
+EpisodeShape CostModel::DrawEpisode(std::mt19937_64& rng, double length_scale) const {
   const EpisodeOptions& e = workload_.episode;
   EpisodeShape shape;
   if (e.length == LengthKind::kTrace) {
@@ -234,7 +271,8 @@ EpisodeShape CostModel::DrawEpisode(std::mt19937_64& rng) const {
     const double mu = std::log(e.mean_tokens) - e.length_sigma * e.length_sigma / 2;
     length = std::lognormal_distribution<double>(mu, e.length_sigma)(rng);
   }
-  length = std::clamp(length, static_cast<double>(e.min_tokens), static_cast<double>(e.max_tokens));
+  length = std::clamp(length * length_scale, static_cast<double>(e.min_tokens),
+                      static_cast<double>(e.max_tokens));
   shape.prompt_tokens = e.prompt_tokens;
   const double rest = length - static_cast<double>(e.prompt_tokens);
   shape.generated_per_turn =

@@ -8,11 +8,14 @@
 //   d  devices per replica (cell)  F, B, M, I per device: FLOP/s, HBM bytes/s, HBM bytes,
 //   κ  KV bytes per token             interconnect bytes/s
 //
-//   prefill(n)          = 2·P·n / (d·F·prefill_mfu)                         compute-bound
+//   prefill(n, p)       = (2·P·n + 2·L·h·n·(2p + n)) / (d·F·prefill_mfu)   compute-bound: the
+//                         weights' FLOPs, and causal attention of n new tokens over p already
+//                         cached (QKᵀ and AV, 2·h·(n·p + n²/2) each per layer; L layers, h hidden)
 //   decode_step(b, C)   = o_d + max(2·P·b / (d·F·prefill_mfu), (W + κ·C) / (d·B·bw_eff))
 //                         b sequences in the batch, C tokens of KV cache read in all, o_d the
 //                         engine's fixed cost per step (launches, sampling; 0 by default)
 //   slots               = min(max_batch, ⌊(d·M − W) / (κ · max_tokens)⌋)   KV memory per replica
+//   kv budget           = (d·M − W) / κ   tokens of KV cache a replica holds in all
 //   train(T tokens, n)  = 6·P·T / (n·d·F·mfu)                              (Kaplan et al., 2020)
 //   step                = o_s                the optimiser step and the step's fixed work
 //   transfer            = W / (d·I)                                        every link carries W/d
@@ -20,8 +23,9 @@
 //   to_train            = switch_overhead_s + transfer    a satellite pulls the current weights
 //   to_rollout          = switch_overhead_s               its weights are already current
 //
-// Attention FLOPs and the quadratic cost of long prefills are left out (see docs/simulator.md
-// for where this matters: the 700K–1M-token case). Immutable after Create; thread-compatible.
+// Attention's FLOPs count in prefill (where they are quadratic: a handed-over 700K-token context
+// prefilled again), not in decode, which is bound by reading the KV cache (counted in bytes).
+// Immutable after Create; thread-compatible.
 #ifndef FLYWHEEL_SIM_COST_MODEL_H_
 #define FLYWHEEL_SIM_COST_MODEL_H_
 
@@ -33,6 +37,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "flywheel/core/clock.h"
 #include "flywheel/core/config.h"
 #include "flywheel/env/env_options.h"
 #include "flywheel/env/latency/latency_model.h"
@@ -146,6 +151,12 @@ struct EpisodeOptions {
   double length_sigma = 0.5;        // lognormal: standard deviation of log(length)
   double generated_fraction = 0.5;  // share of the non-prompt tokens the policy generates
   double failure_rate = 0;          // probability that an episode fails and is restarted
+  // A load that moves: episodes started in phase i (the phases of workload.env_latency:
+  // phase_seconds, cycled) are length_phase_scales[i mod n] times as long, clamped to
+  // [min_tokens, max_tokens]; and every learner step makes them (1 + length_growth_per_step)
+  // times longer than the last, as a policy that learns to work longer.
+  std::vector<double> length_phase_scales;
+  double length_growth_per_step = 0;
   // The environment also answers the last turn (a final score, a test run) before the episode
   // ends, as a job's environment does; false: the last generation ends the episode.
   bool final_env_step = false;
@@ -173,6 +184,10 @@ struct EpisodeOptions {
             "share of the non-prompt tokens the policy generates (the rest: observations)");
     v.Field("failure_rate", failure_rate,
             "probability that an episode fails at a random turn and is started again");
+    v.Field("length_phase_scales", length_phase_scales,
+            "with workload.env_latency.phase_seconds: the length factor of each phase's episodes");
+    v.Field("length_growth_per_step", length_growth_per_step,
+            "episodes grow by this fraction per learner step (0 = steady lengths)");
     v.Field("final_env_step", final_env_step,
             "the environment answers the last turn too (a final score) before the episode ends");
     v.Field("reset_env_step", reset_env_step,
@@ -224,9 +239,11 @@ struct EpisodeShape {
 
 class CostModel {
  public:
-  // Validates both sections, and that one episode's KV reservation fits a replica.
+  // Validates both sections, and that one episode's KV reservation fits a replica. The
+  // environment's latency phases are timed on `clock` (borrowed; the simulator's virtual clock).
   static absl::StatusOr<CostModel> Create(const ClusterOptions& cluster,
-                                          const WorkloadOptions& workload);
+                                          const WorkloadOptions& workload,
+                                          Clock* clock = RealClock());
 
   double weight_bytes() const { return weight_bytes_; }
   double kv_bytes_per_token() const { return kv_bytes_per_token_; }
@@ -234,8 +251,11 @@ class CostModel {
   int64_t replicas() const { return cluster_.devices / devices_per_replica(); }
   // Concurrent episodes one replica holds (KV memory, the batch cap).
   int64_t episode_slots() const { return episode_slots_; }
+  // Tokens of KV cache one replica holds in all, after its weights.
+  double kv_budget_tokens() const { return kv_budget_tokens_; }
 
-  double PrefillSeconds(int64_t tokens) const;
+  // Prefilling `tokens` new tokens after `past` tokens already in the KV cache.
+  double PrefillSeconds(int64_t tokens, int64_t past = 0) const;
   // One decode step of `batch` sequences reading `kv_tokens` tokens of KV cache in all.
   double DecodeStepSeconds(int64_t batch, double kv_tokens) const;
   // Training on `tokens` tokens (forward and backward) by `replicas` replicas together.
@@ -249,7 +269,10 @@ class CostModel {
   // Price of `device_seconds` of device time.
   double CostUsd(double device_seconds) const;
 
-  EpisodeShape DrawEpisode(std::mt19937_64& rng) const;
+  // One episode; its drawn length times `length_scale` (phases, growth), clamped to the range.
+  EpisodeShape DrawEpisode(std::mt19937_64& rng, double length_scale = 1) const;
+  // The length factor of episodes started `seconds` into the run after `steps` learner steps.
+  double LengthScale(double seconds, int64_t steps) const;
   // The environment's step latency, seeded: the project's latency models (env/latency/).
   std::unique_ptr<LatencyModel> NewEnvLatency(uint64_t seed) const;
 
@@ -267,6 +290,7 @@ class CostModel {
   double weight_bytes_ = 0;
   double kv_bytes_per_token_ = 0;
   int64_t episode_slots_ = 0;
+  double kv_budget_tokens_ = 0;
 };
 
 }  // namespace flywheel::sim

@@ -33,11 +33,16 @@ WorkloadOptions Workload() {
   return w;
 }
 
-TEST(CostModelTest, PrefillIsComputeBound) {
+TEST(CostModelTest, PrefillIsComputeBoundWithAttentionQuadraticInTheContext) {
   absl::StatusOr<CostModel> m = CostModel::Create(Cluster(), Workload());
   ASSERT_TRUE(m.ok()) << m.status();
-  // 2 · 1e9 · 1000 FLOPs / (1e15 · 0.5) = 4 ms.
-  EXPECT_DOUBLE_EQ(m->PrefillSeconds(1000), 0.004);
+  // Weights 2 · 1e9 · 1000 FLOPs, attention 2 · 16 · 2048 · 1000 · 1000, over 1e15 · 0.5.
+  EXPECT_DOUBLE_EQ(m->PrefillSeconds(1000), (2e12 + 2.0 * 16 * 2048 * 1e6) / 5e14);
+  // 1000 new tokens after 9000 cached attend over all 10000: 2 · 16 · 2048 · 1000 · 19000.
+  EXPECT_DOUBLE_EQ(m->PrefillSeconds(1000, 9000), (2e12 + 2.0 * 16 * 2048 * 1000 * 19000) / 5e14);
+  // A handed-over context of 100K tokens prefilled whole: attention is most of it.
+  const double weights = 2e9 * 1e5 / 5e14;
+  EXPECT_GT(m->PrefillSeconds(100'000), 4 * weights);
 }
 
 TEST(CostModelTest, DecodeIsBandwidthBoundUntilTheBatchMakesItComputeBound) {
@@ -76,8 +81,10 @@ TEST(CostModelTest, AMillionTokenEpisodeNeedsAWiderReplica) {
   ASSERT_TRUE(wide.ok()) << wide.status();
   EXPECT_EQ(wide->episode_slots(), 1);
   EXPECT_EQ(wide->replicas(), 2);
-  // The replica's two devices share the prefill: 2 · 1e9 · 1e6 / (2 · 5e14) = 2 s.
-  EXPECT_DOUBLE_EQ(wide->PrefillSeconds(1'000'000), 2.0);
+  // The replica's two devices share the prefill: 2 · 1e9 · 1e6 / (2 · 5e14) = 2 s for the
+  // weights, and attention over the million tokens 2 · 16 · 2048 · 1e12 / 1e15 = 65.5 s more.
+  EXPECT_DOUBLE_EQ(wide->PrefillSeconds(1'000'000), 2.0 + 2.0 * 16 * 2048 * 1e12 / 1e15);
+  EXPECT_EQ(wide->kv_budget_tokens(), (160e9 - 2e9) / 131072);
 }
 
 TEST(CostModelTest, TrainingTransferAndSwitchTimes) {

@@ -106,6 +106,12 @@ SchedulerOptions SimConfig::JobSchedulerOptions(int64_t cells) const {
   SchedulerOptions options;
   options.cells = cells;
   options.core_cells = scheduler.core_cells;
+  options.controller = scheduler.controller;
+  options.release_backlog_seconds = scheduler.release_backlog_seconds;
+  options.recall_backlog_seconds = scheduler.recall_backlog_seconds;
+  options.smoothing_seconds = scheduler.smoothing_seconds;
+  options.drain_on_switch = scheduler.drain_on_switch;
+  options.unit = scheduler.unit;
   options.hysteresis = scheduler.hysteresis;
   options.min_residence_seconds = scheduler.min_residence_seconds;
   options.tick_seconds = scheduler.tick_seconds;

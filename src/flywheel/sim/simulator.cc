@@ -25,6 +25,8 @@
 #include "flywheel/learner/staleness.h"
 #include "flywheel/runtime/run_directory.h"
 #include "flywheel/scheduler/elastic_control.h"
+#include "flywheel/scheduler/hand_over.h"
+#include "flywheel/scheduler/remaining_tokens.h"
 #include "flywheel/scheduler/scheduler_log.h"
 #include "flywheel/sim/cost_model.h"
 
@@ -87,8 +89,12 @@ struct Cell {
   CellRole target = CellRole::kRollout;  // where the scheduler wants it
   int64_t version = 0;                   // the weights it generates with
   std::vector<int64_t> episodes;         // episode slots assigned to it
+  double kv_tokens = 0;                  // the contexts of those episodes, in tokens
+  int64_t dispatched = 0;                // episodes it started
+  int64_t finished = 0;                  // episodes that ended on it
   int64_t generating = 0;                // of those, in a generation now
   bool in_micro_step = false;
+  double micro_tokens = 0;  // of the micro-step it runs
   double since = 0;  // start of the current generation busy period / micro-step / switch
   // Cell-seconds: generating (>= 1 episode in a generation), training, switching.
   double rollout_busy = 0;
@@ -123,23 +129,41 @@ struct Episode {
   bool timed_out = false;
 };
 
+// What a fresh episode is expected to generate, before any has finished: the token unit's
+// prior (remaining_tokens.h).
+double FreshEpisodeTokens(const WorkloadOptions& w) {
+  const EpisodeOptions& e = w.episode;
+  if (e.length == LengthKind::kTrace) {
+    double sum = 0;
+    for (int64_t g : e.trace_generated_tokens) sum += static_cast<double>(g);
+    return std::max(1.0, sum / std::max<size_t>(1, e.trace_generated_tokens.size()));
+  }
+  return std::max(1.0, (e.mean_tokens - static_cast<double>(e.prompt_tokens)) *
+                           e.generated_fraction);
+}
+
 struct Group {
   std::vector<std::shared_ptr<const Trajectory>> members;
+  int64_t tokens = 0;  // of its members' trajectories
 };
 
 class Simulation {
  public:
-  Simulation(const SimConfig& config, const SimulateOptions& options, CostModel cost)
+  // `clock` is borrowed: the cost model's latency phases read it too.
+  Simulation(const SimConfig& config, const SimulateOptions& options, CostModel cost,
+             VirtualClock* clock)
       : config_(config),
         options_(options),
         cost_(std::move(cost)),
+        clock_(clock),
         rng_(static_cast<uint64_t>(config.run.seed)),
         claim_rng_(static_cast<uint64_t>(config.run.seed) * 104729u + 3),
         env_latency_(cost_.NewEnvLatency(static_cast<uint64_t>(config.run.seed) * 7919u + 1)),
         assembler_(config.run.group_size, config.run.group_size, absl::InfiniteDuration()),
         limiter_(RateLimiterOptions::Queue(config.buffer.max_size)),
         staleness_(config.learner.max_staleness),
-        lag_histogram_(StalenessFilter::LagBounds()) {}
+        lag_histogram_(StalenessFilter::LagBounds()),
+        remaining_(scheduler::RemainingTokens::kWindow, FreshEpisodeTokens(config.workload)) {}
 
   absl::Status Init();
   absl::StatusOr<SimResult> Run();
@@ -147,7 +171,7 @@ class Simulation {
  private:
   // --- time and events
   void Schedule(double delay, EventKind kind, int32_t cell, int64_t id = 0, int64_t tag = 0);
-  absl::Time Now() { return clock_.Now(); }
+  absl::Time Now() { return clock_->Now(); }
 
   // --- roles
   bool IsSatellite(int c) const { return c >= core_cells_; }
@@ -156,8 +180,11 @@ class Simulation {
   void RequestRole(int c, CellRole role);
   void StartSwitch(int c);
   void OnSwitchDone(int c);
-  int RolloutTaker() const;
+  bool Drains(int c) const;
   void HandOver(int c);
+  // Places parked episodes on the rollout cells that have room, least loaded first.
+  void PlaceParked();
+  std::vector<scheduler::CellCapacity> TakerCapacity(std::vector<int>& takers, int leaving) const;
   void Resume(int64_t slot, int c);
   void ArmDeadline(int64_t slot, double budget_left);
   void PauseBudget(Episode& e);
@@ -169,6 +196,7 @@ class Simulation {
   void FillRolloutCells();
   void StartEpisode(int c);
   void AssignToCell(int64_t slot, int c);
+  void GrowContext(Episode& e, int64_t tokens);
   void RemoveFromCell(int64_t slot);
   void BeginGeneration(int64_t slot);
   void EndGeneration(Episode& e);
@@ -197,6 +225,9 @@ class Simulation {
   void OnPublished(int64_t steps);
   void ColocatedControl();
   absl::Status OnTick();
+  scheduler::SchedulerObservation Observe();
+  double BacklogTokens() const;
+  double MeanTrainedTokens() const;
 
   // --- outputs
   struct Usage {
@@ -217,7 +248,7 @@ class Simulation {
   std::mt19937_64 rng_;
   std::mt19937_64 claim_rng_;  // the order in which waiting cells claim a new step
   std::unique_ptr<LatencyModel> env_latency_;
-  VirtualClock clock_;  // what the policies see
+  VirtualClock* const clock_;  // what the policies see; borrowed
   double now_ = 0;      // seconds since the start, the same instant as clock_
   uint64_t seq_ = 0;
   std::priority_queue<Event, std::vector<Event>, EventAfter> events_;
@@ -229,7 +260,9 @@ class Simulation {
   StalenessFilter staleness_;
   scheduler::ElasticAdmission admission_;
   scheduler::PipelineAdmission pipeline_;  // async with run.max_pipeline_batches
-  std::optional<scheduler::WaterLevelPolicy> policy_;
+  std::unique_ptr<scheduler::RoleController> controller_;  // elastic
+  // The token unit's estimate of what the episodes in flight still generate.
+  scheduler::RemainingTokens remaining_;
 
   int core_cells_ = 0;  // elastic: cells [0, core_cells_) always train
   std::vector<Cell> cells_;
@@ -249,6 +282,9 @@ class Simulation {
   int64_t tokens_generated_ = 0;
   double tokens_discarded_ = 0;
   int64_t handovers_ = 0;
+  int64_t parked_total_ = 0;     // hand-overs that found no cell with room
+  int64_t max_cell_episodes_ = 0;  // the most episodes one cell held at once
+  double max_cell_kv_ = 0;         // the most KV tokens one cell held at once
 
   // The learner.
   int64_t version_ = 0;
@@ -258,6 +294,7 @@ class Simulation {
   // (MicroStepQueue): the step opens when the previous one ends, each group is added as it
   // arrives, and a micro-step is pending as soon as a token budget's worth is buffered.
   bool streaming_ = false;
+  double stream_budget_ = 0;  // tokens per micro-step
   bool step_running_ = false;  // open (streaming) or started
   bool step_closed_ = false;   // all of the step's groups are in
   bool reducing_ = false;
@@ -277,6 +314,11 @@ class Simulation {
   int64_t trained_trajectories_ = 0;
   int64_t trained_tokens_ = 0;
   int64_t dropped_stale_ = 0;
+  int64_t dropped_stale_tokens_ = 0;
+  // The training cost the controller sees, measured as a job measures it: seconds of micro-steps
+  // over their tokens (one cell).
+  double micro_seconds_ = 0;
+  double micro_tokens_ = 0;
   int64_t buffer_dropped_stale_ = 0;  // groups the table dropped as too stale
   int64_t buffer_dropped_trajectories_ = 0;
   std::map<int64_t, int64_t> lag_counts_;
@@ -323,17 +365,26 @@ absl::Status Simulation::Init() {
       cells_[c].target = CellRole::kTrain;
     }
   } else if (mode == SimMode::kElastic) {
-    streaming_ = config_.learner.token_budget > 0;
+    // The elastic job always streams its steps (MicroStepQueue): micro-steps of
+    // learner.token_budget tokens, or, without one, the batch's expected tokens over
+    // learner.micro_steps.
+    streaming_ = true;
+    stream_budget_ =
+        config_.learner.token_budget > 0
+            ? static_cast<double>(config_.learner.token_budget)
+            : std::max(1.0, config_.workload.episode.mean_tokens *
+                                static_cast<double>(config_.run.batch_groups *
+                                                    config_.run.group_size) /
+                                static_cast<double>(config_.learner.micro_steps));
     core_cells_ = static_cast<int>(config_.scheduler.core_cells);
     for (int c = 0; c < core_cells_; ++c) {
       cells_[c].state = CellState::kTrain;
       cells_[c].target = CellRole::kTrain;
     }
-    ASSIGN_OR_RETURN(scheduler::WaterLevelPolicy policy,
-                     scheduler::WaterLevelPolicy::Create(scheduler::ElasticRule(
+    ASSIGN_OR_RETURN(controller_,
+                     scheduler::MakeElasticController(
                          config_.JobSchedulerOptions(cells), cells - core_cells_,
-                         static_cast<double>(cost_.episode_slots()))));
-    policy_.emplace(std::move(policy));
+                         static_cast<double>(cost_.episode_slots()), remaining_.Fresh()));
   }
   const int64_t episodes =
       config_.run.max_steps * config_.run.batch_groups * config_.run.group_size;
@@ -377,6 +428,14 @@ void Simulation::SetState(int c, CellState state) {
 void Simulation::RequestRole(int c, CellRole role) {
   cells_[c].target = role;
   StartSwitch(c);
+  // A draining cell called back before it left takes episodes again.
+  if (role == CellRole::kRollout && cells_[c].state == CellState::kRollout) FillCell(c);
+}
+
+// scheduler.drain_on_switch: a cell leaving rollout finishes its episodes in place first.
+bool Simulation::Drains(int c) const {
+  return config_.scheduler.drain_on_switch && config_.run.mode == SimMode::kElastic &&
+         !cells_[c].episodes.empty();
 }
 
 // Starts the switch towards the cell's target when it is in a stable role that differs; a cell
@@ -384,6 +443,7 @@ void Simulation::RequestRole(int c, CellRole role) {
 void Simulation::StartSwitch(int c) {
   Cell& cell = cells_[c];
   if (cell.target == CellRole::kTrain && cell.state == CellState::kRollout) {
+    if (Drains(c)) return;  // FinishEpisode comes back once the last one ended
     HandOver(c);
     SetState(c, CellState::kToTrain);
     ++switches_to_train_;
@@ -411,10 +471,8 @@ void Simulation::OnSwitchDone(int c) {
   SetState(c, CellState::kRollout);
   cell.version = version_;  // it trained the current weights (colocated: in place)
   if (cell.target == CellRole::kTrain) return StartSwitch(c);
-  // Episodes parked while no cell rolled out resume here from their last environment boundary.
-  std::vector<int64_t> parked;
-  parked.swap(parked_);
-  for (int64_t slot : parked) Resume(slot, c);
+  // Episodes parked while no cell had room resume here from their last environment boundary.
+  PlaceParked();
   if (config_.run.mode != SimMode::kColocated) return FillCell(c);
   // Colocated: the batch is spread over all cells once they are all back.
   for (const Cell& other : cells_) {
@@ -423,22 +481,41 @@ void Simulation::OnSwitchDone(int c) {
   FillRolloutCells();
 }
 
-// The lowest satellite still rolling out, as the elastic job picks the taker.
-int Simulation::RolloutTaker() const {
+// The rollout cells that may take episodes (all but `leaving`), with their loads; `takers` gets
+// their cell indices in the same order.
+std::vector<scheduler::CellCapacity> Simulation::TakerCapacity(std::vector<int>& takers,
+                                                               int leaving) const {
+  std::vector<scheduler::CellCapacity> capacity;
   for (int c = 0; c < static_cast<int>(cells_.size()); ++c) {
-    if (cells_[c].state == CellState::kRollout && cells_[c].target == CellRole::kRollout) return c;
+    const Cell& cell = cells_[c];
+    if (c == leaving || cell.state != CellState::kRollout || cell.target != CellRole::kRollout) {
+      continue;
+    }
+    takers.push_back(c);
+    capacity.push_back({.episodes = static_cast<int64_t>(cell.episodes.size()),
+                        .slots = cost_.episode_slots(),
+                        .kv_tokens = cell.kv_tokens,
+                        .kv_budget = cost_.kv_budget_tokens()});
   }
-  return -1;
+  return capacity;
 }
 
-// A cell leaving rollout hands its episodes to another rollout cell (or parks them): those in
-// an environment wait continue there; a generation in progress is cancelled and resumed from
-// the last environment boundary, its tokens discarded (ARCHITECTURE.md "Elastic scheduling").
+// A cell leaving rollout hands its episodes to the rollout cells with room for them, least
+// loaded first (scheduler/hand_over.h), or parks them: those in an environment wait continue
+// there; a generation in progress is cancelled and resumed from the last environment boundary,
+// its tokens discarded (ARCHITECTURE.md "Elastic scheduling"). The taker prefills the whole
+// context again.
 void Simulation::HandOver(int c) {
   std::vector<int64_t> slots;
   slots.swap(cells_[c].episodes);
-  const int taker = RolloutTaker();
-  for (int64_t slot : slots) {
+  cells_[c].kv_tokens = 0;
+  std::vector<int> takers;
+  std::vector<scheduler::CellCapacity> capacity = TakerCapacity(takers, c);
+  std::vector<double> kv;
+  for (int64_t slot : slots) kv.push_back(static_cast<double>(episodes_[slot].context));
+  const std::vector<int> placed = scheduler::PlaceEpisodes(kv, capacity);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const int64_t slot = slots[i];
     Episode& e = episodes_[slot];
     ++handovers_;
     if (e.generating) {
@@ -447,13 +524,32 @@ void Simulation::HandOver(int c) {
     }
     e.cell = -1;
     e.full_prefill = true;  // the new cell holds none of its KV cache
-    if (taker < 0) {
+    if (placed[i] < 0) {
       PauseBudget(e);
       parked_.push_back(slot);
+      ++parked_total_;
     } else {
-      Resume(slot, taker);
+      Resume(slot, takers[placed[i]]);
     }
   }
+}
+
+void Simulation::PlaceParked() {
+  if (parked_.empty()) return;
+  std::vector<int> takers;
+  std::vector<scheduler::CellCapacity> capacity = TakerCapacity(takers, -1);
+  std::vector<double> kv;
+  for (int64_t slot : parked_) kv.push_back(static_cast<double>(episodes_[slot].context));
+  const std::vector<int> placed = scheduler::PlaceEpisodes(kv, capacity);
+  std::vector<int64_t> still;
+  for (size_t i = 0; i < parked_.size(); ++i) {
+    if (placed[i] < 0) {
+      still.push_back(parked_[i]);
+    } else {
+      Resume(parked_[i], takers[placed[i]]);
+    }
+  }
+  parked_.swap(still);
 }
 
 // An episode handed over continues on `c`: its generation restarts now, or when its
@@ -550,7 +646,8 @@ void Simulation::StartEpisode(int c) {
   e = Episode{};
   e.epoch = epoch;
   e.index = handed_out_++;
-  e.shape = cost_.DrawEpisode(rng_);
+  e.shape = cost_.DrawEpisode(rng_, cost_.LengthScale(now_, steps_done_));
+  ++cells_[c].dispatched;
   e.context = e.shape.prompt_tokens;
   e.full_prefill = true;
   AssignToCell(slot, c);
@@ -566,15 +663,27 @@ void Simulation::StartEpisode(int c) {
 
 void Simulation::AssignToCell(int64_t slot, int c) {
   Episode& e = episodes_[slot];
-  std::vector<int64_t>& list = cells_[c].episodes;
+  Cell& cell = cells_[c];
   e.cell = c;
-  e.position = static_cast<int32_t>(list.size());
-  list.push_back(slot);
+  e.position = static_cast<int32_t>(cell.episodes.size());
+  cell.episodes.push_back(slot);
+  cell.kv_tokens += static_cast<double>(e.context);
+  max_cell_episodes_ = std::max(max_cell_episodes_, static_cast<int64_t>(cell.episodes.size()));
+  max_cell_kv_ = std::max(max_cell_kv_, cell.kv_tokens);
+}
+
+void Simulation::GrowContext(Episode& e, int64_t tokens) {
+  e.context += tokens;
+  if (e.cell < 0) return;
+  Cell& cell = cells_[e.cell];
+  cell.kv_tokens += static_cast<double>(tokens);
+  max_cell_kv_ = std::max(max_cell_kv_, cell.kv_tokens);
 }
 
 void Simulation::RemoveFromCell(int64_t slot) {
   Episode& e = episodes_[slot];
   if (e.cell < 0) return;
+  cells_[e.cell].kv_tokens -= static_cast<double>(e.context);
   std::vector<int64_t>& list = cells_[e.cell].episodes;
   const int64_t last = list.back();
   list[e.position] = last;
@@ -596,13 +705,14 @@ void Simulation::BeginGeneration(int64_t slot) {
   const int64_t fresh = e.full_prefill ? e.context
                         : e.turn == 0  ? e.shape.prompt_tokens
                                        : e.shape.observation_per_turn;
+  const int64_t past = e.context - fresh;  // already in this cell's KV cache
   e.full_prefill = false;
   const int64_t g = e.shape.generated_per_turn;
   const double mean_context = static_cast<double>(e.context) + static_cast<double>(g) / 2;
   const double step =
       cost_.DecodeStepSeconds(cell.generating, static_cast<double>(cell.generating) * mean_context);
   e.generation_start = now_;
-  e.generation_seconds = cost_.PrefillSeconds(fresh) + static_cast<double>(g) * step;
+  e.generation_seconds = cost_.PrefillSeconds(fresh, past) + static_cast<double>(g) * step;
   Schedule(e.generation_seconds, EventKind::kGenerated, e.cell, slot, e.epoch);
 }
 
@@ -627,7 +737,7 @@ void Simulation::OnGenerated(int64_t slot, uint32_t epoch) {
   e.min_version = e.min_version == kNoVersion ? e.generation_version
                                               : std::min(e.min_version, e.generation_version);
   e.max_version = std::max(e.max_version, e.generation_version);
-  e.context += e.shape.generated_per_turn;
+  GrowContext(e, e.shape.generated_per_turn);
   ++e.turn;
   if (e.turn == e.shape.turns) {
     if (!config_.workload.episode.final_env_step) return FinishEpisode(slot);
@@ -645,7 +755,7 @@ void Simulation::OnGenerated(int64_t slot, uint32_t epoch) {
       ++failed_;
       tokens_discarded_ += static_cast<double>(e.context - e.shape.prompt_tokens);
       e.turn = 0;
-      e.context = e.shape.prompt_tokens;
+      GrowContext(e, e.shape.prompt_tokens - e.context);
       e.min_version = e.max_version = kNoVersion;
       e.full_prefill = true;
       return BeginGeneration(slot);
@@ -664,9 +774,9 @@ void Simulation::OnEnvDone(int64_t slot, uint32_t epoch) {
   if (e.resetting) {
     e.resetting = false;  // the prompt is there: the first turn starts
   } else {
-    e.context += e.shape.observation_per_turn;
+    GrowContext(e, e.shape.observation_per_turn);
   }
-  if (e.cell < 0) return;  // parked: generates when a cell comes back to rollout
+  if (e.cell < 0) return;  // parked: generates when a cell has room
   BeginGeneration(slot);
 }
 
@@ -674,6 +784,8 @@ void Simulation::FinishEpisode(int64_t slot) {
   Episode& e = episodes_[slot];
   const int c = e.cell;
   ++finished_;
+  if (c >= 0) ++cells_[c].finished;
+  remaining_.Observe(static_cast<int64_t>(e.turn) * e.shape.generated_per_turn);
   // What the buffer and the staleness filter read of a trajectory: its group, and the versions
   // of its generated tokens (the oldest and the newest stand for all of them).
   auto t = std::make_shared<Trajectory>();
@@ -697,12 +809,19 @@ void Simulation::FinishEpisode(int64_t slot) {
   GroupAssembler::Output out;
   assembler_.Add(std::move(member), Now(), &out);
   for (std::vector<ItemMember>& group : out.released) InsertGroup(std::move(group));
-  if (c >= 0) FillCell(c);  // a parked episode's final step returned: no cell to fill
+  if (c < 0) return;  // a parked episode's final step returned: no cell to fill
+  if (cells_[c].target == CellRole::kTrain) return StartSwitch(c);  // draining: empty yet?
+  PlaceParked();  // parked episodes before new ones
+  FillCell(c);
 }
 
 void Simulation::InsertGroup(std::vector<ItemMember> members) {
   Group group;
-  for (ItemMember& m : members) group.members.push_back(std::move(m.trajectory));
+  for (ItemMember& m : members) {
+    int64_t index = 0;
+    if (absl::SimpleAtoi(m.trajectory->id, &index)) group.tokens += episode_tokens_[index];
+    group.members.push_back(std::move(m.trajectory));
+  }
   blocked_.push_back(std::move(group));
   RetryBlockedInserts();
 }
@@ -812,7 +931,7 @@ void Simulation::StreamGroups() {
   if (!step_running_) OpenStep();
   if (step_closed_) return;
   const int64_t batch = config_.run.batch_groups;
-  const double budget = static_cast<double>(config_.learner.token_budget);
+  const double budget = stream_budget_;
   const size_t pending_before = pending_micro_.size();
   bool took = false;
   while (step_groups_ < batch) {
@@ -874,6 +993,7 @@ int64_t Simulation::AddToStep(const Group& group) {
     if (absl::SimpleAtoi(t.id, &index)) kept_tokens += episode_tokens_[index];
   }
   step_tokens_ += kept_tokens;
+  dropped_stale_tokens_ += group.tokens - kept_tokens;
   return kept_tokens;
 }
 
@@ -923,6 +1043,7 @@ void Simulation::ClaimMicroStep(int c) {
   pending_micro_.pop_front();
   ++micro_running_;
   cell.in_micro_step = true;
+  cell.micro_tokens = tokens;
   cell.since = now_;
   if (!participated_[c]) {
     participated_[c] = true;
@@ -935,6 +1056,8 @@ void Simulation::OnMicroStepDone(int c) {
   Cell& cell = cells_[c];
   cell.in_micro_step = false;
   cell.train_busy += now_ - cell.since;
+  micro_seconds_ += now_ - cell.since;
+  micro_tokens_ += cell.micro_tokens;
   if (c == 0) core_busy_step_ += now_ - cell.since;
   --micro_running_;
   if (cell.target == CellRole::kRollout) {
@@ -1026,11 +1149,67 @@ void Simulation::OnPublished(int64_t steps) {
   FillRolloutCells();
 }
 
-// The elastic job's controller tick, on the simulator's counters (ElasticJob::Control).
+// Finished work not trained yet: groups in the table, held back by the rate limiter or collected
+// for the next step, and the running step's tokens not in a micro-step yet or not claimed.
+double Simulation::BacklogTokens() const {
+  double tokens = buffered_tokens_;
+  for (double t : pending_micro_) tokens += t;
+  for (const std::deque<Group>* groups : {&table_, &blocked_}) {
+    for (const Group& g : *groups) tokens += static_cast<double>(g.tokens);
+  }
+  for (const Group& g : collected_) tokens += static_cast<double>(g.tokens);
+  return tokens;
+}
+
+double Simulation::MeanTrainedTokens() const {
+  return trained_trajectories_ > 0
+             ? static_cast<double>(trained_tokens_) / static_cast<double>(trained_trajectories_)
+             : 0;
+}
+
+// What the elastic job's control plane observes (scheduler/elastic_control.h, ObserveCells): each
+// satellite's report, admission's room, the backlog and the training cost measured so far.
+scheduler::SchedulerObservation Simulation::Observe() {
+  const bool tokens = controller_->unit() == scheduler::WorkUnit::kTokens;
+  std::vector<scheduler::SatelliteReport> reports;
+  std::vector<int64_t> generated;
+  for (int c = core_cells_; c < static_cast<int>(cells_.size()); ++c) {
+    const Cell& cell = cells_[c];
+    scheduler::SatelliteReport r{
+        .rolling_out = cell.state == CellState::kRollout && cell.target == CellRole::kRollout,
+        .dispatched = cell.dispatched,
+        .finished = cell.finished,
+        .held = static_cast<int64_t>(cell.episodes.size()),
+        .slots = cost_.episode_slots()};
+    if (tokens) {
+      generated.clear();
+      for (int64_t slot : cell.episodes) {
+        const Episode& e = episodes_[slot];
+        generated.push_back(static_cast<int64_t>(e.turn) * e.shape.generated_per_turn);
+      }
+      r.remaining_tokens = remaining_.Remaining(generated);
+    }
+    reports.push_back(r);
+  }
+  const double per_token = micro_tokens_ > 0 ? micro_seconds_ / micro_tokens_ : 0;
+  scheduler::TrainingReport training{.backlog = BacklogTokens(), .train_seconds_per_unit = per_token};
+  if (!tokens) {
+    const double per_episode = MeanTrainedTokens();
+    training.backlog = per_episode > 0 ? training.backlog / per_episode : 0;
+    training.train_seconds_per_unit = per_token * per_episode;
+  }
+  scheduler::SchedulerObservation o =
+      scheduler::ObserveCells(Now(), steps_published_, AdmissionRoom(), reports, training,
+                              static_cast<int64_t>(parked_.size()));
+  if (tokens) {
+    o.capacity_per_cell = static_cast<double>(cost_.episode_slots()) * remaining_.Fresh();
+  }
+  return o;
+}
+
+// The elastic job's controller tick, on the simulator's counters.
 absl::Status Simulation::OnTick() {
-  const scheduler::SchedulerObservation observation = scheduler::ElasticObservation(
-      Now(), handed_out_, finished_, AdmissionRoom(), steps_published_);
-  ASSIGN_OR_RETURN(SchedulerDecision decision, policy_->Decide(observation));
+  ASSIGN_OR_RETURN(SchedulerDecision decision, controller_->Decide(Observe()));
   if (decision.move != SchedulerDecision::Move::kNone) {
     RequestRole(
         SatelliteCell(decision.satellite),
@@ -1064,7 +1243,7 @@ absl::StatusOr<SimResult> Simulation::Run() {
       break;
     }
     events_.pop();
-    clock_.Advance(absl::Seconds(event.time - now_));
+    clock_->Advance(absl::Seconds(event.time - now_));
     now_ = event.time;
     ++events_done_;
     switch (event.kind) {
@@ -1164,6 +1343,12 @@ nlohmann::json Simulation::Summary(std::string_view stopped_by, double real_seco
       {"tokens_discarded", std::llround(tokens_discarded_)},
       {"trajectories_trained", trained_trajectories_},
       {"tokens_trained", trained_tokens_},
+      // Work done and thrown away: generations cut by a hand-over, a budget or a failure, and
+      // trajectories (and their tokens) dropped as too stale at the step or by the buffer.
+      {"dropped_work",
+       {{"tokens_discarded", std::llround(tokens_discarded_)},
+        {"stale_trajectories", dropped_stale_ + buffer_dropped_trajectories_},
+        {"stale_tokens", dropped_stale_tokens_}}},
       {"trained_samples_per_s", trained_trajectories_ / wall},
       {"trained_tokens_per_s", trained_tokens_ / wall},
       {"learner_utilization", learner_busy / (wall * std::max(1, learners))},
@@ -1191,6 +1376,14 @@ nlohmann::json Simulation::Summary(std::string_view stopped_by, double real_seco
         {"core_or_train_cells", core_cells_},
         {"switches_to_train", switches_to_train_},
         {"switches_to_rollout", switches_to_rollout_},
+        {"switches_per_step",
+         static_cast<double>(switches_to_train_ + switches_to_rollout_) /
+             static_cast<double>(std::max<int64_t>(1, steps_done_))},
+        {"controller", controller_ != nullptr ? config_.scheduler.controller : ""},
+        {"episodes_parked", parked_total_},
+        {"max_cell_episodes", max_cell_episodes_},
+        {"max_cell_kv_tokens", max_cell_kv_},
+        {"kv_budget_tokens", cost_.kv_budget_tokens()},
         {"to_train_seconds", cost_.SwitchToTrainSeconds()},
         {"to_rollout_seconds", cost_.SwitchToRolloutSeconds()},
         {"weight_transfer_seconds", cost_.WeightTransferSeconds()}}},
@@ -1207,8 +1400,9 @@ nlohmann::json Simulation::Summary(std::string_view stopped_by, double real_seco
 
 absl::StatusOr<SimResult> Simulate(const SimConfig& config, const SimulateOptions& options) {
   RETURN_IF_ERROR(config.Validate());
-  ASSIGN_OR_RETURN(CostModel cost, CostModel::Create(config.cluster, config.workload));
-  Simulation simulation(config, options, std::move(cost));
+  VirtualClock clock;
+  ASSIGN_OR_RETURN(CostModel cost, CostModel::Create(config.cluster, config.workload, &clock));
+  Simulation simulation(config, options, std::move(cost), &clock);
   RETURN_IF_ERROR(simulation.Init());
   return simulation.Run();
 }

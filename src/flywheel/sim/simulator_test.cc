@@ -9,7 +9,7 @@
 
 #include "flywheel/core/strings.h"
 #include "flywheel/scheduler/elastic_control.h"
-#include "flywheel/scheduler/water_level.h"
+#include "flywheel/scheduler/role_controller.h"
 
 namespace flywheel::sim {
 namespace {
@@ -42,6 +42,20 @@ SimConfig SmallConfig(SimMode mode) {
   c.learner.max_staleness = 1;
   c.scheduler.min_residence_seconds = 2;
   c.scheduler.tick_seconds = 0.5;
+  return c;
+}
+
+// An elastic run in which satellites move both ways: slower training (a backlog builds up while
+// rollout runs ahead) and two slots per cell (rollout falls short of admission), with the
+// backlog controller's dead band scaled to this run's seconds-long steps.
+SimConfig MovingElasticConfig(const char* controller) {
+  SimConfig c = SmallConfig(SimMode::kElastic);
+  c.run.max_steps = 24;
+  c.cluster.bf16_flops = 2e14;
+  c.workload.generation.max_batch = 2;
+  c.scheduler.controller = controller;
+  c.scheduler.release_backlog_seconds = 0.5;
+  c.scheduler.recall_backlog_seconds = 0.1;
   return c;
 }
 
@@ -144,41 +158,116 @@ TEST(SimulatorTest, ANegativeBudgetIsRefusedByName) {
   EXPECT_NE(status.message().find("actor.episode_time_budget_s"), std::string_view::npos) << status;
 }
 
-// The simulator's decisions are the production rule's: the same observations, fed to a fresh
-// WaterLevelPolicy built as the elastic job builds it, give the same decision sequence, field for
-// field; and "new batch demanded" is the production admission's room. A second copy of either
-// policy in the simulator would have to match every reason string to pass.
-TEST(SimulatorTest, ElasticDecisionsAreTheProductionPolicysOnTheSameTrace) {
-  const SimConfig config = SmallConfig(SimMode::kElastic);
+// The simulator's decisions are the production controller's: the same observations, fed to a
+// fresh controller built as the elastic job builds it (MakeElasticController from the job's
+// [scheduler] options), give the same decision sequence, field for field; and the admission
+// room it observed is the production admission's. A second copy of a controller in the
+// simulator would have to match every reason string to pass. For both controllers.
+TEST(SimulatorTest, ElasticDecisionsAreTheProductionControllersOnTheSameTrace) {
+  for (const char* name : {"backlog", "water_level"}) {
+    SCOPED_TRACE(name);
+    const SimConfig config = MovingElasticConfig(name);
+    absl::StatusOr<SimResult> result = Simulate(config, {.record_all_decisions = true});
+    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_GT(result->decisions.size(), 10u);
+
+    const int64_t cells = config.cluster.devices / config.workload.model.devices_per_replica;
+    const int64_t slots = result->summary["cells"]["episode_slots"].get<int64_t>();
+    absl::StatusOr<std::unique_ptr<scheduler::RoleController>> controller =
+        scheduler::MakeElasticController(config.JobSchedulerOptions(cells),
+                                         static_cast<int>(cells - 1), static_cast<double>(slots));
+    ASSERT_TRUE(controller.ok()) << controller.status();
+    const scheduler::ElasticAdmission admission{.max_staleness = config.learner.max_staleness,
+                                                .batch_groups = config.run.batch_groups,
+                                                .group_size = config.run.group_size};
+    int to_train = 0, to_rollout = 0;
+    for (const SchedulerDecision& simulated : result->decisions) {
+      const scheduler::SchedulerObservation& o = simulated.observation;
+      // o.step counts the steps whose weights reached the rollout cells: what admission counts.
+      EXPECT_EQ(o.new_batch_demanded, o.admission_room > 0);
+      EXPECT_LE(o.admission_room, admission.Room(o.step, 0));
+      absl::StatusOr<SchedulerDecision> real = (*controller)->Decide(o);
+      ASSERT_TRUE(real.ok()) << real.status();
+      ASSERT_EQ(real->ToJson(), simulated.ToJson());
+      EXPECT_EQ(real->changed, simulated.changed);
+      to_train += real->move == SchedulerDecision::Move::kToTrain;
+      to_rollout += real->move == SchedulerDecision::Move::kToRollout;
+    }
+    // The trace exercises both directions.
+    EXPECT_GT(to_train, 0);
+    EXPECT_GT(to_rollout, 0);
+    EXPECT_EQ(result->summary["cells"]["switches_to_train"].get<int>(), to_train);
+  }
+}
+
+// A satellite leaving rollout hands its episodes only to cells with room (scheduler/hand_over.h):
+// no cell ever holds more than its slots or KV budget, and what finds no room is parked, not
+// crammed in.
+TEST(SimulatorTest, HandOversNeverExceedACellsSlots) {
+  for (const char* name : {"backlog", "water_level"}) {
+    SCOPED_TRACE(name);
+    absl::StatusOr<SimResult> result = Simulate(MovingElasticConfig(name));
+    ASSERT_TRUE(result.ok()) << result.status();
+    const nlohmann::json& cells = result->summary["cells"];
+    EXPECT_GT(result->summary["episodes_handed_over"].get<int64_t>(), 0);
+    EXPECT_LE(cells["max_cell_episodes"].get<int64_t>(), cells["episode_slots"].get<int64_t>());
+    EXPECT_LE(cells["max_cell_kv_tokens"].get<double>(), cells["kv_budget_tokens"].get<double>());
+  }
+}
+
+// drain_on_switch: a leaving cell finishes its episodes in place, so nothing is handed over and
+// no generation is cut by a switch.
+TEST(SimulatorTest, DrainOnSwitchHandsNothingOver) {
+  SimConfig config = MovingElasticConfig("water_level");
+  config.scheduler.drain_on_switch = true;
+  absl::StatusOr<SimResult> result = Simulate(config);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->summary["episodes_handed_over"].get<int64_t>(), 0);
+  EXPECT_GT(result->summary["cells"]["switches_to_train"].get<int64_t>(), 0);
+  EXPECT_EQ(result->summary["dropped_work"]["tokens_discarded"].get<int64_t>(), 0);
+}
+
+// The token unit counts the tokens still to generate (remaining_tokens.h) and runs to the end.
+TEST(SimulatorTest, TheTokenUnitObservesTokensStillToGenerate) {
+  SimConfig config = MovingElasticConfig("backlog");
+  config.scheduler.unit = "tokens";
   absl::StatusOr<SimResult> result = Simulate(config, {.record_all_decisions = true});
   ASSERT_TRUE(result.ok()) << result.status();
-  ASSERT_GT(result->decisions.size(), 10u);
-
-  const int64_t cells = config.cluster.devices / config.workload.model.devices_per_replica;
-  const int64_t slots = result->summary["cells"]["episode_slots"].get<int64_t>();
-  absl::StatusOr<scheduler::WaterLevelPolicy> policy = scheduler::WaterLevelPolicy::Create(
-      scheduler::ElasticRule(config.JobSchedulerOptions(cells), static_cast<int>(cells - 1),
-                             static_cast<double>(slots)));
-  ASSERT_TRUE(policy.ok()) << policy.status();
-  const scheduler::ElasticAdmission admission{.max_staleness = config.learner.max_staleness,
-                                              .batch_groups = config.run.batch_groups,
-                                              .group_size = config.run.group_size};
-  int to_train = 0, to_rollout = 0;
-  for (const SchedulerDecision& simulated : result->decisions) {
-    const scheduler::SchedulerObservation& o = simulated.observation;
-    // o.step counts the steps whose weights reached the rollout cells: what admission counts.
-    EXPECT_EQ(o.new_batch_demanded, admission.Room(o.step, o.dispatched) > 0);
-    absl::StatusOr<SchedulerDecision> real = policy->Decide(o);
-    ASSERT_TRUE(real.ok()) << real.status();
-    ASSERT_EQ(real->ToJson(), simulated.ToJson());
-    EXPECT_EQ(real->changed, simulated.changed);
-    to_train += real->move == SchedulerDecision::Move::kToTrain;
-    to_rollout += real->move == SchedulerDecision::Move::kToRollout;
+  bool some = false;
+  for (const SchedulerDecision& d : result->decisions) {
+    EXPECT_EQ(d.unit, scheduler::WorkUnit::kTokens);
+    some |= d.observation.remaining_tokens > 0 && d.observation.capacity_per_cell > 0;
   }
-  // The trace exercises both directions of the rule.
-  EXPECT_GT(to_train, 0);
-  EXPECT_GT(to_rollout, 0);
-  EXPECT_EQ(result->summary["cells"]["switches_to_train"].get<int>(), to_train);
+  EXPECT_TRUE(some);
+  EXPECT_EQ(result->summary["steps"].get<int64_t>(), config.run.max_steps);
+}
+
+// Phases: latencies three times as long in every other phase, and episodes twice as long there,
+// make the run slower than the steady one; episodes grow as the policy learns.
+TEST(SimulatorTest, LoadPhasesAndLengthGrowthChangeTheWorkload) {
+  SimConfig steady = SmallConfig(SimMode::kAsync);
+  steady.run.max_steps = 24;
+  absl::StatusOr<SimResult> base = Simulate(steady);
+  ASSERT_TRUE(base.ok()) << base.status();
+  SimConfig phased = steady;
+  phased.workload.env_latency.phase_seconds = 30;
+  phased.workload.env_latency.phase_scales = {1.0, 3.0};
+  phased.workload.episode.length_phase_scales = {1.0, 2.0};
+  absl::StatusOr<SimResult> slow = Simulate(phased);
+  ASSERT_TRUE(slow.ok()) << slow.status();
+  EXPECT_GT(slow->sim_seconds, 1.2 * base->sim_seconds);
+  SimConfig growing = steady;
+  growing.workload.episode.length_growth_per_step = 0.05;
+  absl::StatusOr<SimResult> grown = Simulate(growing);
+  ASSERT_TRUE(grown.ok()) << grown.status();
+  const double first = grown->metrics.front()["tokens"].get<double>();
+  const double last = grown->metrics.back()["tokens"].get<double>();
+  EXPECT_GT(last, 1.5 * first);
+  // Length phases need the latency's phase clock.
+  SimConfig bad = steady;
+  bad.workload.episode.length_phase_scales = {2.0};
+  EXPECT_NE(std::string(Simulate(bad).status().message()).find("phase_seconds"),
+            std::string::npos);
 }
 
 // The Tunix claim's shape: with multi-second environment steps a synchronous loop leaves the
@@ -336,7 +425,7 @@ TEST(SimulatorTest, ATokenBudgetSetsTheMicroStepsOfEachStep) {
 // A step of one micro-step is the core's whenever the core waits for it, however many satellites
 // train (MicroStepQueue::Claim hands micro-steps to core cells first).
 TEST(SimulatorTest, TheCoreClaimsAStepsOnlyMicroStepBeforeTheSatellites) {
-  SimConfig config = SmallConfig(SimMode::kElastic);
+  SimConfig config = MovingElasticConfig("backlog");
   config.run.max_steps = 40;
   config.learner.token_budget = 1'000'000;  // one micro-step per step
   absl::StatusOr<SimResult> result = Simulate(config);
@@ -350,9 +439,9 @@ TEST(SimulatorTest, TheCoreClaimsAStepsOnlyMicroStepBeforeTheSatellites) {
   EXPECT_GT(with_satellites, 0) << "no step had a satellite training: the test shows nothing";
 }
 
-// With a token budget an elastic step streams (MicroStepQueue): its micro-steps are pending as
-// groups arrive, so the core trains while the batch is still being generated, and the same
-// steps end sooner than when a step waits for its whole batch (learner.micro_steps instead).
+// An elastic step streams (MicroStepQueue): its micro-steps are pending as groups arrive, so the
+// core trains while the batch is still being generated, and the same steps end sooner than when
+// a step's one micro-step waits for its whole batch (a token budget larger than any batch).
 TEST(SimulatorTest, AStreamingStepTrainsOnItsFirstGroups) {
   // On-policy (η = 0) on one core and one satellite, training a third of the time: the step
   // cannot overlap the next batch's generation, so only streaming overlaps it with this one's.
@@ -368,10 +457,9 @@ TEST(SimulatorTest, AStreamingStepTrainsOnItsFirstGroups) {
   for (const nlohmann::json& line : streamed->metrics) {
     micro_steps += line["micro_steps"].get<int64_t>();
   }
+  ASSERT_GT(micro_steps, 2 * static_cast<int64_t>(streamed->metrics.size()));
   SimConfig whole = streaming;
-  whole.learner.token_budget = 0;
-  whole.learner.micro_steps = micro_steps / static_cast<int64_t>(streamed->metrics.size());
-  ASSERT_GT(whole.learner.micro_steps, 1);
+  whole.learner.token_budget = 1'000'000'000;
   absl::StatusOr<SimResult> batched = Simulate(whole);
   ASSERT_TRUE(batched.ok()) << batched.status();
   const double t_streamed = streamed->metrics.back()["elapsed_s"].get<double>();
