@@ -112,9 +112,9 @@ absl::StatusOr<std::vector<double>> ParseScales(const std::string& text) {
   for (absl::string_view item : absl::StrSplit(text, ',')) {
     double v = 0;
     if (!absl::SimpleAtod(item, &v) || !(v >= 0)) {
-      return absl::InvalidArgumentError(StrCat(
-          "elastic: --param phase_scales wants factors >= 0 separated by commas, got '", text,
-          "'"));
+      return absl::InvalidArgumentError(
+          StrCat("elastic: --param phase_scales wants factors >= 0 separated by commas, got '",
+                 text, "'"));
     }
     out.push_back(v);
   }
@@ -134,9 +134,9 @@ absl::StatusOr<std::vector<Workload>> ParseWorkloads(const BenchArgs& args) {
     } else if (name == "phased") {
       out.push_back(phased);
     } else {
-      return absl::InvalidArgumentError(StrCat(
-          "elastic: --param workloads wants steady and/or phased, comma-separated, got '", text,
-          "'"));
+      return absl::InvalidArgumentError(
+          StrCat("elastic: --param workloads wants steady and/or phased, comma-separated, got '",
+                 text, "'"));
     }
   }
   return out;
@@ -234,12 +234,15 @@ Figures Summarise(const std::vector<SideResult>& runs, double wall_s) {
 // A figure of each side, by name: higher is better.
 using Rates = std::map<std::string, double>;
 
-// The static split with the highest rate.
-const Side& BestStatic(const std::vector<Side>& sides, const Rates& rates) {
+// The static split with the highest rate; ties (e.g. no split reached the target) go to the
+// highest `then`, when given.
+const Side& BestStatic(const std::vector<Side>& sides, const Rates& rates, const Rates& then = {}) {
+  auto key = [&](const Side& side) {
+    return std::pair(rates.at(side.name), then.empty() ? 0.0 : then.at(side.name));
+  };
   const Side* best = nullptr;
   for (const Side& side : sides) {
-    if (side.mode == TrainMode::kAsync &&
-        (best == nullptr || rates.at(side.name) > rates.at(best->name))) {
+    if (side.mode == TrainMode::kAsync && (best == nullptr || key(side) > key(*best))) {
       best = &side;
     }
   }
@@ -256,13 +259,23 @@ std::vector<std::string> Order(const Rates& rates) {
   return names;
 }
 
-// sim_ordering of one workload: the simulator's trained samples/s of every side against the
-// measured ones (`predicted` empty: the simulator could not represent the workload).
-nlohmann::json CompareOrdering(const std::vector<Side>& sides, const Rates& predicted,
+// The simulator's trained samples/s of each side on one workload, or why there are none.
+struct Prediction {
+  Rates samples_per_s;
+  std::string not_predicted;  // empty: predicted
+};
+using Predictions = std::map<std::string, Prediction>;  // per workload
+
+// sim_ordering of one workload: the prediction against the measured trained samples/s.
+nlohmann::json CompareOrdering(const std::vector<Side>& sides, const Prediction& prediction,
                                const Rates& measured) {
   nlohmann::json out = {{"measure", "trained samples/s"},
                         {"measured", {{"order", Order(measured)}, {"samples_per_s", measured}}}};
-  if (predicted.empty()) return out;
+  if (!prediction.not_predicted.empty()) {
+    out["not_predicted"] = prediction.not_predicted;
+    return out;
+  }
+  const Rates& predicted = prediction.samples_per_s;
   const Side& real_best = BestStatic(sides, measured);
   const Side& sim_best = BestStatic(sides, predicted);
   const double real_elastic = measured.at("elastic") / std::max(1e-9, measured.at(real_best.name));
@@ -277,34 +290,34 @@ nlohmann::json CompareOrdering(const std::vector<Side>& sides, const Rates& pred
   return out;
 }
 
-// Every side's job calibrated once (its costs do not depend on the environment's latency, which
-// the simulator draws from the same model), then simulated on each workload for the run's wall
-// time. A workload the simulator cannot represent gets its reason instead.
-struct Predictions {
-  std::map<std::string, Rates> samples_per_s;        // per workload
-  std::map<std::string, std::string> not_predicted;  // workload: why
-};
-
+// Per workload: every side's job calibrated once (its costs do not depend on the environment's
+// latency, which the simulator draws from the same model and phases), then simulated for the
+// run's wall time. A workload the simulator refuses gets its error instead.
 absl::StatusOr<Predictions> Predict(const ElasticSettings& s, const std::vector<Side>& sides,
                                     const fs::path& runs_dir) {
+  Predictions out;
+  if (s.calibration_episodes == 0) {
+    for (const Workload& w : s.workloads) out[w.name].not_predicted = "calibration_episodes=0";
+    return out;
+  }
   sim::CalibrationOptions options;
   options.episodes = s.calibration_episodes;
   options.work_dir = runs_dir / "calibration";
-  Predictions out;
   for (const Side& side : sides) {
-    ASSIGN_OR_RETURN(const JobConfig job, MakeConfig(s, Workload{"calibration"}, side, 0, runs_dir));
+    ASSIGN_OR_RETURN(const JobConfig job,
+                     MakeConfig(s, Workload{"calibration"}, side, 0, runs_dir));
     ASSIGN_OR_RETURN(const sim::Calibration calibration, sim::CalibrateJob(job, options));
     for (const Workload& workload : s.workloads) {
-      if (out.not_predicted.contains(workload.name)) continue;
+      Prediction& p = out[workload.name];
+      if (!p.not_predicted.empty()) continue;
       ASSIGN_OR_RETURN(const JobConfig config, MakeConfig(s, workload, side, 0, runs_dir));
       absl::StatusOr<RunFigures> run =
           SimulateJob(config, calibration.costs, config.run.max_steps, config.run.max_wall_seconds);
       if (!run.ok()) {
-        out.not_predicted[workload.name] = run.status().ToString();
-        out.samples_per_s.erase(workload.name);
+        p = {{}, run.status().ToString()};
         continue;
       }
-      out.samples_per_s[workload.name][side.name] = run->samples_per_s();
+      p.samples_per_s[side.name] = run->samples_per_s();
     }
   }
   return out;
@@ -395,6 +408,63 @@ nlohmann::json ConfigJson(const ElasticSettings& s) {
           {"threads_per_cell", 1}};
 }
 
+// The top-level keys of workload `w`, in the order ReportWorkload fills them.
+std::vector<std::string> WorkloadKeys(const std::string& w) {
+  const std::string colocated = w == "steady" ? "" : StrCat("_", w);  // steady: the plain name
+  return {StrCat("best_static_K_", w), StrCat("speedup_vs_best_static_", w),
+          StrCat("samples_per_s_vs_best_static_", w), StrCat("speedup_vs_colocated", colocated),
+          StrCat("samples_per_s_vs_colocated", colocated)};
+}
+
+// One workload's results, table rows and top-level keys; returns its summary line.
+std::string ReportWorkload(const ElasticSettings& s, const std::vector<Side>& sides,
+                           const std::string& w,
+                           const std::map<std::string, std::vector<SideResult>>& runs,
+                           const Prediction& prediction, BenchReport& report) {
+  std::map<std::string, Figures> figures;
+  Rates sooner, samples;  // time to target (its inverse) and trained samples/s
+  for (const Side& side : sides) {
+    const Figures f = Summarise(runs.at(side.name), s.wall_s);
+    figures[side.name] = f;
+    sooner[side.name] = 1 / std::max(1e-9, f.time_to_target_s);
+    samples[side.name] = f.samples_per_s;
+    nlohmann::json runs_json = nlohmann::json::array();
+    for (const SideResult& run : runs.at(side.name)) runs_json.push_back(run.json);
+    report.results[w][side.name] = {{"time_to_target_s", f.time_to_target_s},
+                                    {"rounds_reaching_target", f.reached},
+                                    {"samples_per_s", f.samples_per_s},
+                                    {"final_reward", f.final_reward},
+                                    {"runs", runs_json}};
+    report.table.push_back(
+        {w, side.name, absl::StrFormat("%.1f", f.time_to_target_s),
+         StrCat(f.reached, "/", s.rounds), absl::StrFormat("%.1f", f.samples_per_s),
+         absl::StrFormat("%.3f", f.final_reward),
+         side.mode == TrainMode::kElastic ? absl::StrFormat("%.2f", f.switches_per_step) : ""});
+  }
+  const Side& best = BestStatic(sides, sooner, samples);
+  const Figures& elastic = figures["elastic"];
+  auto speedup = [&](const std::string& peer) {
+    return figures[peer].time_to_target_s / std::max(1e-9, elastic.time_to_target_s);
+  };
+  auto samples_ratio = [&](const std::string& peer) {
+    return elastic.samples_per_s / std::max(1e-9, figures[peer].samples_per_s);
+  };
+  const std::vector<std::string> keys = WorkloadKeys(w);
+  nlohmann::json& r = report.ratios;
+  r[keys[0]] = best.rollout_cells;
+  r[keys[1]] = speedup(best.name);
+  r[keys[2]] = samples_ratio(best.name);
+  r[keys[3]] = speedup("colocated");
+  r[keys[4]] = samples_ratio("colocated");
+  r["switches_per_step"][w] = elastic.switches_per_step;
+  r["sim_ordering"][w] = CompareOrdering(sides, prediction, samples);
+  return absl::StrFormat(
+      "%s: %.2fx the best static split (K=%d) and %.2fx colocated to reward %.2f, %.2f "
+      "switches/step",
+      w, speedup(best.name), best.rollout_cells, speedup("colocated"), s.curve.target_reward,
+      elastic.switches_per_step);
+}
+
 }  // namespace
 
 absl::StatusOr<BenchReport> RunElasticBench(const BenchArgs& args) {
@@ -408,12 +478,11 @@ absl::StatusOr<BenchReport> RunElasticBench(const BenchArgs& args) {
   fs::remove_all(runs_dir);
   // Every configuration is checked before anything runs.
   for (const Workload& workload : s.workloads) {
-    for (const Side& side : sides) RETURN_IF_ERROR(MakeConfig(s, workload, side, 0, runs_dir).status());
+    for (const Side& side : sides) {
+      RETURN_IF_ERROR(MakeConfig(s, workload, side, 0, runs_dir).status());
+    }
   }
-  Predictions predictions;
-  if (s.calibration_episodes > 0) {
-    ASSIGN_OR_RETURN(predictions, Predict(s, sides, runs_dir));
-  }
+  ASSIGN_OR_RETURN(Predictions predictions, Predict(s, sides, runs_dir));
   // results[workload][side]: one per round.
   std::map<std::string, std::map<std::string, std::vector<SideResult>>> results;
   for (int64_t round = 0; round < s.rounds; ++round) {
@@ -432,76 +501,19 @@ absl::StatusOr<BenchReport> RunElasticBench(const BenchArgs& args) {
   report.config = ConfigJson(s);
   report.table.push_back({"workload", "side", "time to target s", "reached", "samples/s",
                           "final reward", "switches/step"});
-  // Every workload's key is present; a workload not run has nulls.
   nlohmann::json& r = report.ratios;
+  // Every key is present; a workload not run has nulls.
   for (const char* w : {"steady", "phased"}) {
-    r[StrCat("best_static_K_", w)] = nullptr;
-    r[StrCat("speedup_vs_best_static_", w)] = nullptr;
-    r[StrCat("samples_per_s_vs_best_static_", w)] = nullptr;
+    for (const std::string& key : WorkloadKeys(w)) r[key] = nullptr;
     r["switches_per_step"][w] = nullptr;
     r["sim_ordering"][w] = nullptr;
-  }
-  for (const char* key : {"speedup_vs_colocated", "speedup_vs_colocated_phased",
-                          "samples_per_s_vs_colocated", "samples_per_s_vs_colocated_phased"}) {
-    r[key] = nullptr;
   }
   std::vector<const SideResult*> elastic_runs;
   std::vector<std::string> summary;
   for (const Workload& workload : s.workloads) {
     const std::string& w = workload.name;
-    std::map<std::string, Figures> figures;
-    for (const Side& side : sides) {
-      const std::vector<SideResult>& runs = results[w][side.name];
-      const Figures f = Summarise(runs, s.wall_s);
-      figures[side.name] = f;
-      nlohmann::json runs_json = nlohmann::json::array();
-      for (const SideResult& run : runs) runs_json.push_back(run.json);
-      report.results[w][side.name] = {{"time_to_target_s", f.time_to_target_s},
-                                      {"rounds_reaching_target", f.reached},
-                                      {"samples_per_s", f.samples_per_s},
-                                      {"final_reward", f.final_reward},
-                                      {"runs", runs_json}};
-      report.table.push_back({w, side.name, absl::StrFormat("%.1f", f.time_to_target_s),
-                              StrCat(f.reached, "/", s.rounds),
-                              absl::StrFormat("%.1f", f.samples_per_s),
-                              absl::StrFormat("%.3f", f.final_reward),
-                              side.mode == TrainMode::kElastic
-                                  ? absl::StrFormat("%.2f", f.switches_per_step)
-                                  : ""});
-    }
     for (const SideResult& run : results[w]["elastic"]) elastic_runs.push_back(&run);
-    Rates sooner, samples;  // time to target (its inverse) and trained samples/s
-    for (const auto& [name, f] : figures) {
-      sooner[name] = 1 / std::max(1e-9, f.time_to_target_s);
-      samples[name] = f.samples_per_s;
-    }
-    const Side& best = BestStatic(sides, sooner);
-    const Figures& elastic = figures["elastic"];
-    const Figures& colocated = figures["colocated"];
-    auto speedup = [&](const Figures& peer) {
-      return peer.time_to_target_s / std::max(1e-9, elastic.time_to_target_s);
-    };
-    auto samples_ratio = [&](const Figures& peer) {
-      return elastic.samples_per_s / std::max(1e-9, peer.samples_per_s);
-    };
-    const std::string colocated_suffix = w == "steady" ? "" : StrCat("_", w);
-    r[StrCat("best_static_K_", w)] = best.rollout_cells;
-    r[StrCat("speedup_vs_best_static_", w)] = speedup(figures[best.name]);
-    r[StrCat("samples_per_s_vs_best_static_", w)] = samples_ratio(figures[best.name]);
-    r[StrCat("speedup_vs_colocated", colocated_suffix)] = speedup(colocated);
-    r[StrCat("samples_per_s_vs_colocated", colocated_suffix)] = samples_ratio(colocated);
-    r["switches_per_step"][w] = elastic.switches_per_step;
-    r["sim_ordering"][w] = CompareOrdering(sides, predictions.samples_per_s[w], samples);
-    if (s.calibration_episodes == 0) {
-      r["sim_ordering"][w]["not_predicted"] = "--param calibration_episodes=0";
-    } else if (predictions.not_predicted.contains(w)) {
-      r["sim_ordering"][w]["not_predicted"] = predictions.not_predicted[w];
-    }
-    summary.push_back(absl::StrFormat(
-        "%s: %.2fx the best static split (K=%d) and %.2fx colocated to reward %.2f, %.2f "
-        "switches/step",
-        w, speedup(figures[best.name]), best.rollout_cells, speedup(colocated),
-        s.curve.target_reward, elastic.switches_per_step));
+    summary.push_back(ReportWorkload(s, sides, w, results[w], predictions[w], report));
   }
   r["switch_seconds"] = SwitchSeconds(elastic_runs);
   // The goals; null where the workload was not run.
