@@ -12,6 +12,7 @@
 // prediction_error = |simulated / real − 1| for the first two, the distance for the third. Real
 // runs of the same job differ by 5–10 % from one to the next, so each case and mode is run
 // `rounds` times (calibration, real run, simulation) and the figures are medians over them.
+// SimulateJob is also how `flywheel bench elastic` predicts the order of its sides.
 #ifndef FLYWHEEL_BENCH_SIM_VALIDATION_H_
 #define FLYWHEEL_BENCH_SIM_VALIDATION_H_
 
