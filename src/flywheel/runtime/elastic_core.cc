@@ -17,6 +17,7 @@
 #include "flywheel/core/strings.h"
 #include "flywheel/dist/membership.h"
 #include "flywheel/dist/rendezvous.h"
+#include "flywheel/elastic/training_meter.h"
 #include "flywheel/env/env_factory.h"
 #include "flywheel/learner/checkpoint.h"
 #include "flywheel/learner/streaming_learner.h"
@@ -39,10 +40,10 @@
 #include "flywheel/scheduler/elastic_control.h"
 #include "flywheel/scheduler/micro_step_queue.h"
 #include "flywheel/scheduler/remaining_tokens.h"
+#include "flywheel/scheduler/role_controller.h"
 #include "flywheel/scheduler/scheduler_log.h"
 #include "flywheel/scheduler/scheduler_service.h"
 #include "flywheel/scheduler/step_group.h"
-#include "flywheel/scheduler/water_level.h"
 #include "flywheel/weights/service.h"
 
 namespace flywheel {
@@ -110,7 +111,8 @@ class ElasticCore {
   std::unique_ptr<WeightsServer> weights_;
   std::unique_ptr<SchedulerServer> scheduler_;
   scheduler::ElasticAdmission admission_;
-  std::optional<scheduler::WaterLevelPolicy> policy_;  // the controller thread's
+  std::unique_ptr<scheduler::RoleController> roles_;  // the controller thread's
+  std::unique_ptr<TrainingMeter> meter_;  // the backlog and the training rate
   // A fresh episode's expected tokens, from the trajectories the feeder takes (token unit).
   std::unique_ptr<scheduler::RemainingTokens> remaining_;
   std::thread feeder_;
@@ -125,6 +127,7 @@ class ElasticCore {
   // The controller thread's own state.
   std::vector<int> slot_cell_;  // satellite slot → cell id, -1 when free
   std::vector<PendingSwitch> pending_;
+  int64_t buffer_groups_ = 0;  // complete groups in the buffer, as last asked
 
   mutable absl::Mutex mu_;
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
@@ -243,13 +246,15 @@ absl::Status ElasticCore::Init() {
   const int satellites = static_cast<int>(s.cells - s.core_cells);
   remaining_ = std::make_unique<scheduler::RemainingTokens>(
       scheduler::RemainingTokens::kWindow, static_cast<double>(config_.actor.max_new_tokens));
-  const scheduler::WaterLevelOptions rule = scheduler::ElasticRule(
-      s, satellites, static_cast<double>(config_.actor.episodes_in_flight), remaining_->Fresh());
-  ASSIGN_OR_RETURN(scheduler::WaterLevelPolicy policy, scheduler::WaterLevelPolicy::Create(rule));
-  policy_.emplace(std::move(policy));
+  ASSIGN_OR_RETURN(roles_, scheduler::MakeElasticController(
+                                    s, satellites,
+                                    static_cast<double>(config_.actor.episodes_in_flight),
+                                    remaining_->Fresh()));
+  ASSIGN_OR_RETURN(scheduler::WorkUnit unit, scheduler::ParseWorkUnit(s.unit));
+  meter_ = std::make_unique<TrainingMeter>(unit);
   slot_cell_.assign(satellites, -1);
   spdlog::info("elastic core: {} satellite slots for `flywheel cell` processes; {}", satellites,
-               rule.DebugString());
+               roles_->DebugString());
   if (options_.on_serving) options_.on_serving(weights_->address(), scheduler_->address());
   return absl::OkStatus();
 }
@@ -293,10 +298,13 @@ absl::Status ElasticCore::Feed() {
                        buffer_->SampleGroupsOrWait(static_cast<int>(batch_groups - groups),
                                                    kCellPoll, options_.connect_timeout));
       for (std::vector<Trajectory>& group : items) {
+        int64_t tokens = 0;
         for (const Trajectory& t : group) {
           remaining_->Observe(t.NumTrainable());
           data.Add(t, config_.run.success_reward);
+          tokens += t.NumTrainable();
         }
+        meter_->Sampled(static_cast<int64_t>(group.size()), tokens);
         // One Add per group: advantages are computed over whole groups.
         RETURN_IF_ERROR(queue_->Add(std::move(group)));
         ++groups;
@@ -351,7 +359,7 @@ absl::Status ElasticCore::Tick() {
     *free = cells[i].cell;
     const int slot = static_cast<int>(free - slot_cell_.begin());
     // The cell starts rolling out; the rule may have this slot training.
-    if (policy_->role(slot) == CellRole::kTrain) {
+    if (roles_->role(slot) == CellRole::kTrain) {
       RETURN_IF_ERROR(service.SetRole(cells[i].cell, v1::CELL_ROLE_TRAIN));
       pending_.push_back({cells[i].cell, slot, true, now});
     }
@@ -363,12 +371,11 @@ absl::Status ElasticCore::Tick() {
         .IgnoreError();
   }
 
-  // Admission and the water level over every cell ever registered: the dead ones count with
-  // what they finished (elastic_control.h). An episode granted to a cell is handed out (queued
-  // there, or running), as a task handed to an actor thread of `flywheel train`.
+  // Admission over every cell ever registered: the dead ones count with what they finished
+  // (elastic_control.h). An episode granted to a cell is handed out (queued there, or running),
+  // as a task handed to an actor thread of `flywheel train`.
   std::vector<scheduler::CellAdmission> admissions;
-  int64_t finished = 0, in_flight = 0;
-  double remaining_tokens = 0;
+  int64_t in_flight = 0, unplaced = 0;
   for (const CellInfo& c : cells) {
     scheduler::CellAdmission a;
     a.alive = !c.dead;
@@ -377,31 +384,57 @@ absl::Status ElasticCore::Tick() {
     a.finished = c.finished;
     a.admit_until = c.admit_until;
     admissions.push_back(a);
-    finished += c.finished;
-    if (a.alive) {
-      in_flight += c.dispatched - c.finished;
-      remaining_tokens += c.remaining_tokens;
+    if (!a.alive) continue;
+    in_flight += c.dispatched - c.finished;
+    const bool placed = std::find(slot_cell_.begin(), slot_cell_.end(), c.cell) != slot_cell_.end();
+    if (!placed) unplaced += c.dispatched - c.finished;  // rolls out outside the rule
+  }
+  // The controller sees the satellite slots; a free slot is a satellite that holds nothing.
+  std::vector<scheduler::SatelliteReport> reports;
+  for (const int cell : slot_cell_) {
+    scheduler::SatelliteReport r;
+    r.alive = cell >= 0;
+    if (r.alive) {
+      const CellInfo& c = *by_id.at(cell);
+      r.rolling_out =
+          c.role == v1::CELL_ROLE_ROLLOUT && c.reported_role == v1::CELL_ROLE_ROLLOUT;
+      r.dispatched = c.dispatched;
+      r.finished = c.finished;
+      r.held = c.dispatched - c.finished;
+      r.slots = config_.actor.episodes_in_flight;
+      r.remaining_tokens = c.remaining_tokens;
     }
+    reports.push_back(r);
   }
   const int64_t steps_done = steps_done_.load();
-  const int64_t handed = scheduler::AdmittedEpisodes(admissions);
-  const int64_t room = admission_.Room(steps_done, handed);
-  scheduler::SchedulerObservation observation =
-      scheduler::ElasticObservation(now, handed, finished, room, optimizer_step_.load());
-  if (policy_->options().unit == scheduler::WorkUnit::kTokens) {
+  const int64_t room = admission_.Room(steps_done, scheduler::AdmittedEpisodes(admissions));
+  const StepReport running = queue_->report();
+  int64_t done = 0;
+  for (const auto& [id, ran] : running.ran_by) done += static_cast<int64_t>(ran.size());
+  // The buffer's complete groups: what the feeder can give a trainer now.
+  if (absl::StatusOr<v1::ServerInfoResponse> info = buffer_->Info(kCellPoll); info.ok()) {
+    buffer_groups_ = info->size();
+  }
+  const scheduler::TrainingReport training_side =
+      meter_->Report(buffer_groups_ * config_.actor.group_size, {.episodes = running.complete ? 0 : running.kept,
+                                .tokens = running.complete ? 0 : running.trainable_tokens,
+                                .micro_steps = running.micro_steps,
+                                .done = done});
+  scheduler::SchedulerObservation observation = scheduler::ObserveCells(
+      now, optimizer_step_.load(), room, reports, training_side, unplaced);
+  if (roles_->unit() == scheduler::WorkUnit::kTokens) {
     // Each cell estimates its own episodes' remaining tokens (its heartbeat); a full cell's
     // capacity comes from every trajectory the core has trained on.
-    observation.remaining_tokens = remaining_tokens;
     observation.capacity_per_cell =
         static_cast<double>(config_.actor.episodes_in_flight) * remaining_->Fresh();
   }
-  ASSIGN_OR_RETURN(SchedulerDecision decision, policy_->Decide(observation));
+  ASSIGN_OR_RETURN(SchedulerDecision decision, roles_->Decide(observation));
   if (decision.changed) RETURN_IF_ERROR(log_->Append(decision));
   if (decision.move != SchedulerDecision::Move::kNone) {
     const int cell = slot_cell_[decision.satellite];
     if (cell >= 0) {
       const bool to_train = decision.move == SchedulerDecision::Move::kToTrain;
-      RETURN_IF_ERROR(service.SetRole(cell, WireRole(policy_->role(decision.satellite))));
+      RETURN_IF_ERROR(service.SetRole(cell, WireRole(roles_->role(decision.satellite))));
       // A move that reverses one the cell has not completed cancels it: the cell stays in the
       // role it reports, and no switch is timed.
       if (std::erase_if(pending_, [&](const PendingSwitch& p) { return p.cell == cell; }) == 0) {
@@ -528,6 +561,7 @@ absl::StatusOr<RemoteLearnerResult> ElasticCore::Train() {
       continue;
     }
     const StreamingStepResult& r = *trained;
+    meter_->StepDone(MeteredStepOf(r, queue_->report()));
     step = r.optimizer.step;
     optimizer_step_ = step;
     // Every step: a satellite joining the next one loads exactly these weights.
@@ -620,6 +654,7 @@ absl::StatusOr<RemoteLearnerResult> ElasticCore::Train() {
         {"cells_registered", registered},
         {"cells_lost", lost},
         {"switches", switches.size()},
+        {"controller", config_.scheduler.controller},
         {"to_train", SwitchStats(switches, true)},
         {"to_rollout", SwitchStats(switches, false)}}},
   };

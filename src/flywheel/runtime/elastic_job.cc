@@ -23,6 +23,7 @@
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/dist/membership.h"
+#include "flywheel/elastic/training_meter.h"
 #include "flywheel/env/env_executor.h"
 #include "flywheel/env/env_factory.h"
 #include "flywheel/env/task_source.h"
@@ -43,11 +44,12 @@
 #include "flywheel/runtime/run_stop.h"
 #include "flywheel/runtime/transformer_policy.h"
 #include "flywheel/scheduler/elastic_control.h"
+#include "flywheel/scheduler/hand_over.h"
 #include "flywheel/scheduler/micro_step_queue.h"
 #include "flywheel/scheduler/remaining_tokens.h"
 #include "flywheel/scheduler/scheduler_log.h"
+#include "flywheel/scheduler/role_controller.h"
 #include "flywheel/scheduler/step_group.h"
-#include "flywheel/scheduler/water_level.h"
 
 namespace flywheel {
 namespace {
@@ -111,6 +113,11 @@ class ElasticJob {
   absl::Status Feed();
   absl::Status Control();
   absl::Status Move(const SchedulerDecision& decision);
+  // Places `episodes` (parked ones, or those of a satellite leaving rollout) on the satellites
+  // rolling out, within their slots (scheduler/hand_over.h); what fits nowhere is parked.
+  // `again`: parked episodes placed again (not counted as parked a second time).
+  absl::Status HandOver(std::vector<SuspendedEpisode> episodes, bool again = false);
+  scheduler::SchedulerObservation Observe();
   void RecordSwitch(Cell& cell, bool to_train, absl::Time decided, int64_t handed,
                     int64_t in_place);
   void Publish();
@@ -140,8 +147,9 @@ class ElasticJob {
   std::unique_ptr<MicroStepQueue> queue_;
   std::unique_ptr<dist::Membership> membership_;
   scheduler::ElasticAdmission admission_;                  // set by Init
-  std::optional<scheduler::WaterLevelPolicy> policy_;      // the controller thread's
+  std::unique_ptr<scheduler::RoleController> roles_;  // the controller thread's
   std::unique_ptr<scheduler::RemainingTokens> remaining_;  // scheduler.unit = "tokens"
+  std::unique_ptr<TrainingMeter> meter_;                   // the backlog and the training rate
   std::unique_ptr<scheduler::SchedulerLog> log_;
   std::vector<std::unique_ptr<Cell>> cells_;  // the cores first; [0] begins every step
   std::thread feeder_;
@@ -159,8 +167,13 @@ class ElasticJob {
 
   mutable absl::Mutex mu_;
   std::vector<SwitchRecord> switches_ ABSL_GUARDED_BY(mu_);
-  // Episodes suspended while no satellite rolled out: adopted by the next one that does.
+  // Episodes suspended while no rolling-out satellite had a free slot: placed again at each tick.
   std::vector<SuspendedEpisode> parked_ ABSL_GUARDED_BY(mu_);
+  // Hand-overs: episodes placed on another satellite, parked, and the most a taker held after
+  // one (never above actor.episodes_in_flight).
+  int64_t handed_over_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t times_parked_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t max_taker_held_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<int64_t, StepData> step_data_ ABSL_GUARDED_BY(mu_);  // by queue step
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> inserted_ids_ ABSL_GUARDED_BY(mu_);
@@ -293,12 +306,14 @@ absl::Status ElasticJob::Init(const EmbeddedJobOptions& options) {
   // Before any episode finished, a fresh one is expected to fill one policy turn.
   remaining_ = std::make_unique<scheduler::RemainingTokens>(
       scheduler::RemainingTokens::kWindow, static_cast<double>(config_.actor.max_new_tokens));
-  const scheduler::WaterLevelOptions rule = scheduler::ElasticRule(
-      s, satellites(), static_cast<double>(config_.actor.episodes_in_flight), remaining_->Fresh());
-  ASSIGN_OR_RETURN(scheduler::WaterLevelPolicy policy, scheduler::WaterLevelPolicy::Create(rule));
-  policy_.emplace(std::move(policy));
+  ASSIGN_OR_RETURN(roles_, scheduler::MakeElasticController(
+                                    s, satellites(),
+                                    static_cast<double>(config_.actor.episodes_in_flight),
+                                    remaining_->Fresh()));
+  ASSIGN_OR_RETURN(scheduler::WorkUnit unit, scheduler::ParseWorkUnit(s.unit));
+  meter_ = std::make_unique<TrainingMeter>(unit);
   spdlog::info("elastic job: {} core cell(s), {} satellites; {}", cores(), satellites(),
-               rule.DebugString());
+               roles_->DebugString());
   return absl::OkStatus();
 }
 
@@ -472,12 +487,6 @@ absl::Status ElasticJob::RunSatellite(Cell& cell) {
       continue;
     }
     cell.training = false;
-    std::vector<SuspendedEpisode> parked;
-    {
-      absl::MutexLock lock(&mu_);
-      parked.swap(parked_);
-    }
-    if (!parked.empty()) RETURN_IF_ERROR(cell.actor->Adopt(std::move(parked)));
     if (const int64_t decided = cell.rollout_decided_ns.exchange(0); decided != 0) {
       RecordSwitch(cell, /*to_train=*/false, absl::FromUnixNanos(decided), 0, 0);
     }
@@ -510,45 +519,105 @@ absl::Status ElasticJob::Move(const SchedulerDecision& decision) {
       absl::SleepFor(absl::Milliseconds(1));
       continue;
     }
-    // The lowest satellite still rolling out takes the episodes over (the
-    // policy has already applied this move to its role table).
-    int taker = -1;
-    for (int s = 0; s < satellites(); ++s) {
-      if (policy_->role(s) == CellRole::kRollout) {
-        taker = s;
-        break;
-      }
-    }
-    if (taker >= 0) {
-      RETURN_IF_ERROR(satellite(taker).actor->Adopt(std::move(handed->episodes)));
-    } else {
-      absl::MutexLock lock(&mu_);
-      for (SuspendedEpisode& e : handed->episodes) parked_.push_back(std::move(e));
-    }
+    // The controller has already applied this move to its role table: the cell is no taker.
+    RETURN_IF_ERROR(HandOver(std::move(handed->episodes)));
   }
   // The cell has left rollout and entered its training loop.
   RecordSwitch(cell, /*to_train=*/true, decided, moved, in_place);
   return absl::OkStatus();
 }
 
+absl::Status ElasticJob::HandOver(std::vector<SuspendedEpisode> episodes, bool again) {
+  if (episodes.empty()) return absl::OkStatus();
+  std::vector<int> takers;  // satellites rolling out, as indices of `capacity`
+  std::vector<scheduler::CellCapacity> capacity;
+  for (int s = 0; s < satellites(); ++s) {
+    const Cell& cell = satellite(s);
+    if (roles_->role(s) != CellRole::kRollout || cell.wants_train.load() ||
+        cell.training.load()) {
+      continue;
+    }
+    takers.push_back(s);
+    capacity.push_back({.episodes = cell.actor->in_flight(),
+                        .slots = config_.actor.episodes_in_flight});
+  }
+  std::vector<double> kv_tokens;  // the context each taker prefills again
+  for (const SuspendedEpisode& e : episodes) {
+    kv_tokens.push_back(static_cast<double>(e.trajectory.tokens.size()));
+  }
+  const std::vector<int> placed = scheduler::PlaceEpisodes(kv_tokens, capacity);
+  std::vector<std::vector<SuspendedEpisode>> adopted(takers.size());
+  std::vector<SuspendedEpisode> parked;
+  for (size_t e = 0; e < episodes.size(); ++e) {
+    if (placed[e] < 0) {
+      parked.push_back(std::move(episodes[e]));
+    } else {
+      adopted[placed[e]].push_back(std::move(episodes[e]));
+    }
+  }
+  int64_t handed = 0, max_held = 0;
+  for (size_t t = 0; t < takers.size(); ++t) {
+    if (adopted[t].empty()) continue;
+    handed += static_cast<int64_t>(adopted[t].size());
+    max_held = std::max(max_held, capacity[t].episodes);
+    RETURN_IF_ERROR(satellite(takers[t]).actor->Adopt(std::move(adopted[t])));
+  }
+  absl::MutexLock lock(&mu_);
+  handed_over_ += handed;
+  if (!again) times_parked_ += static_cast<int64_t>(parked.size());
+  max_taker_held_ = std::max(max_taker_held_, max_held);
+  for (SuspendedEpisode& e : parked) parked_.push_back(std::move(e));
+  return absl::OkStatus();
+}
+
+scheduler::SchedulerObservation ElasticJob::Observe() {
+  const bool tokens = roles_->unit() == scheduler::WorkUnit::kTokens;
+  std::vector<scheduler::SatelliteReport> reports;
+  for (int s = 0; s < satellites(); ++s) {
+    const Cell& cell = satellite(s);
+    const ActorStats stats = cell.actor->stats();
+    scheduler::SatelliteReport r;
+    r.rolling_out = roles_->role(s) == CellRole::kRollout && !cell.training.load();
+    r.finished = stats.episodes_finished + stats.episodes_failed;
+    r.held = cell.actor->in_flight();
+    r.slots = config_.actor.episodes_in_flight;
+    if (tokens) r.remaining_tokens = remaining_->Remaining(cell.actor->InFlightPolicyTokens());
+    reports.push_back(r);
+  }
+  int64_t parked = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    parked = static_cast<int64_t>(parked_.size());
+  }
+  const StepReport running = queue_->report();
+  int64_t done = 0;
+  for (const auto& [cell, ids] : running.ran_by) done += static_cast<int64_t>(ids.size());
+  const int64_t waiting = buffer_->Info().table.size * config_.actor.group_size;
+  const scheduler::TrainingReport training = meter_->Report(
+      waiting, {.episodes = running.complete ? 0 : running.kept,
+                           .tokens = running.complete ? 0 : running.trainable_tokens,
+                           .micro_steps = running.micro_steps,
+                           .done = done});
+  scheduler::SchedulerObservation observation = scheduler::ObserveCells(
+      absl::Now(), optimizer_step_.load(), AdmissionRoom(), reports, training, parked);
+  if (tokens) {
+    observation.capacity_per_cell =
+        static_cast<double>(config_.actor.episodes_in_flight) * remaining_->Fresh();
+  }
+  return observation;
+}
+
 absl::Status ElasticJob::Control() {
   const absl::Duration tick = absl::Seconds(config_.scheduler.tick_seconds);
   while (!Stopping() && !quiescing_.load()) {
     absl::SleepFor(tick);
-    const int64_t room = AdmissionRoom();
-    scheduler::SchedulerObservation observation =
-        scheduler::ElasticObservation(absl::Now(), tasks_->handed_out(), EpisodesFinished(), room,
-                                      optimizer_step_.load());
-    if (policy_->options().unit == scheduler::WorkUnit::kTokens) {
-      std::vector<int64_t> in_flight;
-      for (const auto& cell : satellite_cells()) {
-        const std::vector<int64_t> tokens = cell->actor->InFlightPolicyTokens();
-        in_flight.insert(in_flight.end(), tokens.begin(), tokens.end());
-      }
-      scheduler::AddTokenWork(*remaining_, in_flight,
-                              static_cast<double>(config_.actor.episodes_in_flight), observation);
+    std::vector<SuspendedEpisode> parked;
+    {
+      absl::MutexLock lock(&mu_);
+      parked.swap(parked_);
     }
-    ASSIGN_OR_RETURN(SchedulerDecision decision, policy_->Decide(observation));
+    RETURN_IF_ERROR(HandOver(std::move(parked), /*again=*/true));
+    ASSIGN_OR_RETURN(SchedulerDecision decision, roles_->Decide(Observe()));
     if (decision.changed) RETURN_IF_ERROR(log_->Append(decision));
     if (decision.move != SchedulerDecision::Move::kNone) RETURN_IF_ERROR(Move(decision));
   }
@@ -574,14 +643,17 @@ absl::Status ElasticJob::Feed() {
       }
       if (!items.ok()) return items.status();
       std::vector<Trajectory> trajectories;
+      int64_t tokens = 0;
       for (const SampledItem& sampled : *items) {
         for (const ItemMember& member : sampled.item->members) {
           const Trajectory& t = *member.trajectory;
           data.Add(t, config_.run.success_reward);
+          tokens += t.NumTrainable();
           trajectories.push_back(t);
         }
         ++groups;
       }
+      meter_->Sampled(static_cast<int64_t>(trajectories.size()), tokens);
       RETURN_IF_ERROR(queue_->Add(std::move(trajectories)));
     }
     {
@@ -676,6 +748,7 @@ absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions& op
     if (!failure.ok()) break;
     const StreamingStepResult& r = **trained;
     const StepReport report = queue_->report();
+    meter_->StepDone(MeteredStepOf(r, report));
     if (r.normaliser == 0) {  // nothing in the step was trainable (all too stale)
       ++steps_done_;
       for (const auto& cell : satellite_cells()) cell->actor->Wake();
@@ -748,10 +821,15 @@ absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions& op
   }
   std::vector<SwitchRecord> switches;
   int64_t duplicates = 0;
+  nlohmann::json hand_over;
   {
     absl::MutexLock lock(&mu_);
     switches = switches_;
     duplicates = duplicates_;
+    hand_over = {{"episodes_placed", handed_over_},
+                 {"episodes_parked", times_parked_},
+                 {"max_taker_held", max_taker_held_},
+                 {"slots", config_.actor.episodes_in_flight}};
   }
   const BufferInfo info = buffer_->Info();
   result.summary = {
@@ -780,8 +858,10 @@ absl::StatusOr<EmbeddedJobResult> ElasticJob::Train(const EmbeddedJobOptions& op
         {"core_cells", cores()},
         {"satellites", satellites()},
         {"switches", switches.size()},
+        {"controller", config_.scheduler.controller},
         {"to_train", SwitchStats(switches, true)},
-        {"to_rollout", SwitchStats(switches, false)}}},
+        {"to_rollout", SwitchStats(switches, false)},
+        {"hand_over", hand_over}}},
       {"groups",
        {{"sampled", info.sampled},
         {"left_in_buffer", info.table.size},

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "flywheel/runtime/job_test_util.h"
+#include "flywheel/scheduler/elastic_control.h"
 
 namespace flywheel {
 namespace {
@@ -16,9 +17,11 @@ namespace fs = std::filesystem;
 
 using testing::ReadMetrics;
 
-// Small batches, η = 0 and a short residence: every step demands a new batch,
-// so satellites go back to rollout at each step and to training as each batch's
-// last episodes play out.
+// Small batches, η = 0 and a short residence. The tiny model trains faster than two satellites
+// generate, so the backlog controller (the default) would keep them rolling out; the tests that
+// need many switches take the water-level rule, under which every step demands a new batch:
+// satellites go back to rollout at each step and to training as each batch's last episodes
+// play out.
 JobConfig Load(const std::string& name, std::vector<std::string> overrides) {
   overrides.insert(overrides.begin(), {"run.mode=\"elastic\"", "run.batch_groups=2",
                                        "actor.group_size=4", "actor.episodes_in_flight=4",
@@ -54,8 +57,48 @@ void ExpectEveryEpisodeAccountedFor(const nlohmann::json& summary) {
       << summary.dump(1);
 }
 
+// The observation a scheduler.jsonl decision line was decided on.
+scheduler::SchedulerObservation ObservationOf(const nlohmann::json& line) {
+  scheduler::SchedulerObservation o;
+  o.now = absl::UnixEpoch() + absl::Seconds(line["unix_time_s"].get<double>());
+  o.step = line["step"].get<int64_t>();
+  o.dispatched = line["dispatched"].get<int64_t>();
+  o.finished = line["finished"].get<int64_t>();
+  o.remaining_tokens = line["remaining_tokens"].get<double>();
+  o.capacity_per_cell = line["capacity_per_cell"].get<double>();
+  o.new_batch_demanded = line["new_batch_demanded"].get<bool>();
+  o.admission_room = line["admission_room"].get<int64_t>();
+  o.free_slots = line["free_slots"].get<int64_t>();
+  o.backlog = line["backlog"].get<double>();
+  o.train_seconds_per_unit = line["train_seconds_per_unit"].get<double>();
+  o.held = line["held"].get<std::vector<int64_t>>();
+  return o;
+}
+
+// Every decision is logged with its inputs: a fresh controller built from the same config,
+// fed the logged observations, decides the same moves. (Only decisions that moved a cell or
+// changed cause are logged; the others left the controller's roles and residence as they were.)
+void ExpectLoggedDecisionsReplay(const JobConfig& config) {
+  const int satellites = static_cast<int>(config.scheduler.cells - config.scheduler.core_cells);
+  auto controller = scheduler::MakeElasticController(
+      config.scheduler, satellites, static_cast<double>(config.actor.episodes_in_flight));
+  ASSERT_TRUE(controller.ok()) << controller.status();
+  int64_t moves = 0;
+  for (const nlohmann::json& line : ReadSchedulerLog(config)) {
+    if (line.value("type", "") != "scheduler_decision") continue;
+    absl::StatusOr<scheduler::SchedulerDecision> again = (*controller)->Decide(ObservationOf(line));
+    ASSERT_TRUE(again.ok()) << again.status() << " at " << line.dump();
+    EXPECT_EQ(scheduler::MoveName(again->move), line["move"].get<std::string>()) << line.dump();
+    EXPECT_EQ(again->satellite, line["satellite"].get<int>()) << line.dump();
+    EXPECT_EQ(scheduler::CauseName(again->cause), line["cause"].get<std::string>()) << line.dump();
+    moves += again->move != scheduler::SchedulerDecision::Move::kNone;
+  }
+  EXPECT_GE(moves, 20);
+}
+
 TEST(ElasticJobTest, NoEpisodeIsLostOrDuplicatedOverManySwitches) {
-  const JobConfig config = Load("elastic_handoff", {"run.max_steps=14"});
+  const JobConfig config =
+      Load("elastic_handoff", {"run.max_steps=14", "scheduler.controller=\"water_level\""});
   absl::StatusOr<EmbeddedJobResult> result = RunElasticJob(config, Quiet());
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->final_step, 14);
@@ -78,10 +121,19 @@ TEST(ElasticJobTest, NoEpisodeIsLostOrDuplicatedOverManySwitches) {
     if (line.contains("move") && line["move"] != "none") ++moves;
   }
   EXPECT_GE(moves, 20);
+  // Hand-overs went only where a slot was free (scheduler/hand_over.h).
+  const nlohmann::json& hand_over = elastic["hand_over"];
+  EXPECT_LE(hand_over["max_taker_held"].get<int64_t>(), config.actor.episodes_in_flight)
+      << hand_over.dump();
+  EXPECT_EQ(hand_over["episodes_placed"].get<int64_t>(),
+            elastic["to_train"]["episodes_handed"].get<int64_t>())
+      << elastic.dump(1);
+  ExpectLoggedDecisionsReplay(config);
 }
 
 TEST(ElasticJobTest, TheTokenUnitDrivesTheRule) {
-  const JobConfig config = Load("elastic_tokens", {"run.max_steps=8", "scheduler.unit=\"tokens\""});
+  const JobConfig config = Load("elastic_tokens", {"run.max_steps=8", "scheduler.unit=\"tokens\"",
+                                                   "scheduler.controller=\"water_level\""});
   absl::StatusOr<EmbeddedJobResult> result = RunElasticJob(config, Quiet());
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->final_step, 8);

@@ -8,6 +8,14 @@ void StepData::Add(const Trajectory& t, double success_reward) {
   successes += t.final_reward >= success_reward;
 }
 
+MeteredStep MeteredStepOf(const StreamingStepResult& r, const StepReport& report) {
+  return {.compute_seconds = r.times.compute(),
+          .cell_micro_steps = r.cell_micro_steps,
+          .micro_steps = r.micro_steps,
+          .episodes = report.kept,
+          .tokens = report.trainable_tokens};
+}
+
 nlohmann::json ElasticStepLine(const StreamingStepResult& r, int64_t version, double elapsed_s,
                                double step_seconds, const StepData& data,
                                const StepReport& report) {

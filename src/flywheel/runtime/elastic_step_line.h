@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "flywheel/core/trajectory.h"
+#include "flywheel/elastic/training_meter.h"
 #include "flywheel/learner/streaming_learner.h"
 #include "flywheel/scheduler/micro_step_queue.h"
 
@@ -32,6 +33,9 @@ struct StepData {
 nlohmann::json ElasticStepLine(const StreamingStepResult& r, int64_t version, double elapsed_s,
                                double step_seconds, const StepData& data,
                                const StepReport& report);
+
+// The training meter's view of a completed step (the core cell's result, the queue's report).
+MeteredStep MeteredStepOf(const StreamingStepResult& r, const StepReport& report);
 
 }  // namespace flywheel
 
