@@ -13,7 +13,7 @@
 #include "flywheel/cli/command.h"
 #include "flywheel/cli/remote_job_flags.h"
 #include "flywheel/cli/stop_signals.h"
-#include "flywheel/runtime/elastic_cell.h"
+#include "flywheel/elastic/elastic_cell.h"
 
 namespace flywheel::cli {
 

@@ -31,7 +31,7 @@
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/observe/trace_recorder.h"
-#include "flywheel/runtime/elastic_core.h"
+#include "flywheel/elastic/elastic_core.h"
 #include "flywheel/runtime/learner_group.h"
 #include "flywheel/runtime/remote_learner.h"
 

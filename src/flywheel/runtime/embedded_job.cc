@@ -27,7 +27,7 @@
 #include "flywheel/model/weight_snapshot.h"
 #include "flywheel/observe/trace_recorder.h"
 #include "flywheel/runtime/blas_choice.h"
-#include "flywheel/runtime/elastic_job.h"
+#include "flywheel/elastic/elastic_job.h"
 #include "flywheel/runtime/latency_audit.h"
 #include "flywheel/runtime/learner_session.h"
 #include "flywheel/runtime/policy_eval.h"

@@ -13,7 +13,7 @@ namespace flywheel {
 // async: actors and learner overlap, bounded by buffer.max_staleness.
 // colocated: the synchronous baseline — generate a batch, wait for it, train, publish, repeat.
 // elastic: scheduler.cells model replicas; core cells always train, satellites move between
-// rollout and training under the water-level rule (runtime/elastic_job.h).
+// rollout and training under the water-level rule (elastic/elastic_job.h).
 enum class TrainMode { kAsync, kColocated, kElastic };
 inline constexpr config::ChoiceName<TrainMode> kTrainModeNames[] = {
     {"async", TrainMode::kAsync},

@@ -22,8 +22,8 @@
 // admitted group is dropped before a step (admission would wait for it forever).
 //
 // One core cell: scheduler.core_cells > 1 runs inside `flywheel train` only.
-#ifndef FLYWHEEL_RUNTIME_ELASTIC_CORE_H_
-#define FLYWHEEL_RUNTIME_ELASTIC_CORE_H_
+#ifndef FLYWHEEL_ELASTIC_ELASTIC_CORE_H_
+#define FLYWHEEL_ELASTIC_ELASTIC_CORE_H_
 
 #include <atomic>
 #include <cstdio>
@@ -58,4 +58,4 @@ absl::StatusOr<RemoteLearnerResult> RunElasticCore(const JobConfig& config,
 
 }  // namespace flywheel
 
-#endif  // FLYWHEEL_RUNTIME_ELASTIC_CORE_H_
+#endif  // FLYWHEEL_ELASTIC_ELASTIC_CORE_H_

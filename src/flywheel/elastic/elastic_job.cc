@@ -1,4 +1,4 @@
-#include "flywheel/runtime/elastic_job.h"
+#include "flywheel/elastic/elastic_job.h"
 
 #include <spdlog/spdlog.h>
 
@@ -34,8 +34,8 @@
 #include "flywheel/model/transformer.h"
 #include "flywheel/model/weight_snapshot.h"
 #include "flywheel/runtime/blas_choice.h"
-#include "flywheel/runtime/elastic_step_line.h"
-#include "flywheel/runtime/elastic_switches.h"
+#include "flywheel/elastic/elastic_step_line.h"
+#include "flywheel/elastic/elastic_switches.h"
 #include "flywheel/runtime/policy_eval.h"
 #include "flywheel/runtime/policy_setup.h"
 #include "flywheel/runtime/policy_text.h"

@@ -1,4 +1,4 @@
-#include "flywheel/runtime/elastic_job.h"
+#include "flywheel/elastic/elastic_job.h"
 
 #include <gtest/gtest.h>
 

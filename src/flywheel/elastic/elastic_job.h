@@ -28,8 +28,8 @@
 // (actor/suspended_episode.h) to the least-loaded rollout satellites with a free slot
 // (scheduler/hand_over.h); an episode no satellite has room for is parked and placed again at
 // the next tick. With scheduler.drain_on_switch it finishes them in place instead.
-#ifndef FLYWHEEL_RUNTIME_ELASTIC_JOB_H_
-#define FLYWHEEL_RUNTIME_ELASTIC_JOB_H_
+#ifndef FLYWHEEL_ELASTIC_ELASTIC_JOB_H_
+#define FLYWHEEL_ELASTIC_ELASTIC_JOB_H_
 
 #include "absl/status/statusor.h"
 #include "flywheel/runtime/embedded_job.h"
@@ -42,4 +42,4 @@ absl::StatusOr<EmbeddedJobResult> RunElasticJob(const JobConfig& config,
 
 }  // namespace flywheel
 
-#endif  // FLYWHEEL_RUNTIME_ELASTIC_JOB_H_
+#endif  // FLYWHEEL_ELASTIC_ELASTIC_JOB_H_

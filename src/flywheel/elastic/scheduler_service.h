@@ -37,8 +37,8 @@
 // Thread-safety: every method may be called from any thread. Lock order: mu_ before the
 // queue's locks (the queue never calls back); blocking queue calls (Claim, AwaitStep,
 // AwaitParticipants) are made without mu_.
-#ifndef FLYWHEEL_SCHEDULER_SCHEDULER_SERVICE_H_
-#define FLYWHEEL_SCHEDULER_SCHEDULER_SERVICE_H_
+#ifndef FLYWHEEL_ELASTIC_SCHEDULER_SERVICE_H_
+#define FLYWHEEL_ELASTIC_SCHEDULER_SERVICE_H_
 
 #include <grpcpp/grpcpp.h>
 
@@ -194,4 +194,4 @@ class SchedulerServer {
 
 }  // namespace flywheel
 
-#endif  // FLYWHEEL_SCHEDULER_SCHEDULER_SERVICE_H_
+#endif  // FLYWHEEL_ELASTIC_SCHEDULER_SERVICE_H_

@@ -46,8 +46,8 @@
 #include "flywheel/model/torch_status.h"
 #include "flywheel/model/weight_snapshot.h"
 #include "flywheel/scheduler/micro_step_queue.h"
-#include "flywheel/scheduler/scheduler_client.h"
-#include "flywheel/scheduler/scheduler_service.h"
+#include "flywheel/elastic/scheduler_client.h"
+#include "flywheel/elastic/scheduler_service.h"
 #include "flywheel/scheduler/step_group.h"
 #include "flywheel/scheduler/streaming_test_util.h"
 #include "flywheel/weights/client.h"
@@ -71,7 +71,7 @@ constexpr char kDieEnv[] = "FLYWHEEL_TEST_CELL_DIE_IN_STEP";
 
 absl::Time ProcessDeadline() { return absl::Now() + absl::Seconds(30); }
 
-LearnerOptions ProcessOptions() { return ParallelLearnerOptions(PolicyLossKind::kDecoupledPpo); }
+LearnerOptions ProcessLearnerOptions() { return ParallelLearnerOptions(PolicyLossKind::kDecoupledPpo); }
 
 dist::MembershipOptions MembershipOpts() {
   dist::MembershipOptions o;
@@ -123,7 +123,7 @@ absl::Status RunSatellite(const std::string& scheduler, int64_t seed, int64_t di
   StepGroup group(&membership, cell);
   auto weights = WeightsClient::Connect(reg.weights_address()).value();
   TinyPolicy policy(seed);  // not the core's: the weights must come from the weights service
-  StreamingLearner learner(ProcessOptions(), kParallelRunSteps, policy.Parameters(),
+  StreamingLearner learner(ProcessLearnerOptions(), kParallelRunSteps, policy.Parameters(),
                            policy.Forward());
 
   bool holds_core_weights = false;
@@ -207,10 +207,10 @@ class StreamingProcessRun {
   StreamingProcessRun(const std::filesystem::path& dir, ProcessScenario scenario)
       : dir_(dir),
         scenario_(scenario),
-        queue_(MicroStepQueueOptions::FromLearnerOptions(ProcessOptions(),
+        queue_(MicroStepQueueOptions::FromLearnerOptions(ProcessLearnerOptions(),
                                                          /*core_cell=*/0)),
         policy_(7),
-        learner_(ProcessOptions(), kParallelRunSteps, policy_.Parameters(), policy_.Forward()),
+        learner_(ProcessLearnerOptions(), kParallelRunSteps, policy_.Parameters(), policy_.Forward()),
         resume_(kProcessSteps) {}
 
   ~StreamingProcessRun() {
@@ -436,7 +436,7 @@ class StreamingProcessTest : public ::testing::Test {
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() / StrCat("flywheel_streaming_process_", getpid());
     std::filesystem::create_directories(dir_);
-    reference_ = testing::LearnerStepReference(ProcessOptions(), kProcessSteps);
+    reference_ = testing::LearnerStepReference(ProcessLearnerOptions(), kProcessSteps);
     ASSERT_EQ(reference_.losses.size(), static_cast<size_t>(kProcessSteps));
     // The weights do move: equality is not vacuous.
     ASSERT_GT(MaxAbsDiff(reference_.weights, TinyPolicy(7).Weights()), 1e-4);
@@ -501,9 +501,9 @@ TEST_F(StreamingProcessTest, ASatelliteSigkilledMidStepIsRequeuedAndTheWeightsSt
 // twice (the dead cell's and the re-run), misses the reference by more than 1e-5.
 std::vector<torch::Tensor> OneCellWithStep1MicroStepRun(int times) {
   torch::set_num_threads(1);
-  MicroStepQueue queue(MicroStepQueueOptions::FromLearnerOptions(ProcessOptions()));
+  MicroStepQueue queue(MicroStepQueueOptions::FromLearnerOptions(ProcessLearnerOptions()));
   TinyPolicy policy(7);
-  StreamingLearner learner(ProcessOptions(), kParallelRunSteps, policy.Parameters(),
+  StreamingLearner learner(ProcessLearnerOptions(), kParallelRunSteps, policy.Parameters(),
                            policy.Forward());
   for (int64_t s = 0; s < kProcessSteps; ++s) {
     EXPECT_TRUE(queue.BeginStep(s, learner.version()).ok());

@@ -1,7 +1,7 @@
 // The role switches of an elastic job's satellites, as measured, and their summary (the
 // "elastic" section of summary.json: count, p50 and max seconds per direction).
-#ifndef FLYWHEEL_RUNTIME_ELASTIC_SWITCHES_H_
-#define FLYWHEEL_RUNTIME_ELASTIC_SWITCHES_H_
+#ifndef FLYWHEEL_ELASTIC_ELASTIC_SWITCHES_H_
+#define FLYWHEEL_ELASTIC_ELASTIC_SWITCHES_H_
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -34,4 +34,4 @@ nlohmann::json SwitchStats(const std::vector<SwitchRecord>& switches, bool to_tr
 
 }  // namespace flywheel
 
-#endif  // FLYWHEEL_RUNTIME_ELASTIC_SWITCHES_H_
+#endif  // FLYWHEEL_ELASTIC_ELASTIC_SWITCHES_H_

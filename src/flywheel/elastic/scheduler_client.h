@@ -7,8 +7,8 @@
 //
 // Thread-safe (gRPC stubs are); every call has a deadline. Errors are the service's statuses
 // with its message, prefixed "scheduler at ADDR: <call>".
-#ifndef FLYWHEEL_SCHEDULER_SCHEDULER_CLIENT_H_
-#define FLYWHEEL_SCHEDULER_SCHEDULER_CLIENT_H_
+#ifndef FLYWHEEL_ELASTIC_SCHEDULER_CLIENT_H_
+#define FLYWHEEL_ELASTIC_SCHEDULER_CLIENT_H_
 
 #include <grpcpp/grpcpp.h>
 
@@ -121,4 +121,4 @@ class HeartbeatSender {
 
 }  // namespace flywheel
 
-#endif  // FLYWHEEL_SCHEDULER_SCHEDULER_CLIENT_H_
+#endif  // FLYWHEEL_ELASTIC_SCHEDULER_CLIENT_H_

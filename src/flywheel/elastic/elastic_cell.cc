@@ -1,4 +1,4 @@
-#include "flywheel/runtime/elastic_cell.h"
+#include "flywheel/elastic/elastic_cell.h"
 
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -29,7 +29,7 @@
 #include "flywheel/runtime/remote_connect.h"
 #include "flywheel/runtime/transformer_policy.h"
 #include "flywheel/scheduler/remaining_tokens.h"
-#include "flywheel/scheduler/scheduler_client.h"
+#include "flywheel/elastic/scheduler_client.h"
 #include "flywheel/scheduler/step_group.h"
 #include "flywheel/weights/client.h"
 

@@ -1,4 +1,4 @@
-#include "flywheel/scheduler/scheduler_service.h"
+#include "flywheel/elastic/scheduler_service.h"
 
 #include <spdlog/spdlog.h>
 

@@ -1,4 +1,4 @@
-#include "flywheel/scheduler/scheduler_service.h"
+#include "flywheel/elastic/scheduler_service.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include "flywheel/rpc/auth.h"
 #include "flywheel/rpc/test_certs.h"
 #include "flywheel/scheduler/micro_step_queue.h"
-#include "flywheel/scheduler/scheduler_client.h"
+#include "flywheel/elastic/scheduler_client.h"
 
 namespace flywheel {
 namespace {

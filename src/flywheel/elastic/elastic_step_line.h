@@ -1,8 +1,8 @@
 // What the elastic job's core writes for each streaming learner step (metrics.jsonl), the same
 // whether its satellites are threads (`flywheel train`) or processes (`flywheel learner
 // --scheduler-listen`).
-#ifndef FLYWHEEL_RUNTIME_ELASTIC_STEP_LINE_H_
-#define FLYWHEEL_RUNTIME_ELASTIC_STEP_LINE_H_
+#ifndef FLYWHEEL_ELASTIC_ELASTIC_STEP_LINE_H_
+#define FLYWHEEL_ELASTIC_ELASTIC_STEP_LINE_H_
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -39,4 +39,4 @@ MeteredStep MeteredStepOf(const StreamingStepResult& r, const StepReport& report
 
 }  // namespace flywheel
 
-#endif  // FLYWHEEL_RUNTIME_ELASTIC_STEP_LINE_H_
+#endif  // FLYWHEEL_ELASTIC_ELASTIC_STEP_LINE_H_

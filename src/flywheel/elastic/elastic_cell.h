@@ -25,8 +25,8 @@
 // The cell ends when the core says the run finished (exit 0), on a stop request (it tells the
 // core it leaves), or on an error (the core declares it dead after the heartbeat timeout and
 // re-queues its micro-steps).
-#ifndef FLYWHEEL_RUNTIME_ELASTIC_CELL_H_
-#define FLYWHEEL_RUNTIME_ELASTIC_CELL_H_
+#ifndef FLYWHEEL_ELASTIC_ELASTIC_CELL_H_
+#define FLYWHEEL_ELASTIC_ELASTIC_CELL_H_
 
 #include <atomic>
 #include <cstdint>
@@ -70,4 +70,4 @@ std::string ElasticModelHash(const ModelOptions& model);
 
 }  // namespace flywheel
 
-#endif  // FLYWHEEL_RUNTIME_ELASTIC_CELL_H_
+#endif  // FLYWHEEL_ELASTIC_ELASTIC_CELL_H_

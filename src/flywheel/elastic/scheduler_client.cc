@@ -1,4 +1,4 @@
-#include "flywheel/scheduler/scheduler_client.h"
+#include "flywheel/elastic/scheduler_client.h"
 
 #include <algorithm>
 #include <chrono>

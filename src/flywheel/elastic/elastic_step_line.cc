@@ -1,4 +1,4 @@
-#include "flywheel/runtime/elastic_step_line.h"
+#include "flywheel/elastic/elastic_step_line.h"
 
 namespace flywheel {
 

@@ -1,4 +1,4 @@
-#include "flywheel/runtime/elastic_switches.h"
+#include "flywheel/elastic/elastic_switches.h"
 
 #include <algorithm>
 

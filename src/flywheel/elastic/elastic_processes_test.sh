@@ -10,7 +10,7 @@
 set -uo pipefail
 FLYWHEEL="$1"
 SOURCE="$2"
-source "$(dirname "$0")/process_test_lib.sh"
+source "$(dirname "$0")/../runtime/process_test_lib.sh"
 RUN="$TMP/runs/elastic"
 METRICS="$RUN/metrics.jsonl"
 metrics_lines() { [[ -f "$METRICS" ]] && wc -l <"$METRICS" || echo 0; }

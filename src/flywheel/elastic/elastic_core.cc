@@ -1,4 +1,4 @@
-#include "flywheel/runtime/elastic_core.h"
+#include "flywheel/elastic/elastic_core.h"
 
 #include <spdlog/spdlog.h>
 
@@ -26,9 +26,9 @@
 #include "flywheel/model/transformer.h"
 #include "flywheel/model/weight_snapshot.h"
 #include "flywheel/runtime/blas_choice.h"
-#include "flywheel/runtime/elastic_cell.h"
-#include "flywheel/runtime/elastic_step_line.h"
-#include "flywheel/runtime/elastic_switches.h"
+#include "flywheel/elastic/elastic_cell.h"
+#include "flywheel/elastic/elastic_step_line.h"
+#include "flywheel/elastic/elastic_switches.h"
 #include "flywheel/runtime/learner_group.h"
 #include "flywheel/runtime/policy_setup.h"
 #include "flywheel/runtime/policy_text.h"
@@ -42,7 +42,7 @@
 #include "flywheel/scheduler/remaining_tokens.h"
 #include "flywheel/scheduler/role_controller.h"
 #include "flywheel/scheduler/scheduler_log.h"
-#include "flywheel/scheduler/scheduler_service.h"
+#include "flywheel/elastic/scheduler_service.h"
 #include "flywheel/scheduler/step_group.h"
 #include "flywheel/weights/service.h"
 
