@@ -369,8 +369,10 @@ absl::StatusOr<ElasticSettings> ReadSettings(const BenchArgs& args) {
   SchedulerOptions& sc = s.scheduler;
   sc = base.scheduler;
   sc.controller = args.GetString("controller", sc.controller);
-  sc.release_backlog_seconds = args.GetDouble("release_backlog_s", sc.release_backlog_seconds);
-  sc.recall_backlog_seconds = args.GetDouble("recall_backlog_s", sc.recall_backlog_seconds);
+  sc.release_backlog_batches = args.GetDouble("release_backlog_batches", sc.release_backlog_batches);
+  sc.recall_backlog_batches = args.GetDouble("recall_backlog_batches", sc.recall_backlog_batches);
+  sc.smoothing_steps = args.GetDouble("smoothing_steps", sc.smoothing_steps);
+  sc.move_interval_steps = args.GetDouble("move_interval_steps", sc.move_interval_steps);
   sc.min_residence_seconds = args.GetDouble("min_residence_s", sc.min_residence_seconds);
   sc.hysteresis = args.GetDouble("hysteresis", sc.hysteresis);
   sc.core_cells = args.GetInt("core_cells", sc.core_cells);
@@ -394,8 +396,10 @@ nlohmann::json ConfigJson(const ElasticSettings& s) {
           {"rounds", s.rounds},
           {"seed", s.seed},
           {"controller", sc.controller},
-          {"release_backlog_s", sc.release_backlog_seconds},
-          {"recall_backlog_s", sc.recall_backlog_seconds},
+          {"release_backlog_batches", sc.release_backlog_batches},
+          {"recall_backlog_batches", sc.recall_backlog_batches},
+          {"smoothing_steps", sc.smoothing_steps},
+          {"move_interval_steps", sc.move_interval_steps},
           {"min_residence_s", sc.min_residence_seconds},
           {"hysteresis", sc.hysteresis},
           {"core_cells", sc.core_cells},

@@ -130,14 +130,6 @@ double RunFigures::lag_mean() const { return SummariseLags(lags).mean; }
 absl::StatusOr<RunFigures> SimulateJob(const JobConfig& job, const sim::MeasuredCosts& costs,
                                        int64_t max_steps, double max_seconds) {
   ASSIGN_OR_RETURN(sim::SimConfig config, sim::SimConfigForJob(job, costs));
-  // The job's controller as the job runs it: SimConfigForJob leaves these at the simulator's
-  // defaults, which are for learner steps of minutes.
-  config.scheduler.controller = job.scheduler.controller;
-  config.scheduler.release_backlog_seconds = job.scheduler.release_backlog_seconds;
-  config.scheduler.recall_backlog_seconds = job.scheduler.recall_backlog_seconds;
-  config.scheduler.smoothing_seconds = job.scheduler.smoothing_seconds;
-  config.scheduler.drain_on_switch = job.scheduler.drain_on_switch;
-  config.scheduler.unit = job.scheduler.unit;
   config.run.max_steps = max_steps;
   config.run.max_sim_hours = max_seconds / 3600;
   config.run.timeline = false;

@@ -12,14 +12,6 @@ namespace flywheel::scheduler {
 using Move = SchedulerDecision::Move;
 using Cause = SchedulerDecision::Cause;
 
-namespace {
-
-bool FiniteDuration(absl::Duration d) {
-  return d >= absl::ZeroDuration() && d != absl::InfiniteDuration();
-}
-
-}  // namespace
-
 absl::Status BacklogControllerOptions::Validate() const {
   if (satellites < 1) {
     return absl::InvalidArgumentError(
@@ -39,36 +31,42 @@ absl::Status BacklogControllerOptions::Validate() const {
     return absl::InvalidArgumentError(
         StrCat("scheduler.hysteresis must be in [0, 1) (got ", hysteresis, ")"));
   }
-  if (!FiniteDuration(min_residence) || !FiniteDuration(smoothing)) {
-    return absl::InvalidArgumentError(StrCat(
-        "scheduler.min_residence_seconds and scheduler.smoothing_seconds must be finite and >= 0 "
-        "(got ",
-        absl::FormatDuration(min_residence), " and ", absl::FormatDuration(smoothing), ")"));
+  if (min_residence < absl::ZeroDuration() || min_residence == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        StrCat("scheduler.min_residence_seconds must be finite and >= 0 (got ",
+               absl::FormatDuration(min_residence), ")"));
+  }
+  if (!(std::isfinite(smoothing_steps) && smoothing_steps >= 0 &&
+        std::isfinite(move_interval_steps) && move_interval_steps >= 0)) {
+    return absl::InvalidArgumentError(
+        StrCat("scheduler.smoothing_steps and scheduler.move_interval_steps must be finite and "
+               ">= 0 (got ",
+               smoothing_steps, " and ", move_interval_steps, ")"));
   }
   if (min_rollout_cells < 1 || min_rollout_cells > satellites) {
     return absl::InvalidArgumentError(
         StrCat("elastic controller: min_rollout_cells must be in [1, ", satellites, "] (got ",
                min_rollout_cells, "): only satellites generate"));
   }
-  if (!(std::isfinite(release_backlog_seconds) && std::isfinite(recall_backlog_seconds) &&
-        recall_backlog_seconds >= 0 && release_backlog_seconds > recall_backlog_seconds)) {
+  if (!(std::isfinite(release_backlog_batches) && std::isfinite(recall_backlog_batches) &&
+        recall_backlog_batches >= 0 && release_backlog_batches > recall_backlog_batches)) {
     return absl::InvalidArgumentError(
-        StrCat("scheduler.release_backlog_seconds (", release_backlog_seconds,
-               ") must be above scheduler.recall_backlog_seconds (", recall_backlog_seconds,
+        StrCat("scheduler.release_backlog_batches (", release_backlog_batches,
+               ") must be above scheduler.recall_backlog_batches (", recall_backlog_batches,
                ") >= 0: between the two nothing moves, which is what keeps the split steady"));
   }
   return absl::OkStatus();
 }
 
 std::string BacklogControllerOptions::DebugString() const {
-  return StrCat("BacklogControllerOptions(satellites=", satellites, ", core_cells=", core_cells,
-                ", capacity_per_cell=", capacity_per_cell, " ", WorkUnitName(unit),
-                ", hysteresis=", hysteresis,
-                ", min_residence=", absl::FormatDuration(min_residence),
-                ", min_rollout_cells=", min_rollout_cells,
-                ", release_backlog_seconds=", release_backlog_seconds,
-                ", recall_backlog_seconds=", recall_backlog_seconds,
-                ", smoothing=", absl::FormatDuration(smoothing), ")");
+  return StrCat(
+      "BacklogControllerOptions(satellites=", satellites, ", core_cells=", core_cells,
+      ", capacity_per_cell=", capacity_per_cell, " ", WorkUnitName(unit),
+      ", hysteresis=", hysteresis, ", min_residence=", absl::FormatDuration(min_residence),
+      ", min_rollout_cells=", min_rollout_cells,
+      ", release_backlog_batches=", release_backlog_batches,
+      ", recall_backlog_batches=", recall_backlog_batches, ", smoothing_steps=", smoothing_steps,
+      ", move_interval_steps=", move_interval_steps, ")");
 }
 
 absl::StatusOr<BacklogController> BacklogController::Create(BacklogControllerOptions options) {
@@ -127,18 +125,42 @@ absl::Status BacklogController::CheckObservation(const SchedulerObservation& o) 
   return absl::OkStatus();
 }
 
-void BacklogController::Smooth(absl::Time now, double backlog_seconds, bool short_of_rollout) {
+void BacklogController::MeasureStep(const SchedulerObservation& o) {
+  if (last_step_ < 0 || o.step < last_step_) {
+    last_step_ = o.step;
+    last_step_time_ = o.now;
+    return;
+  }
+  if (o.step == last_step_) return;
+  const double seconds =
+      absl::ToDoubleSeconds(o.now - last_step_time_) / static_cast<double>(o.step - last_step_);
+  // The last few steps: a step's duration moves with the split and the load.
+  step_seconds_ = step_seconds_ > 0 ? step_seconds_ + 0.25 * (seconds - step_seconds_) : seconds;
+  last_step_ = o.step;
+  last_step_time_ = o.now;
+}
+
+double BacklogController::StepSeconds(const SchedulerObservation& o, int trainers) const {
+  // What the trainers there are now would take for one batch: known before any step ended, and
+  // at once after a move (a step measured under fewer trainers overstates the next).
+  const double training = o.batch * o.train_seconds_per_unit / trainers;
+  if (step_seconds_ > 0 && training > 0) return std::min(step_seconds_, training);
+  return step_seconds_ > 0 ? step_seconds_ : training;
+}
+
+void BacklogController::Smooth(absl::Time now, double step_seconds, double backlog,
+                               bool short_of_rollout) {
   const double shortage = short_of_rollout ? 1 : 0;
-  if (!smoothed_ || options_.smoothing <= absl::ZeroDuration()) {
+  const double tau = options_.smoothing_steps * step_seconds;
+  if (!smoothed_ || !(tau > 0)) {
     smoothed_ = true;
-    smoothed_backlog_ = backlog_seconds;
+    smoothed_backlog_ = backlog;
     smoothed_short_ = shortage;
     return;
   }
   // An exponential moving average in time: the new observation weighs 1 - e^(-dt / tau).
-  const double dt = absl::ToDoubleSeconds(now - last_now_);
-  const double alpha = 1 - std::exp(-dt / absl::ToDoubleSeconds(options_.smoothing));
-  smoothed_backlog_ += alpha * (backlog_seconds - smoothed_backlog_);
+  const double alpha = 1 - std::exp(-absl::ToDoubleSeconds(now - last_now_) / tau);
+  smoothed_backlog_ += alpha * (backlog - smoothed_backlog_);
   smoothed_short_ += alpha * (shortage - smoothed_short_);
 }
 
@@ -180,7 +202,8 @@ void BacklogController::MoveIfResident(int satellite, Move move, Cause cause,
 void BacklogController::DecideMove(SchedulerDecision& d) const {
   const int r = d.rollout_cells_before;
   const std::string w = StrCat("w=", d.work, " ", WorkUnitName(options_.unit));
-  const std::string backlog = StrCat("backlog ", d.backlog_seconds, " s of training");
+  const std::string backlog =
+      StrCat("backlog ", d.backlog_batches, " batches (", d.backlog_seconds, " s of training)");
   if (d.work > 0 && r < options_.min_rollout_cells) {
     d.reason =
         StrCat(w, " with ", r, " rollout cells < min_rollout_cells ", options_.min_rollout_cells);
@@ -188,16 +211,16 @@ void BacklogController::DecideMove(SchedulerDecision& d) const {
   }
   const bool short_of_rollout = d.short_share > 0.5;
   if (short_of_rollout && r < options_.satellites &&
-      d.backlog_seconds < options_.recall_backlog_seconds) {
+      d.backlog_batches < options_.recall_backlog_batches) {
     d.reason = StrCat("rollout short ", d.short_share, " of the time and ", backlog,
-                      " < recall_backlog_seconds ", options_.recall_backlog_seconds);
+                      " < recall_backlog_batches ", options_.recall_backlog_batches);
     return MoveIfResident(RecallCandidate(), Move::kToRollout, Cause::kRolloutShort, d);
   }
-  if (d.backlog_seconds <= options_.release_backlog_seconds) {
+  if (d.backlog_batches <= options_.release_backlog_batches) {
     d.cause = Cause::kBalanced;
     d.reason =
-        StrCat(backlog, " <= release_backlog_seconds ", options_.release_backlog_seconds,
-               short_of_rollout ? ", rollout short but backlog not below recall_backlog_seconds"
+        StrCat(backlog, " <= release_backlog_batches ", options_.release_backlog_batches,
+               short_of_rollout ? ", rollout short but backlog not below recall_backlog_batches"
                                 : ", rollout not short",
                ": no move");
     return;
@@ -220,11 +243,11 @@ void BacklogController::DecideMove(SchedulerDecision& d) const {
   if (d.work > d.threshold) {
     d.cause = Cause::kAboveThreshold;
     d.reason =
-        StrCat(backlog, " > ", options_.release_backlog_seconds, " but ", w, " does not fit ",
+        StrCat(backlog, " > ", options_.release_backlog_batches, " but ", w, " does not fit ",
                r - 1, " rollout cells: ", d.work, " > ", rule, ": no move");
     return;
   }
-  d.reason = StrCat(backlog, " > release_backlog_seconds ", options_.release_backlog_seconds,
+  d.reason = StrCat(backlog, " > release_backlog_batches ", options_.release_backlog_batches,
                     " and ", w, " fits ", r - 1, " rollout cells: ", d.work, " <= ", rule);
   MoveIfResident(ReleaseCandidate(d.observation), Move::kToTrain, Cause::kBacklog, d);
 }
@@ -241,16 +264,30 @@ absl::StatusOr<SchedulerDecision> BacklogController::Decide(const SchedulerObser
   const double capacity =
       o.capacity_per_cell > 0 ? o.capacity_per_cell : options_.capacity_per_cell;
   d.threshold = r > 0 ? (r - 1) * capacity * (1 - options_.hysteresis) : 0;
+  // The backlog is the queue between rollout and training: near empty, the trainers run dry;
+  // near the admission window (η + 1 batches), rollout waits for them. Measured in batches it
+  // needs no training cost and holds at any scale.
+  MeasureStep(o);
   const int trainers = options_.core_cells + (options_.satellites - r);
-  Smooth(o.now, o.backlog * o.train_seconds_per_unit / trainers,
-         o.admission_room > 0 && o.free_slots == 0);
-  d.backlog_seconds = smoothed_backlog_;
+  d.step_seconds = StepSeconds(o, trainers);
+  Smooth(o.now, d.step_seconds, o.backlog, o.admission_room > 0 && o.free_slots == 0);
+  d.backlog_seconds = smoothed_backlog_ * o.train_seconds_per_unit / trainers;
+  d.backlog_batches = o.batch > 0 ? smoothed_backlog_ / o.batch : 0;
   d.short_share = smoothed_short_;
   DecideMove(d);
 
+  const absl::Duration interval = absl::Seconds(options_.move_interval_steps * d.step_seconds);
+  if (d.move != Move::kNone && o.now - last_move_ < interval) {
+    d.move = Move::kNone;
+    d.cause = Cause::kResidence;
+    d.reason = StrCat(d.reason, ", but the last move was ",
+                      absl::FormatDuration(o.now - last_move_), " ago < move_interval_steps ",
+                      options_.move_interval_steps, " x ", d.step_seconds, " s: no move");
+  }
   if (d.move != Move::kNone) {
     roles_[d.satellite] = d.move == Move::kToTrain ? CellRole::kTrain : CellRole::kRollout;
     last_switch_[d.satellite] = o.now;
+    last_move_ = o.now;
   }
   d.rollout_cells_after = rollout_cells();
   d.changed = d.move != Move::kNone || !has_last_cause_ || d.cause != last_cause_;

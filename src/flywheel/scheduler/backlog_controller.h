@@ -3,37 +3,46 @@
 // other, so that on a steady load the split settles where production meets consumption and
 // stays there, and when the load moves the split follows it.
 //
-// With R satellites rolling out, T training, `core_cells` cores (always training), w the work in
-// flight (episodes, or the tokens still to generate) and c one rollout cell's capacity:
+// With R satellites rolling out, w the work in flight (episodes, or the tokens still to
+// generate), c one rollout cell's capacity:
 //
-//   backlog_s  = backlog · train_seconds_per_unit / (core_cells + T)
-//                the seconds the cells training now need to train what is finished and waiting
+//   backlog    = finished work not trained yet / one batch's work
+//                the queue between rollout and training, in batches: near empty the trainers
+//                run dry; near the admission window (η + 1 batches) rollout waits for them
 //   short      = admission_room > 0 and free_slots == 0
 //                admission would start more episodes and no rollout cell has a slot for them
 //
-//   release    backlog_s > release_backlog_seconds               the trainers cannot keep up,
+//   release    backlog > release_backlog_batches                 the trainers cannot keep up,
 //   (to train) and w <= (R − 1) · c · (1 − hysteresis)            and the episodes fit on R − 1
 //              the rollout satellite holding the fewest episodes leaves (the fewest to hand over)
 //
 //   recall     short most of the recent time                     rollout is the bottleneck,
-//   (to roll.) and backlog_s < recall_backlog_seconds             and the trainers run dry
+//   (to roll.) and backlog < recall_backlog_batches               and the trainers run dry
 //              the satellite that has trained longest comes back
 //
-// Both backlog_s and short are averaged over `smoothing` first (an exponential moving average
-// in time, about one learner step): within a step the backlog rises as its batch arrives and
-// falls as it trains, and admission reopens at every publish; none of that is a reason to move.
+// In batches, the thresholds hold for a model whose steps take a fifth of a second on a CPU and
+// one whose steps take minutes on a cluster, and they do not depend on the split: a backlog in
+// seconds of the trainers' time, compared with the step's duration, would look small exactly
+// when too few trainers make the steps long.
+//
+// Averages. The backlog and "short" are averaged over smoothing_steps learner steps (an
+// exponential moving average in time; the step's duration measured from the observations' step
+// count, before the first one what the trainers would take for a batch) before they are
+// compared: within a step the backlog rises as its batch arrives and falls as it trains, and
+// admission reopens at every publish; none of that is a reason to move. Two moves are at least
+// move_interval_steps apart: a move shows in the averages only after a while, and moving again
+// before would overshoot.
 //
 // Why not the water-level rule's signals: with a staleness bound η ≥ 1 its "new batch demanded"
 // (admission has room) reopens at every published step and its release fires whenever a batch
 // drains, so satellites go back and forth about fifteen times a step. The backlog is what a
-// trainer lacks or has too much of; release_backlog_seconds > recall_backlog_seconds is a dead
+// trainer lacks or has too much of; release_backlog_batches > recall_backlog_batches is a dead
 // band in which nothing moves.
 //
 // Floors and residence as in the water-level rule: while w > 0 at least min_rollout_cells
 // satellites roll out (one comes back when fewer do), and a satellite keeps a role at least
 // min_residence after a switch (a candidate held back by it blocks the move). One move per
-// decision. Before the caller knows train_seconds_per_unit (0), backlog_s is 0: nothing is
-// released, and rollout may recall.
+// decision. All satellites start in rollout.
 //
 // Thread-safety: none; the loop that owns it serialises its calls.
 #ifndef FLYWHEEL_SCHEDULER_BACKLOG_CONTROLLER_H_
@@ -59,12 +68,13 @@ struct BacklogControllerOptions {
   double hysteresis = 0.25;
   absl::Duration min_residence = absl::Seconds(10);
   int min_rollout_cells = 1;
-  // The dead band, in seconds of training for the cells training now: release above the first,
-  // recall below the second (release_backlog_seconds > recall_backlog_seconds >= 0).
-  double release_backlog_seconds = 60;
-  double recall_backlog_seconds = 10;
-  // The time constant of the averages (0: none, every observation as it is).
-  absl::Duration smoothing = absl::ZeroDuration();
+  // The dead band, in batches of finished work waiting: release above the first, recall below
+  // the second (release_backlog_batches > recall_backlog_batches >= 0).
+  double release_backlog_batches = 0.7;
+  double recall_backlog_batches = 0.05;
+  // The averages' time constant and the least time between two moves, in learner steps.
+  double smoothing_steps = 0.25;
+  double move_interval_steps = 0.3;
 
   absl::Status Validate() const;
   std::string DebugString() const;
@@ -86,8 +96,13 @@ class BacklogController final : public RoleController {
   explicit BacklogController(BacklogControllerOptions options);
 
   absl::Status CheckObservation(const SchedulerObservation& o) const;
+  // Measures the learner step's duration from the observations' step count.
+  void MeasureStep(const SchedulerObservation& o);
+  // The learner step's duration: measured, or before a step ended what `trainers` would take
+  // for one batch; 0 when neither is known.
+  double StepSeconds(const SchedulerObservation& o, int trainers) const;
   // Folds one observation into the averages.
-  void Smooth(absl::Time now, double backlog_seconds, bool short_of_rollout);
+  void Smooth(absl::Time now, double step_seconds, double backlog, bool short_of_rollout);
   // The candidates: the rollout satellite holding the fewest episodes (ties: the highest id),
   // the training satellite that switched longest ago (ties: the lowest id); -1 when none.
   int ReleaseCandidate(const SchedulerObservation& o) const;
@@ -101,9 +116,13 @@ class BacklogController final : public RoleController {
   std::vector<CellRole> roles_;          // per satellite
   std::vector<absl::Time> last_switch_;  // per satellite; InfinitePast() before the first
   absl::Time last_now_ = absl::InfinitePast();
-  bool smoothed_ = false;  // the averages hold an observation
-  double smoothed_backlog_ = 0;
-  double smoothed_short_ = 0;  // share of the recent time rollout was short
+  absl::Time last_move_ = absl::InfinitePast();
+  int64_t last_step_ = -1;  // the step count seen last, and when it changed
+  absl::Time last_step_time_;
+  double step_seconds_ = 0;      // the learner step's duration, averaged; 0: not measured yet
+  bool smoothed_ = false;        // the averages hold an observation
+  double smoothed_backlog_ = 0;  // in the controller's unit
+  double smoothed_short_ = 0;    // share of the recent time rollout was short
   bool has_last_cause_ = false;
   SchedulerDecision::Cause last_cause_ = SchedulerDecision::Cause::kBalanced;
 };

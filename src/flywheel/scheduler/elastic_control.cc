@@ -55,9 +55,10 @@ absl::StatusOr<std::unique_ptr<RoleController>> MakeElasticController(
   backlog.unit = rule.unit;
   backlog.hysteresis = rule.hysteresis;
   backlog.min_residence = rule.min_residence;
-  backlog.release_backlog_seconds = options.release_backlog_seconds;
-  backlog.recall_backlog_seconds = options.recall_backlog_seconds;
-  backlog.smoothing = absl::Seconds(options.smoothing_seconds);
+  backlog.release_backlog_batches = options.release_backlog_batches;
+  backlog.recall_backlog_batches = options.recall_backlog_batches;
+  backlog.smoothing_steps = options.smoothing_steps;
+  backlog.move_interval_steps = options.move_interval_steps;
   absl::StatusOr<BacklogController> controller = BacklogController::Create(backlog);
   if (!controller.ok()) return controller.status();
   return std::make_unique<BacklogController>(*std::move(controller));
@@ -97,6 +98,7 @@ SchedulerObservation ObserveCells(absl::Time now, int64_t step, int64_t admissio
   o.dispatched = o.finished + held;
   o.backlog = training.backlog;
   o.train_seconds_per_unit = training.train_seconds_per_unit;
+  o.batch = training.batch;
   return o;
 }
 

@@ -111,6 +111,7 @@ struct SatelliteReport {
 struct TrainingReport {
   double backlog = 0;                 // finished work not trained yet, in the controller's unit
   double train_seconds_per_unit = 0;  // one training cell's seconds per unit (0: not measured)
+  double batch = 0;                   // one learner step's batch, in the controller's unit
 };
 
 // One tick's observation, as every elastic path builds it (the in-process job, the core of

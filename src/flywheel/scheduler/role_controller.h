@@ -63,6 +63,9 @@ struct SchedulerObservation {
   // seconds (measured by the caller; 0: not known yet).
   double backlog = 0;
   double train_seconds_per_unit = 0;
+  // One learner step's batch in the controller's unit (batch_groups x group_size episodes, or
+  // their expected tokens); 0: not known.
+  double batch = 0;
   // Episodes each satellite holds now, by satellite (empty: not known). A satellite released
   // to training hands these over, so the controller releases the one holding the fewest.
   std::vector<int64_t> held;
@@ -83,7 +86,7 @@ struct SchedulerDecision {
     kAllRollingOut,    // no move: a new batch is demanded, every satellite already rolls out
     kResidence,        // no move: the candidate satellite switched too recently
     // The backlog controller (backlog_controller.h):
-    kBacklog,       // moved to train: the backlog exceeds release_backlog_seconds and the work
+    kBacklog,       // moved to train: the backlog exceeds release_backlog_batches and the work
                     // fits on one rollout cell fewer
     kRolloutShort,  // moved to rollout: rollout has been short and the backlog is small
     kBalanced,      // no move: neither the release nor the recall condition holds
@@ -105,8 +108,11 @@ struct SchedulerDecision {
   WorkUnit unit = WorkUnit::kEpisodes;
   double work = 0;       // w in `unit`
   double threshold = 0;  // (R-1) * c * (1 - hysteresis) with R before the decision
-  // The backlog controller's, averaged: the backlog in seconds of training for the cells
-  // training now, and the share of the recent time rollout was short.
+  // The backlog controller's: the learner step's duration, the averaged backlog in batches and
+  // in seconds of training for the cells training now, and the share of the recent time rollout
+  // was short.
+  double step_seconds = 0;
+  double backlog_batches = 0;
   double backlog_seconds = 0;
   double short_share = 0;
   int rollout_cells_before = 0;

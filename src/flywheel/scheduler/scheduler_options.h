@@ -29,16 +29,16 @@ struct SchedulerOptions {
   bool drain_on_switch = false;
   // Which controller moves the satellites: "backlog" or "water_level" (role_controller.h).
   std::string controller = "backlog";
-  // The backlog controller's dead band, in seconds of training for the cells training now: a
-  // satellite is released when more than release_backlog_seconds of finished work waits (and
-  // the episodes in flight fit on one rollout cell fewer), recalled when rollout is short and
-  // less than recall_backlog_seconds waits.
-  double release_backlog_seconds = 1.0;
-  double recall_backlog_seconds = 0.25;
-  // The backlog and the shortage of rollout are averaged over about this long before they are
-  // compared (about one learner step): within a step the backlog rises and falls and admission
-  // reopens at every publish, which is no reason to move a cell.
-  double smoothing_seconds = 0.5;
+  // The backlog controller (backlog_controller.h). A satellite is released when more than
+  // release_backlog_batches batches of finished work wait to be trained (and the episodes in
+  // flight fit on one rollout cell fewer), recalled when rollout has been short and less than
+  // recall_backlog_batches wait; its inputs are averaged over smoothing_steps learner steps, and
+  // two moves are at least move_interval_steps apart. In batches and steps, so that the same
+  // defaults hold for steps of a fraction of a second and of minutes.
+  double release_backlog_batches = 0.7;
+  double recall_backlog_batches = 0.05;
+  double smoothing_steps = 0.25;
+  double move_interval_steps = 0.3;
   // Both controllers (water_level.h): a satellite moves to training when the remaining
   // work fits on one rollout cell fewer with this share of a cell's capacity to spare, and
   // stays in a role at least min_residence_seconds.
@@ -65,15 +65,16 @@ struct SchedulerOptions {
     v.Field("controller", controller,
             "what moves satellites: \"backlog\" (release when trainable work piles up, recall "
             "when rollout is short) or \"water_level\" (the first rule, for comparison)");
-    v.Field("release_backlog_seconds", release_backlog_seconds,
+    v.Field("release_backlog_batches", release_backlog_batches,
             "backlog controller: release a satellite to training when more than this many "
-            "seconds of training wait for the cells training now");
-    v.Field("recall_backlog_seconds", recall_backlog_seconds,
-            "backlog controller: recall a satellite when rollout is short and less than this "
-            "many seconds of training wait");
-    v.Field("smoothing_seconds", smoothing_seconds,
-            "backlog controller: average the backlog and the shortage of rollout over about this "
-            "long (about one learner step) before comparing them");
+            "batches of finished work wait to be trained");
+    v.Field("recall_backlog_batches", recall_backlog_batches,
+            "backlog controller: recall a satellite when rollout has been short and less than "
+            "this many batches wait");
+    v.Field("smoothing_steps", smoothing_steps,
+            "backlog controller: average its inputs over about this many learner steps");
+    v.Field("move_interval_steps", move_interval_steps,
+            "backlog controller: the least time between two moves, in learner steps");
     v.Field("hysteresis", hysteresis,
             "share of one cell's capacity the remaining work must leave free before a move to "
             "training, in [0, 1)");
@@ -104,14 +105,15 @@ struct SchedulerOptions {
       return absl::InvalidArgumentError(StrCat(
           "scheduler.controller must be \"backlog\" or \"water_level\", got \"", controller, "\""));
     }
-    if (!(recall_backlog_seconds >= 0 && release_backlog_seconds > recall_backlog_seconds)) {
+    if (!(recall_backlog_batches >= 0 && release_backlog_batches > recall_backlog_batches)) {
       return absl::InvalidArgumentError(
-          StrCat("scheduler.release_backlog_seconds (", release_backlog_seconds,
-                 ") must be above scheduler.recall_backlog_seconds (", recall_backlog_seconds,
+          StrCat("scheduler.release_backlog_batches (", release_backlog_batches,
+                 ") must be above scheduler.recall_backlog_batches (", recall_backlog_batches,
                  ") >= 0"));
     }
-    if (!(smoothing_seconds >= 0)) {
-      return absl::InvalidArgumentError("scheduler.smoothing_seconds must be >= 0");
+    if (!(smoothing_steps >= 0 && move_interval_steps >= 0)) {
+      return absl::InvalidArgumentError(
+          "scheduler.smoothing_steps and scheduler.move_interval_steps must be >= 0");
     }
     if (unit != "episodes" && unit != "tokens") {
       return absl::InvalidArgumentError(

@@ -107,9 +107,10 @@ SchedulerOptions SimConfig::JobSchedulerOptions(int64_t cells) const {
   options.cells = cells;
   options.core_cells = scheduler.core_cells;
   options.controller = scheduler.controller;
-  options.release_backlog_seconds = scheduler.release_backlog_seconds;
-  options.recall_backlog_seconds = scheduler.recall_backlog_seconds;
-  options.smoothing_seconds = scheduler.smoothing_seconds;
+  options.release_backlog_batches = scheduler.release_backlog_batches;
+  options.recall_backlog_batches = scheduler.recall_backlog_batches;
+  options.smoothing_steps = scheduler.smoothing_steps;
+  options.move_interval_steps = scheduler.move_interval_steps;
   options.drain_on_switch = scheduler.drain_on_switch;
   options.unit = scheduler.unit;
   options.hysteresis = scheduler.hysteresis;

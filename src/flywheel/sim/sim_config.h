@@ -10,8 +10,8 @@
 //   [actor]     episode_time_budget_s
 //   [learner]   max_staleness, micro_steps, token_budget
 //   [buffer]    max_size (the rate limiter's queue), max_staleness (dropped at sample time)
-//   [scheduler] core_cells, controller, release_backlog_seconds, recall_backlog_seconds,
-//               smoothing_seconds, hysteresis, min_residence_seconds, tick_seconds, drain_on_switch, unit
+//   [scheduler] core_cells, controller, release_backlog_batches, recall_backlog_batches,
+//               smoothing_steps, move_interval_steps, hysteresis, min_residence_seconds, tick_seconds, drain_on_switch, unit
 #ifndef FLYWHEEL_SIM_SIM_CONFIG_H_
 #define FLYWHEEL_SIM_SIM_CONFIG_H_
 
@@ -114,14 +114,15 @@ struct SimBufferOptions {
 };
 
 // The policy knobs of [scheduler] that the simulator uses; cells come from the cluster.
-// The same keys as a job's [scheduler] (scheduler_options.h), with defaults for a cluster's
-// scale (learner steps of minutes, not of a fraction of a second).
+// The same keys as a job's [scheduler] (scheduler_options.h); the residence and the tick have
+// defaults for a cluster's scale (learner steps of minutes, not of a fraction of a second).
 struct SimSchedulerOptions {
   int64_t core_cells = 1;
   std::string controller = "backlog";
-  double release_backlog_seconds = 60;
-  double recall_backlog_seconds = 15;
-  double smoothing_seconds = 100;
+  double release_backlog_batches = 0.7;
+  double recall_backlog_batches = 0.05;
+  double smoothing_steps = 0.25;
+  double move_interval_steps = 0.3;
   double hysteresis = 0.25;
   double min_residence_seconds = 10;
   double tick_seconds = 1;
@@ -134,12 +135,14 @@ struct SimSchedulerOptions {
     v.Field("controller", controller,
             "elastic: \"backlog\" (release when trainable work piles up, recall when rollout is "
             "short) or \"water_level\" (the first rule, for comparison)");
-    v.Field("release_backlog_seconds", release_backlog_seconds,
-            "backlog controller: release a satellite above this many seconds of training waiting");
-    v.Field("recall_backlog_seconds", recall_backlog_seconds,
-            "backlog controller: recall one when rollout is short and below this many seconds");
-    v.Field("smoothing_seconds", smoothing_seconds,
-            "backlog controller: average its inputs over about this long (about one learner step)");
+    v.Field("release_backlog_batches", release_backlog_batches,
+            "backlog controller: release a satellite above this many batches waiting to be trained");
+    v.Field("recall_backlog_batches", recall_backlog_batches,
+            "backlog controller: recall one when rollout is short and below this many batches");
+    v.Field("smoothing_steps", smoothing_steps,
+            "backlog controller: average its inputs over about this many learner steps");
+    v.Field("move_interval_steps", move_interval_steps,
+            "backlog controller: the least time between two moves, in learner steps");
     v.Field("hysteresis", hysteresis,
             "share of one cell's capacity the work in flight must leave free before a release");
     v.Field("min_residence_seconds", min_residence_seconds, "a cell keeps a role this long");

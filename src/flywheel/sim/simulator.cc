@@ -1191,12 +1191,18 @@ scheduler::SchedulerObservation Simulation::Observe() {
     }
     reports.push_back(r);
   }
+  // The training side in tokens, or in episodes of the mean trained length.
   const double per_token = micro_tokens_ > 0 ? micro_seconds_ / micro_tokens_ : 0;
-  scheduler::TrainingReport training{.backlog = BacklogTokens(), .train_seconds_per_unit = per_token};
+  const double per_episode = MeanTrainedTokens();
+  const double batch_episodes =
+      static_cast<double>(config_.run.batch_groups * config_.run.group_size);
+  scheduler::TrainingReport training{.backlog = BacklogTokens(),
+                                     .train_seconds_per_unit = per_token,
+                                     .batch = batch_episodes * per_episode};
   if (!tokens) {
-    const double per_episode = MeanTrainedTokens();
     training.backlog = per_episode > 0 ? training.backlog / per_episode : 0;
     training.train_seconds_per_unit = per_token * per_episode;
+    training.batch = batch_episodes;
   }
   scheduler::SchedulerObservation o =
       scheduler::ObserveCells(Now(), steps_published_, AdmissionRoom(), reports, training,

@@ -47,15 +47,14 @@ SimConfig SmallConfig(SimMode mode) {
 
 // An elastic run in which satellites move both ways: slower training (a backlog builds up while
 // rollout runs ahead) and two slots per cell (rollout falls short of admission), with the
-// backlog controller's dead band scaled to this run's seconds-long steps.
+// backlog controller at its defaults.
 SimConfig MovingElasticConfig(const char* controller) {
   SimConfig c = SmallConfig(SimMode::kElastic);
   c.run.max_steps = 24;
-  c.cluster.bf16_flops = 2e14;
+  c.cluster.bf16_flops = 3e13;
   c.workload.generation.max_batch = 2;
   c.scheduler.controller = controller;
-  c.scheduler.release_backlog_seconds = 0.5;
-  c.scheduler.recall_backlog_seconds = 0.1;
+
   return c;
 }
 
@@ -204,15 +203,17 @@ TEST(SimulatorTest, ElasticDecisionsAreTheProductionControllersOnTheSameTrace) {
 // no cell ever holds more than its slots or KV budget, and what finds no room is parked, not
 // crammed in.
 TEST(SimulatorTest, HandOversNeverExceedACellsSlots) {
+  int64_t handed = 0;
   for (const char* name : {"backlog", "water_level"}) {
     SCOPED_TRACE(name);
     absl::StatusOr<SimResult> result = Simulate(MovingElasticConfig(name));
     ASSERT_TRUE(result.ok()) << result.status();
     const nlohmann::json& cells = result->summary["cells"];
-    EXPECT_GT(result->summary["episodes_handed_over"].get<int64_t>(), 0);
+    handed += result->summary["episodes_handed_over"].get<int64_t>();
     EXPECT_LE(cells["max_cell_episodes"].get<int64_t>(), cells["episode_slots"].get<int64_t>());
     EXPECT_LE(cells["max_cell_kv_tokens"].get<double>(), cells["kv_budget_tokens"].get<double>());
   }
+  EXPECT_GT(handed, 10) << "too few hand-overs for the test to show anything";
 }
 
 // drain_on_switch: a leaving cell finishes its episodes in place, so nothing is handed over and
