@@ -62,6 +62,19 @@ int Run(const std::string& file, const std::vector<std::string>& overrides,
     std::cout << fmt::format("  environment latency x{}: {:.3f} trained samples/s ({:+.0f} %)\n",
                              scale, rate, 100 * (rate / std::max(1e-12, best.samples_per_s) - 1));
   }
+  if (plan->elastic_advice.has_value()) {
+    const sim::ElasticAdvice& advice = *plan->elastic_advice;
+    std::cout << "elastic or static, on " << advice.devices << " devices at eta "
+              << advice.max_staleness << ":\n";
+    for (const sim::ElasticAdvice::Load& l : advice.loads) {
+      std::cout << fmt::format(
+          "  environment latency x{}: best static split {} generating; elastic {:.3f}x it, "
+          "{} generating {:.3f}x\n",
+          l.latency_scale, l.best_k, l.best_seconds / l.elastic_seconds, advice.fixed_k,
+          l.best_seconds / l.fixed_seconds);
+    }
+    std::cout << "  " << advice.verdict << "\n";
+  }
   return 0;
 }
 

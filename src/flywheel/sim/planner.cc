@@ -9,6 +9,7 @@
 #include "flywheel/core/strings.h"
 #include "flywheel/sim/cost_model.h"
 #include "flywheel/sim/simulator.h"
+#include "flywheel/sim/split_sweep.h"
 
 namespace flywheel::sim {
 namespace {
@@ -107,9 +108,95 @@ nlohmann::json Plan::ToJson() const {
   for (const auto& [scale, rate] : latency_sensitivity) {
     sensitivity.push_back({{"env_latency_scale", scale}, {"trained_samples_per_s", rate}});
   }
-  return {{"recommendation", best >= 0 ? candidates[best].ToJson() : nlohmann::json()},
-          {"latency_sensitivity", sensitivity},
-          {"candidates", all}};
+  return {
+      {"recommendation", best >= 0 ? candidates[best].ToJson() : nlohmann::json()},
+      {"latency_sensitivity", sensitivity},
+      {"elastic_advice", elastic_advice.has_value() ? elastic_advice->ToJson() : nlohmann::json()},
+      {"candidates", all}};
+}
+
+nlohmann::json ElasticAdvice::ToJson() const {
+  nlohmann::json by_load = nlohmann::json::array();
+  for (const Load& l : loads) {
+    by_load.push_back({{"env_latency_scale", l.latency_scale},
+                       {"best_static_K", l.best_k},
+                       {"best_static_seconds", l.best_seconds},
+                       {"elastic_seconds", l.elastic_seconds},
+                       {"fixed_split_seconds", l.fixed_seconds}});
+  }
+  return {{"devices", devices},
+          {"max_staleness", max_staleness},
+          {"loads", by_load},
+          {"fixed_split_K", fixed_k},
+          {"fixed_split_worst_ratio", fixed_worst},
+          {"elastic_worst_ratio", elastic_worst},
+          {"elastic_pays", elastic_pays},
+          {"verdict", verdict}};
+}
+
+absl::StatusOr<ElasticAdvice> AdviseElastic(const SimConfig& config,
+                                            const std::vector<double>& latency_scales) {
+  ElasticAdvice advice;
+  advice.devices = config.cluster.devices;
+  advice.max_staleness = config.learner.max_staleness;
+  std::vector<double> scales = {1.0};
+  scales.insert(scales.end(), latency_scales.begin(), latency_scales.end());
+  const int64_t replicas = config.cluster.devices / config.workload.model.devices_per_replica;
+  // At most about 32 splits per load: a 1,024-device plan need not try every replica.
+  const int64_t stride = std::max<int64_t>(1, replicas / 32);
+  std::vector<SplitSweep> sweeps;
+  for (double scale : scales) {
+    SimConfig c = config;
+    c.workload.env_latency.mean_ms *= scale;
+    ASSIGN_OR_RETURN(SplitSweep sweep,
+                     SweepSplits(c, {.colocated = false, .stride = stride, .threads = 2}));
+    advice.loads.push_back({.latency_scale = scale,
+                            .best_k = sweep.best_k(),
+                            .best_seconds = sweep.statics[sweep.best].seconds,
+                            .elastic_seconds = sweep.elastic->seconds});
+    sweeps.push_back(std::move(sweep));
+  }
+  // The one static split a user must pick for every load: the best worst case.
+  advice.fixed_worst = -1;
+  for (size_t k = 0; k < sweeps.front().statics.size(); ++k) {
+    double worst = 1;
+    for (size_t l = 0; l < sweeps.size(); ++l) {
+      worst = std::min(worst, advice.loads[l].best_seconds / sweeps[l].statics[k].seconds);
+    }
+    if (worst > advice.fixed_worst) {
+      advice.fixed_worst = worst;
+      advice.fixed_k = sweeps.front().statics[k].rollout_devices;
+      for (size_t l = 0; l < sweeps.size(); ++l) {
+        advice.loads[l].fixed_seconds = sweeps[l].statics[k].seconds;
+      }
+    }
+  }
+  advice.elastic_worst = 1;
+  for (const ElasticAdvice::Load& l : advice.loads) {
+    advice.elastic_worst = std::min(advice.elastic_worst, l.best_seconds / l.elastic_seconds);
+  }
+  const std::string loads = StrCat("environment latency x", Join(scales, ", x"));
+  if (advice.fixed_worst >= 0.95) {
+    advice.verdict =
+        StrCat("a static split suffices: ", advice.fixed_k, " of ", advice.devices,
+               " devices generating is within ", std::llround(100 * (1 - advice.fixed_worst)),
+               " % of the best split under every load (", loads, "); elastic reaches ",
+               std::llround(100 * advice.elastic_worst), " % of it");
+  } else if (advice.elastic_worst > advice.fixed_worst) {
+    advice.elastic_pays = true;
+    advice.verdict =
+        StrCat("elastic pays if the load moves this much: the best split moves with it (", loads,
+               "), the best single split (", advice.fixed_k, " generating) falls to ",
+               std::llround(100 * advice.fixed_worst), " % of the best, elastic stays at ",
+               std::llround(100 * advice.elastic_worst), " % or more");
+  } else {
+    advice.verdict = StrCat("no single split fits every load (", advice.fixed_k,
+                            " generating reaches ", std::llround(100 * advice.fixed_worst),
+                            " % of the best), but elastic does no better here (",
+                            std::llround(100 * advice.elastic_worst),
+                            " %): pick the split for the load you expect most");
+  }
+  return advice;
 }
 
 absl::StatusOr<Plan> MakePlan(const SimConfig& base, const PlanOptions& options) {
@@ -170,6 +257,16 @@ absl::StatusOr<Plan> MakePlan(const SimConfig& base, const PlanOptions& options)
     config.workload.env_latency.mean_ms *= scale;
     ASSIGN_OR_RETURN(PlanCandidate c, Evaluate(std::move(config), "", 0));
     plan.latency_sensitivity.emplace_back(scale, c.samples_per_s);
+  }
+  if (options.elastic_advice) {
+    // On the recommendation's devices and η, with elastic's core cells leaving a satellite.
+    SimConfig config = plan.candidates[plan.best].config;
+    config.run.mode = SimMode::kElastic;
+    // Long enough that a start from every satellite rolling out is not most of the run.
+    config.run.max_steps = std::max<int64_t>(config.run.max_steps, 60);
+    if (config.Validate().ok()) {
+      ASSIGN_OR_RETURN(plan.elastic_advice, AdviseElastic(config, options.latency_scales));
+    }
   }
   return plan;
 }

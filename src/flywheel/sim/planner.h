@@ -14,12 +14,20 @@
 // the recommendation with the environment's latency scaled (×0.5, ×2) to show how much the
 // choice depends on it; a real run's latency audit can set that latency (TakeLatencyFromRun).
 // Each candidate is an ordinary Simulate() call.
+//
+// Last, whether the elastic scheduler is worth it for the recommended deployment (its devices and
+// η): under each load (the environment's latency as configured and × each latency scale, each
+// held steady, at least 60 learner steps) every static split is swept (split_sweep.h) against
+// elastic. A static split
+// suffices when one K is within 5 % of each load's best; elastic pays when none is and elastic
+// is closer to every load's best than the one K a user would have to pick (the best worst case).
 #ifndef FLYWHEEL_SIM_PLANNER_H_
 #define FLYWHEEL_SIM_PLANNER_H_
 
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +43,7 @@ struct PlanOptions {
   int64_t max_devices = 0;  // 0: the config's cluster.devices
   int64_t steps = 20;       // learner steps simulated per candidate
   std::vector<double> latency_scales = {0.5, 2.0};
+  bool elastic_advice = true;
 
   absl::Status Validate() const;
 };
@@ -52,16 +61,43 @@ struct PlanCandidate {
   nlohmann::json ToJson() const;
 };
 
+// Static splits against elastic under loads that differ by the environment's latency.
+struct ElasticAdvice {
+  struct Load {
+    double latency_scale = 1;
+    int64_t best_k = 0;       // the fastest static split under this load
+    double best_seconds = 0;  // its time to the steps simulated
+    double elastic_seconds = 0;
+    double fixed_seconds = 0;  // the one split for every load (fixed_k) under this load
+  };
+  int64_t devices = 0;
+  int64_t max_staleness = 0;
+  std::vector<Load> loads;
+  int64_t fixed_k = 0;       // the static split whose worst ratio to each load's best is highest
+  double fixed_worst = 0;    // that ratio (best time / its time), worst load
+  double elastic_worst = 0;  // elastic's, worst load
+  bool elastic_pays = false;
+  std::string verdict;  // one sentence
+
+  nlohmann::json ToJson() const;
+};
+
 struct Plan {
   std::vector<PlanCandidate> candidates;  // in the order simulated
   int best = -1;                          // index into candidates; -1: none meets the target
   // samples/s of the recommendation with the environment's mean latency × scale.
   std::vector<std::pair<double, double>> latency_sensitivity;
+  std::optional<ElasticAdvice> elastic_advice;  // for the recommendation
 
   nlohmann::json ToJson() const;
 };
 
 absl::StatusOr<Plan> MakePlan(const SimConfig& base, const PlanOptions& options);
+
+// The advice alone, for `config`'s cluster, η and workload under the latency scales (1 and each
+// of `latency_scales`).
+absl::StatusOr<ElasticAdvice> AdviseElastic(const SimConfig& config,
+                                            const std::vector<double>& latency_scales);
 
 // Sets the workload's environment latency from a real run's latency audit (`flywheel train`'s
 // runs/NAME/summary.json: latency_audit.env_wait_seconds over episodes_finished): the mean wait

@@ -102,5 +102,29 @@ TEST(PlannerTest, TakesTheEnvironmentLatencyOfARealRun) {
   EXPECT_EQ(TakeLatencyFromRun(dir, config).status().code(), absl::StatusCode::kNotFound);
 }
 
+// The advice compares every static split with elastic under each load; its verdict follows from
+// its own figures.
+TEST(PlannerTest, ElasticAdviceSweepsTheSplitsUnderEachLoad) {
+  SimConfig config = PlannerWorkload();
+  config.run.mode = SimMode::kElastic;
+  config.run.max_steps = 6;
+  absl::StatusOr<ElasticAdvice> advice = AdviseElastic(config, {0.25, 4.0});
+  ASSERT_TRUE(advice.ok()) << advice.status();
+  ASSERT_EQ(advice->loads.size(), 3u);
+  EXPECT_EQ(advice->loads[0].latency_scale, 1.0);
+  for (const ElasticAdvice::Load& l : advice->loads) {
+    EXPECT_GT(l.best_k, 0);
+    EXPECT_LT(l.best_k, config.cluster.devices);
+    EXPECT_LE(l.best_seconds, l.fixed_seconds);  // the best split is no slower than any other
+    EXPECT_GT(l.elastic_seconds, 0);
+    EXPECT_GE(advice->fixed_worst, 0);
+    EXPECT_LE(advice->fixed_worst, l.best_seconds / l.fixed_seconds + 1e-12);
+  }
+  EXPECT_EQ(advice->elastic_pays,
+            advice->fixed_worst < 0.95 && advice->elastic_worst > advice->fixed_worst);
+  EXPECT_FALSE(advice->verdict.empty());
+  EXPECT_EQ(advice->ToJson()["loads"].size(), 3u);
+}
+
 }  // namespace
 }  // namespace flywheel::sim
