@@ -20,6 +20,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iterator>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -128,12 +130,20 @@ SimConfig ElasticConfig(int64_t seed, int64_t steps) {
   return c;
 }
 
+constexpr double kPhaseScales[] = {0.1, 3.0};
+
 // The same with a tool whose latency moves: phases of `phase_seconds` alternating x0.1 and x3 (a
 // cache that warms and a sandbox pool that saturates), in which the best static split is not the
 // same.
 SimConfig Phased(SimConfig c, double phase_seconds) {
   c.workload.env_latency.phase_seconds = phase_seconds;
-  c.workload.env_latency.phase_scales = {0.1, 3.0};
+  c.workload.env_latency.phase_scales.assign(std::begin(kPhaseScales), std::end(kPhaseScales));
+  return c;
+}
+
+// One phase's latency held for the whole run: where the best static split lies in it.
+SimConfig PhaseAlone(SimConfig c, double scale) {
+  c.workload.env_latency.mean_ms *= scale;
   return c;
 }
 
@@ -199,6 +209,17 @@ struct ElasticSweeps {
   std::vector<double> vs_best_steady, vs_best_phased, vs_half, vs_colocated;
   std::vector<double> switches_steady, switches_phased;
   std::vector<int64_t> best_k_steady, best_k_phased;
+
+  // Per phase scale: its best K and elastic's ratio to it, for every seed.
+  std::map<std::string, std::vector<int64_t>> best_k_alone;
+  std::map<std::string, std::vector<double>> vs_best_alone;
+
+  void AddPhaseAlone(int64_t seed, double scale, const sim::SplitSweep& alone) {
+    const std::string key = absl::StrFormat("x%g", scale);
+    runs[StrCat(seed)]["phase_alone"][key] = alone.ToJson();
+    best_k_alone[key].push_back(alone.best_k());
+    vs_best_alone[key].push_back(alone.ElasticVsBest());
+  }
 
   void Add(int64_t seed, const sim::SplitSweep& steady, const sim::SplitSweep& phased) {
     runs[StrCat(seed)] = {{"steady", steady.ToJson()}, {"phased", phased.ToJson()}};
@@ -280,14 +301,28 @@ absl::StatusOr<BenchReport> RunSimBench(const BenchArgs& args) {
                           absl::StrFormat("%.3f", decoupled_util), "near 1.0"});
 
   // The elastic design against every static split, steady and phased, over held-out seeds.
+  // The example's staleness bound and controller unless a knob says otherwise.
+  auto elastic_config = [&](int64_t s) {
+    SimConfig c = ElasticConfig(s, steps);
+    c.learner.max_staleness = args.GetInt("max_staleness", c.learner.max_staleness);
+    c.scheduler.controller = args.GetString("controller", c.scheduler.controller);
+    return c;
+  };
   ElasticSweeps sweeps;
   for (int64_t elastic_seed : seeds) {
     ASSIGN_OR_RETURN(sim::SplitSweep steady,
-                     sim::SweepSplits(ElasticConfig(elastic_seed, steps), {.threads = threads}));
+                     sim::SweepSplits(elastic_config(elastic_seed), {.threads = threads}));
     ASSIGN_OR_RETURN(sim::SplitSweep phased,
-                     sim::SweepSplits(Phased(ElasticConfig(elastic_seed, steps), phase_seconds),
+                     sim::SweepSplits(Phased(elastic_config(elastic_seed), phase_seconds),
                                       {.colocated = false, .threads = threads}));
     sweeps.Add(elastic_seed, steady, phased);
+    // Each phase alone: whether the best static split moves between them at all.
+    for (double scale : kPhaseScales) {
+      ASSIGN_OR_RETURN(sim::SplitSweep alone,
+                       sim::SweepSplits(PhaseAlone(elastic_config(elastic_seed), scale),
+                                        {.colocated = false, .threads = threads}));
+      sweeps.AddPhaseAlone(elastic_seed, scale, alone);
+    }
   }
   ASSIGN_OR_RETURN(
       sim::SplitSweep long_horizon,
@@ -308,6 +343,11 @@ absl::StatusOr<BenchReport> RunSimBench(const BenchArgs& args) {
   report.table.push_back(
       {StrCat("elastic / best static split, phased (best K ", Join(sweeps.best_k_phased, ","), ")"),
        absl::StrFormat("%.3f", vs_best_phased), "goal >= 1.10"});
+  for (const auto& [key, ks] : sweeps.best_k_alone) {
+    report.table.push_back(
+        {StrCat("  the latency ", key, " alone: best K ", Join(ks, ","), "; elastic / it"),
+         absl::StrFormat("%.3f", Median(sweeps.vs_best_alone[key])), ""});
+  }
   report.table.push_back(
       {"elastic / half split, steady", absl::StrFormat("%.3f", vs_half), "goal >= 1.5"});
   report.table.push_back({"elastic / colocated (eta = 0), steady",
@@ -395,9 +435,9 @@ absl::StatusOr<BenchReport> RunSimBench(const BenchArgs& args) {
       {"steps", steps},
       {"long_horizon_steps", long_steps},
       {"tunix", sim::FormatSimConfig(TunixConfig(seed, steps))},
-      {"elastic", sim::FormatSimConfig(ElasticConfig(seeds.front(), steps))},
+      {"elastic", sim::FormatSimConfig(elastic_config(seeds.front()))},
       {"elastic_phased",
-       sim::FormatSimConfig(Phased(ElasticConfig(seeds.front(), steps), phase_seconds))},
+       sim::FormatSimConfig(Phased(elastic_config(seeds.front()), phase_seconds))},
       {"elastic_long_horizon", sim::FormatSimConfig(LongHorizonConfig(seeds.front(), long_steps))}};
   report.ratios = {
       {"events_per_s", events_per_s},
@@ -415,6 +455,15 @@ absl::StatusOr<BenchReport> RunSimBench(const BenchArgs& args) {
       {"switches_per_step_phased", switches_phased},
       {"best_static_K_steady", sweeps.best_k_steady},
       {"best_static_K_phased", sweeps.best_k_phased},
+      {"phase_alone",
+       [&] {
+         nlohmann::json alone = nlohmann::json::object();
+         for (const auto& [key, ks] : sweeps.best_k_alone) {
+           alone[key] = {{"best_static_K", ks},
+                         {"elastic_vs_best_static", Median(sweeps.vs_best_alone[key])}};
+         }
+         return alone;
+       }()},
       {"long_horizon_vs_best_static", long_horizon.ElasticVsBest()},
       {"long_horizon_vs_colocated", long_horizon.ElasticVsColocated()},
       {"published",
