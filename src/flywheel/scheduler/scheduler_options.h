@@ -59,6 +59,17 @@ struct SchedulerOptions {
     v.Field("cells", cells, "model replicas (threads) of the elastic job");
     v.Field("core_cells", core_cells,
             "elastic: cells that always train, each holding a shard of the optimiser state");
+    VisitControllerFields(v);
+    v.Field("heartbeat_seconds", heartbeat_seconds,
+            "cells of other processes: seconds between two heartbeats");
+    v.Field("heartbeat_timeout_seconds", heartbeat_timeout_seconds,
+            "cells of other processes: silence after which a cell is declared dead");
+  }
+
+  // The keys of the controller and of its cells' moves: shared with the simulator's [scheduler]
+  // (sim/sim_config.h), which takes its cells from the cluster.
+  template <typename V>
+  void VisitControllerFields(V& v) {
     v.Field("drain_on_switch", drain_on_switch,
             "a cell moving to training finishes its episodes in place instead of handing them "
             "to another rollout cell");
@@ -81,12 +92,8 @@ struct SchedulerOptions {
     v.Field("min_residence_seconds", min_residence_seconds,
             "a satellite keeps a role at least this long");
     v.Field("unit", unit,
-            "what the water level counts: \"episodes\" in flight or \"tokens\" still to generate");
-    v.Field("tick_seconds", tick_seconds, "seconds between two looks at the water level");
-    v.Field("heartbeat_seconds", heartbeat_seconds,
-            "cells of other processes: seconds between two heartbeats");
-    v.Field("heartbeat_timeout_seconds", heartbeat_timeout_seconds,
-            "cells of other processes: silence after which a cell is declared dead");
+            "what the controller counts: \"episodes\" in flight or \"tokens\" still to generate");
+    v.Field("tick_seconds", tick_seconds, "seconds between two looks of the controller");
   }
 
   absl::Status Validate() const {

@@ -165,17 +165,8 @@ absl::StatusOr<SimConfig> SimConfigForJob(const JobConfig& job, const MeasuredCo
     sim.buffer.max_staleness =
         job.buffer.max_staleness >= 0 ? job.buffer.max_staleness : job.learner.max_staleness;
   }
-  sim.scheduler.core_cells = job.scheduler.core_cells;
-  sim.scheduler.controller = job.scheduler.controller;
-  sim.scheduler.release_backlog_batches = job.scheduler.release_backlog_batches;
-  sim.scheduler.recall_backlog_batches = job.scheduler.recall_backlog_batches;
-  sim.scheduler.smoothing_steps = job.scheduler.smoothing_steps;
-  sim.scheduler.move_interval_steps = job.scheduler.move_interval_steps;
-  sim.scheduler.drain_on_switch = job.scheduler.drain_on_switch;
-  sim.scheduler.unit = job.scheduler.unit;
-  sim.scheduler.hysteresis = job.scheduler.hysteresis;
-  sim.scheduler.min_residence_seconds = job.scheduler.min_residence_seconds;
-  sim.scheduler.tick_seconds = job.scheduler.tick_seconds;
+  // The job's controller and its cells' moves, as the job runs them.
+  static_cast<SchedulerOptions&>(sim.scheduler) = job.scheduler;
   RETURN_IF_ERROR(Annotate(sim.Validate(), "the simulator config of the job"));
   return sim;
 }

@@ -103,19 +103,8 @@ absl::Status SimConfig::Validate() const {
 }
 
 SchedulerOptions SimConfig::JobSchedulerOptions(int64_t cells) const {
-  SchedulerOptions options;
+  SchedulerOptions options = scheduler;
   options.cells = cells;
-  options.core_cells = scheduler.core_cells;
-  options.controller = scheduler.controller;
-  options.release_backlog_batches = scheduler.release_backlog_batches;
-  options.recall_backlog_batches = scheduler.recall_backlog_batches;
-  options.smoothing_steps = scheduler.smoothing_steps;
-  options.move_interval_steps = scheduler.move_interval_steps;
-  options.drain_on_switch = scheduler.drain_on_switch;
-  options.unit = scheduler.unit;
-  options.hysteresis = scheduler.hysteresis;
-  options.min_residence_seconds = scheduler.min_residence_seconds;
-  options.tick_seconds = scheduler.tick_seconds;
   return options;
 }
 

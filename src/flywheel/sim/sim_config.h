@@ -114,43 +114,19 @@ struct SimBufferOptions {
 };
 
 // The policy knobs of [scheduler] that the simulator uses; cells come from the cluster.
-// The same keys as a job's [scheduler] (scheduler_options.h); the residence and the tick have
-// defaults for a cluster's scale (learner steps of minutes, not of a fraction of a second).
-struct SimSchedulerOptions {
-  int64_t core_cells = 1;
-  std::string controller = "backlog";
-  double release_backlog_batches = 0.7;
-  double recall_backlog_batches = 0.05;
-  double smoothing_steps = 0.25;
-  double move_interval_steps = 0.3;
-  double hysteresis = 0.25;
-  double min_residence_seconds = 10;
-  double tick_seconds = 1;
-  bool drain_on_switch = false;
-  std::string unit = "episodes";
+// The keys of a job's [scheduler] that move its cells (scheduler_options.h), with a residence and
+// a tick for a cluster's scale (learner steps of minutes, not of a fraction of a second); the
+// cells come from the cluster.
+struct SimSchedulerOptions : SchedulerOptions {
+  SimSchedulerOptions() {
+    min_residence_seconds = 10;
+    tick_seconds = 1;
+  }
 
   template <typename V>
   void VisitFields(V& v) {
     v.Field("core_cells", core_cells, "elastic: cells that always train");
-    v.Field("controller", controller,
-            "elastic: \"backlog\" (release when trainable work piles up, recall when rollout is "
-            "short) or \"water_level\" (the first rule, for comparison)");
-    v.Field("release_backlog_batches", release_backlog_batches,
-            "backlog controller: release a satellite above this many batches waiting to be trained");
-    v.Field("recall_backlog_batches", recall_backlog_batches,
-            "backlog controller: recall one when rollout is short and below this many batches");
-    v.Field("smoothing_steps", smoothing_steps,
-            "backlog controller: average its inputs over about this many learner steps");
-    v.Field("move_interval_steps", move_interval_steps,
-            "backlog controller: the least time between two moves, in learner steps");
-    v.Field("hysteresis", hysteresis,
-            "share of one cell's capacity the work in flight must leave free before a release");
-    v.Field("min_residence_seconds", min_residence_seconds, "a cell keeps a role this long");
-    v.Field("tick_seconds", tick_seconds, "seconds between two looks of the controller");
-    v.Field("drain_on_switch", drain_on_switch,
-            "a cell leaving rollout finishes its episodes in place instead of handing them over");
-    v.Field("unit", unit,
-            "what the controller counts: \"episodes\" in flight or \"tokens\" still to generate");
+    VisitControllerFields(v);
   }
 };
 

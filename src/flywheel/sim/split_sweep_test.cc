@@ -4,32 +4,20 @@
 
 #include <string>
 
+#include "flywheel/sim/sim_test_util.h"
+
 namespace flywheel::sim {
 namespace {
 
-// Eight replicas of one device, a 1B model, four-turn episodes with two-second environment
-// steps: seven static splits.
+// The simulator tests' small cluster (eight replicas of one device): seven static splits, with
+// slower training and fewer slots so that the split matters.
 SimConfig Small() {
-  SimConfig c;
+  SimConfig c = testing::SmallConfig(SimMode::kAsync);
   c.run.seed = 3;
   c.run.max_steps = 8;
-  c.run.batch_groups = 4;
-  c.run.group_size = 4;
-  c.cluster.devices = 8;
   c.cluster.bf16_flops = 5e13;
-  c.workload.model.params = 1e9;
-  c.workload.model.layers = 16;
-  c.workload.model.hidden = 2048;
   c.workload.generation.max_batch = 4;
-  c.workload.episode.length = LengthKind::kLognormal;
-  c.workload.episode.mean_tokens = 4096;
-  c.workload.episode.min_tokens = 1024;
-  c.workload.episode.max_tokens = 8192;
-  c.workload.env_latency.model = LatencyKind::kLognormal;
-  c.workload.env_latency.mean_ms = 2000;
   c.learner.max_staleness = 2;
-  c.scheduler.min_residence_seconds = 2;
-  c.scheduler.tick_seconds = 0.5;
   return c;
 }
 
