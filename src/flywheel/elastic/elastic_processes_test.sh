@@ -37,6 +37,7 @@ SETS=(run.mode='"elastic"' run.runs_dir="\"$TMP/runs\"" run.name='"elastic"' run
       run.max_wall_seconds=$((300 * SCALE)) run.batch_groups=4 actor.group_size=4 actor.episodes_in_flight=8
       learner.max_staleness=0 learner.token_budget=64 learner.buckets=[64]
       learner.checkpoint_every=10 scheduler.cells=3 scheduler.min_residence_seconds=0.1
+      scheduler.release_backlog_batches=0.3 scheduler.recall_backlog_batches=0.1
       model.hidden_size=256 model.num_layers=4 model.intermediate_size=688
       scheduler.heartbeat_seconds=0.1 scheduler.heartbeat_timeout_seconds=$((2 * SCALE))
       env.latency.mean_ms=5 env.copy.min_length=12 env.copy.max_length=16)

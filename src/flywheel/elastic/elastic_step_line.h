@@ -31,8 +31,7 @@ struct StepData {
 // after it, seconds since the run started and since the step began, the feeder's view of the
 // step, and the step queue's report: what it dropped (stale, too long) and the lags it saw.
 nlohmann::json ElasticStepLine(const StreamingStepResult& r, int64_t version, double elapsed_s,
-                               double step_seconds, const StepData& data,
-                               const StepReport& report);
+                               double step_seconds, const StepData& data, const StepReport& report);
 
 // The training meter's view of a completed step (the core cell's result, the queue's report).
 MeteredStep MeteredStepOf(const StreamingStepResult& r, const StepReport& report);

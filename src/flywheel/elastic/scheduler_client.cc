@@ -54,6 +54,8 @@ int64_t SchedulerClient::PollMillis(absl::Time deadline) {
       std::clamp(deadline - absl::Now(), absl::ZeroDuration(), kMaxPoll));
 }
 
+std::string SchedulerClient::Describe() const { return StrCat("scheduler at ", address_); }
+
 absl::StatusOr<v1::RegisterResponse> SchedulerClient::Register(const std::string& config_hash,
                                                                const std::string& model_hash,
                                                                const std::string& name,
@@ -62,6 +64,11 @@ absl::StatusOr<v1::RegisterResponse> SchedulerClient::Register(const std::string
   request.set_config_hash(config_hash);
   request.set_model_hash(model_hash);
   request.set_name(name);
+  return Register(request, timeout);
+}
+
+absl::StatusOr<v1::RegisterResponse> SchedulerClient::Register(const v1::RegisterRequest& request,
+                                                               absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   for (;;) {
     auto context = NewContext(std::max(deadline - absl::Now(), absl::Milliseconds(1)));
@@ -191,9 +198,9 @@ absl::StatusOr<StepParticipants> SchedulerClient::AwaitParticipants(int cell, in
   }
 }
 
-HeartbeatSender::HeartbeatSender(SchedulerClient* client, int cell, absl::Duration interval,
+HeartbeatSender::HeartbeatSender(CellChannel* channel, int cell, absl::Duration interval,
                                  Report report)
-    : client_(client),
+    : channel_(channel),
       cell_(cell),
       interval_(interval),
       report_(std::move(report)),
@@ -228,7 +235,7 @@ void HeartbeatSender::Run() {
     request.set_cell(cell_);
     // A reply may be slow on a loaded core; the service's timeout is what declares a death.
     absl::StatusOr<v1::HeartbeatResponse> reply =
-        client_->Heartbeat(request, std::max(interval_ * 4, absl::Seconds(5)));
+        channel_->Heartbeat(request, std::max(interval_ * 4, absl::Seconds(5)));
     absl::MutexLock lock(&mu_);
     if (reply.ok() && reply->finished()) finished_ = true;
     latest_ = std::move(reply);
@@ -247,6 +254,13 @@ absl::StatusOr<v1::HeartbeatResponse> HeartbeatSender::latest() const {
 bool HeartbeatSender::AwaitFinished(absl::Duration timeout) const {
   absl::MutexLock lock(&mu_);
   return mu_.AwaitWithTimeout(absl::Condition(&finished_), timeout);
+}
+
+int64_t HeartbeatSender::AwaitReply(int64_t seen, absl::Time deadline) const {
+  absl::MutexLock lock(&mu_);
+  auto newer = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return sent_ > seen || stopping_; };
+  mu_.AwaitWithDeadline(absl::Condition(&newer), deadline);
+  return sent_;
 }
 
 int64_t HeartbeatSender::sent() const {

@@ -1,9 +1,10 @@
-// A satellite cell's side of the scheduler service (scheduler_service.h): the calls, with the
-// long polls turned into blocking calls with a deadline, and the heartbeat thread.
+// A `flywheel cell` process's channel to the core (cell_channel.h) over gRPC, to the scheduler
+// service (scheduler_service.h): the calls, with the long polls turned into blocking calls with a
+// deadline; and the heartbeat thread every cell runs, over either channel.
 //
-//   cell process:  SchedulerClient ── Register ─▶ id
-//                  HeartbeatSender (thread) ── Heartbeat every interval ─▶ latest(): role, step
-//                  main thread: Join(step) ─▶ Claim ─▶ RunMicroStep ─▶ Done … ─▶ AwaitParticipants
+//   cell:  CellChannel (SchedulerClient, or LocalChannel in process) ── Register ─▶ id
+//          HeartbeatSender (thread) ── Heartbeat every interval ─▶ latest(): role, step, grant
+//          main thread: Join(step) ─▶ Claim ─▶ RunMicroStep ─▶ Done … ─▶ AwaitParticipants
 //
 // Thread-safe (gRPC stubs are); every call has a deadline. Errors are the service's statuses
 // with its message, prefixed "scheduler at ADDR: <call>".
@@ -22,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "flywheel/elastic/cell_channel.h"
 #include "flywheel/learner/micro_step.h"
 #include "flywheel/rpc/rpc_security.h"
 #include "flywheel/scheduler/micro_step_queue.h"
@@ -29,37 +31,35 @@
 
 namespace flywheel {
 
-class SchedulerClient {
+class SchedulerClient final : public CellChannel {
  public:
   // `security`: the token to send and the TLS to use; a token that would go in the clear
   // beyond loopback is kFailedPrecondition here (rpc_security.h).
-  static absl::StatusOr<std::unique_ptr<SchedulerClient>> Connect(
-      const std::string& address, const RpcSecurity& security = {});
+  static absl::StatusOr<std::unique_ptr<SchedulerClient>> Connect(const std::string& address,
+                                                                  const RpcSecurity& security = {});
 
   const std::string& address() const { return address_; }
 
-  // Retries while the service is unreachable, until `timeout` (a cell may start before the core). A
-  // hash mismatch is kFailedPrecondition at once.
+  // Retries while the service is unreachable, until `timeout` (a cell may start before the core).
   absl::StatusOr<v1::RegisterResponse> Register(const std::string& config_hash,
                                                 const std::string& model_hash,
                                                 const std::string& name,
                                                 absl::Duration timeout = absl::Seconds(30));
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(int cell,
                                                   absl::Duration timeout = absl::Seconds(5));
-  // A heartbeat with the cell's report (role, episode counts, weights version).
+
+  std::string Describe() const override;
+  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request,
+                                                absl::Duration timeout) override;
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request,
-                                                  absl::Duration timeout = absl::Seconds(5));
-  // Blocks until step `step` has begun and `cell` joined it; the weights to train from.
-  absl::StatusOr<v1::JoinResponse> Join(int cell, int64_t step, absl::Time deadline);
-  // The next micro-step of `step` for `cell`; null once the step is complete (go reduce).
+                                                  absl::Duration timeout) override;
+  absl::StatusOr<v1::JoinResponse> Join(int cell, int64_t step, absl::Time deadline) override;
   absl::StatusOr<std::shared_ptr<const MicroStep>> Claim(int cell, int64_t step,
-                                                         absl::Time deadline);
-  absl::Status Done(int cell, int64_t step, int64_t id);
-  // Blocks until `step` is complete: who reduces it, over which epoch, and D.
-  absl::StatusOr<StepParticipants> AwaitParticipants(int cell, int64_t step, absl::Time deadline);
-  // Gives the cell's claims of `step` back (step -1: none) and, with `exit`, unregisters it.
-  // Returns how many micro-steps went back.
-  absl::StatusOr<int64_t> Leave(int cell, int64_t step, bool exit);
+                                                         absl::Time deadline) override;
+  absl::Status Done(int cell, int64_t step, int64_t id) override;
+  absl::StatusOr<StepParticipants> AwaitParticipants(int cell, int64_t step,
+                                                     absl::Time deadline) override;
+  absl::StatusOr<int64_t> Leave(int cell, int64_t step, bool exit) override;
 
  private:
   SchedulerClient() = default;
@@ -81,10 +81,9 @@ class HeartbeatSender {
   // Fills a heartbeat's report (everything but the cell id); called on the sender's thread.
   using Report = std::function<void(v1::HeartbeatRequest&)>;
 
-  // `client` is borrowed and must outlive this object. Without `report` the heartbeats carry
+  // `channel` is borrowed and must outlive this object. Without `report` the heartbeats carry
   // the cell id alone.
-  HeartbeatSender(SchedulerClient* client, int cell, absl::Duration interval,
-                  Report report = nullptr);
+  HeartbeatSender(CellChannel* channel, int cell, absl::Duration interval, Report report = nullptr);
   ~HeartbeatSender();  // Stop()
 
   // The latest reply, or the latest error (a cell declared dead gets kFailedPrecondition).
@@ -100,13 +99,16 @@ class HeartbeatSender {
   // Sends the next heartbeat now rather than at the end of the interval (the cell's report
   // changed in a way the core should see soon: a role reached, admission used up).
   void Poke();
+  // Blocks until a reply newer than the `seen`-th has arrived (or the deadline); returns the
+  // count of replies so far, to pass next time. The cell's loop waits here between two looks.
+  int64_t AwaitReply(int64_t seen, absl::Time deadline) const;
   void Stop();
   int64_t sent() const;
 
  private:
   void Run();
 
-  SchedulerClient* const client_;  // borrowed
+  CellChannel* const channel_;  // borrowed
   const int cell_;
   const absl::Duration interval_;
   const Report report_;

@@ -6,11 +6,13 @@
 #include <random>
 #include <vector>
 
+#include "flywheel/elastic/control_plane.h"
+#include "flywheel/elastic/local_channel.h"
+#include "flywheel/elastic/scheduler_client.h"
 #include "flywheel/learner/parallel_test_util.h"
 #include "flywheel/rpc/auth.h"
 #include "flywheel/rpc/test_certs.h"
 #include "flywheel/scheduler/micro_step_queue.h"
-#include "flywheel/elastic/scheduler_client.h"
 
 namespace flywheel {
 namespace {
@@ -45,14 +47,19 @@ class SchedulerServiceTest : public ::testing::Test {
                  absl::Duration heartbeat_timeout = absl::Seconds(30)) {
     queue_ = std::make_unique<MicroStepQueue>(MicroStepQueueOptions::FromLearnerOptions(
         testing::ParallelLearnerOptions(PolicyLossKind::kDecoupledPpo)));
+    ControlPlaneOptions plane;
+    plane.config_hash = kConfig;
+    plane.model_hash = kModel;
+    plane.heartbeat_interval = absl::Milliseconds(50);
+    plane.heartbeat_timeout = heartbeat_timeout;
+    plane.store_address = "127.0.0.1:29999";
+    auto created = ControlPlane::Create(plane, nullptr, LocalChannel::RequeueOn(queue_.get()));
+    ASSERT_TRUE(created.ok()) << created.status();
+    plane_ = std::move(*created);
+    channel_ = std::make_unique<LocalChannel>(plane_.get(), queue_.get());
     SchedulerServerOptions options;
-    options.service.config_hash = kConfig;
-    options.service.model_hash = kModel;
     options.security = server_security;
-    options.service.heartbeat_interval = absl::Milliseconds(50);
-    options.service.heartbeat_timeout = heartbeat_timeout;
-    options.service.store_address = "127.0.0.1:29999";
-    auto server = SchedulerServer::Start(queue_.get(), options);
+    auto server = SchedulerServer::Start(channel_.get(), options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
     client_ = SchedulerClient::Connect(server_->address(), client_security).value();
@@ -60,7 +67,7 @@ class SchedulerServiceTest : public ::testing::Test {
 
   // Begins step `step` (version = step) with the core joined and the data closed.
   void BeginFullStep(int64_t step) {
-    ASSERT_TRUE(server_->service().BeginStep(step, step, step).ok());
+    ASSERT_TRUE(channel_->BeginStep(step, step, step).ok());
     ASSERT_TRUE(queue_->Join(0, step).ok());
     ASSERT_TRUE(queue_->Add(Groups(step)).ok());
     ASSERT_TRUE(queue_->Close().ok());
@@ -83,6 +90,8 @@ class SchedulerServiceTest : public ::testing::Test {
   }
 
   std::unique_ptr<MicroStepQueue> queue_;
+  std::unique_ptr<ControlPlane> plane_;
+  std::unique_ptr<LocalChannel> channel_;
   std::unique_ptr<SchedulerServer> server_;
   std::unique_ptr<SchedulerClient> client_;
 };
@@ -98,7 +107,7 @@ TEST_F(SchedulerServiceTest, RegisterRefusesOtherHashesNamingBoth) {
   EXPECT_EQ(both.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(Message(both.status()), HasSubstr("'model-9' differs from the core's 'model-123'"));
   EXPECT_THAT(Message(both.status()), HasSubstr("config hash 'config-xyz'"));
-  EXPECT_TRUE(server_->service().cells().empty());
+  EXPECT_TRUE(plane_->cells().empty());
 
   auto ok = client_->Register(kConfig, kModel, "cell c", absl::Seconds(5));
   ASSERT_TRUE(ok.ok()) << ok.status();
@@ -150,8 +159,8 @@ TEST_F(SchedulerServiceTest, ASatelliteJoinsClaimsAndReducesOverTheWire) {
   ASSERT_TRUE(hb.ok()) << hb.status();
   EXPECT_EQ(hb->role(), v1::CELL_ROLE_ROLLOUT);
   EXPECT_EQ(hb->step(), -1);
-  ASSERT_TRUE(server_->service().SetRole(cell, v1::CELL_ROLE_TRAIN).ok());
-  EXPECT_EQ(server_->service().SetRole(9, v1::CELL_ROLE_TRAIN).code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(plane_->SetRole(cell, v1::CELL_ROLE_TRAIN).ok());
+  EXPECT_EQ(plane_->SetRole(9, v1::CELL_ROLE_TRAIN).code(), absl::StatusCode::kNotFound);
 
   BeginFullStep(0);
   hb = client_->Heartbeat(cell);
@@ -219,7 +228,7 @@ TEST_F(SchedulerServiceTest, BadCallsAreRefusedClearly) {
   const absl::Status not_yours = client_->Done(cell, 3, (*core_ms)->id);
   EXPECT_EQ(not_yours.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(Message(not_yours), HasSubstr("claimed by cell 0, not by cell 1"));
-  EXPECT_TRUE(server_->service().cells()[0].dead == false);  // bad calls do not kill
+  EXPECT_TRUE(plane_->cells()[0].dead == false);  // bad calls do not kill
 }
 
 // A satellite that claimed two micro-steps and finished one stops heartbeating: it is declared
@@ -241,12 +250,12 @@ TEST_F(SchedulerServiceTest, ASilentCellIsDeclaredDeadAndItsClaimsRequeued) {
   ASSERT_TRUE(client_->Done(victim, 0, (*a)->id).ok());
   // Still alive well past the timeout while it beats.
   absl::SleepFor(absl::Milliseconds(1200));
-  EXPECT_FALSE(server_->service().cells()[1].dead);
+  EXPECT_FALSE(plane_->cells()[1].dead);
 
   victim_beats.reset();
-  ASSERT_TRUE(server_->service().AwaitDead(victim, Soon()).ok());
-  EXPECT_EQ(server_->service().cells()[1].requeued, 2);
-  EXPECT_FALSE(server_->service().cells()[0].dead);
+  ASSERT_TRUE(plane_->AwaitDead(victim, Soon()).ok());
+  EXPECT_EQ(plane_->cells()[1].requeued, 2);
+  EXPECT_FALSE(plane_->cells()[0].dead);
   const StepReport report = queue_->report();
   EXPECT_EQ(report.requeued, 2);
   EXPECT_THAT(report.dead, ElementsAre(victim));
@@ -264,7 +273,7 @@ TEST_F(SchedulerServiceTest, ASilentCellIsDeclaredDeadAndItsClaimsRequeued) {
 }
 
 TEST(SchedulerServiceOptionsTest, Validate) {
-  SchedulerServiceOptions o;
+  ControlPlaneOptions o;
   // No hashes.
   EXPECT_EQ(o.Validate().code(), absl::StatusCode::kInvalidArgument);
   o.config_hash = "c";
@@ -283,13 +292,13 @@ TEST_F(SchedulerServiceTest, HeartbeatsReportTheCellAndCarryItsGrant) {
   report.set_dispatched(12);
   report.set_finished(5);
   report.set_weights_version(3);
-  ASSERT_TRUE(server_->service().SetAdmission(cell, 16, 3).ok());
-  EXPECT_EQ(server_->service().SetAdmission(9, 1, 0).code(), absl::StatusCode::kNotFound);
-  auto hb = client_->Heartbeat(report);
+  ASSERT_TRUE(plane_->SetAdmission(cell, 16, 3).ok());
+  EXPECT_EQ(plane_->SetAdmission(9, 1, 0).code(), absl::StatusCode::kNotFound);
+  auto hb = client_->Heartbeat(report, absl::Seconds(5));
   ASSERT_TRUE(hb.ok()) << hb.status();
   EXPECT_EQ(hb->admit_until(), 16);
   EXPECT_EQ(hb->admit_version(), 3);
-  CellInfo info = server_->service().cells().at(0);
+  CellInfo info = plane_->cells().at(0);
   EXPECT_EQ(info.reported_role, v1::CELL_ROLE_ROLLOUT);
   EXPECT_EQ(info.dispatched, 12);
   EXPECT_EQ(info.finished, 5);
@@ -298,14 +307,14 @@ TEST_F(SchedulerServiceTest, HeartbeatsReportTheCellAndCarryItsGrant) {
   // An older report (reordered on the wire) never takes counts back.
   report.set_dispatched(10);
   report.set_finished(4);
-  ASSERT_TRUE(client_->Heartbeat(report).ok());
-  info = server_->service().cells().at(0);
+  ASSERT_TRUE(client_->Heartbeat(report, absl::Seconds(5)).ok());
+  info = plane_->cells().at(0);
   EXPECT_EQ(info.dispatched, 12);
   EXPECT_EQ(info.finished, 5);
 
   // Impossible counts are refused, naming them.
   report.set_finished(20);
-  auto bad = client_->Heartbeat(report);
+  auto bad = client_->Heartbeat(report, absl::Seconds(5));
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(Message(bad.status()), HasSubstr("reports 20 of 10 episodes finished"));
 }
@@ -337,7 +346,7 @@ TEST_F(SchedulerServiceTest, LeaveGivesTheClaimsBackAndExitUnregisters) {
   left = client_->Leave(cell, -1, true);
   ASSERT_TRUE(left.ok()) << left.status();
   EXPECT_EQ(*left, 1);
-  const CellInfo info = server_->service().cells().at(0);
+  const CellInfo info = plane_->cells().at(0);
   EXPECT_TRUE(info.dead);
   EXPECT_TRUE(info.left);
   EXPECT_EQ(client_->Heartbeat(cell).status().code(), absl::StatusCode::kFailedPrecondition);

@@ -41,13 +41,15 @@
 #include "flywheel/dist/membership.h"
 #include "flywheel/dist/rendezvous.h"
 #include "flywheel/dist/spawn_self_test_util.h"
+#include "flywheel/elastic/control_plane.h"
+#include "flywheel/elastic/local_channel.h"
+#include "flywheel/elastic/scheduler_client.h"
+#include "flywheel/elastic/scheduler_service.h"
 #include "flywheel/learner/parallel_test_util.h"
 #include "flywheel/learner/streaming_learner.h"
 #include "flywheel/model/torch_status.h"
 #include "flywheel/model/weight_snapshot.h"
 #include "flywheel/scheduler/micro_step_queue.h"
-#include "flywheel/elastic/scheduler_client.h"
-#include "flywheel/elastic/scheduler_service.h"
 #include "flywheel/scheduler/step_group.h"
 #include "flywheel/scheduler/streaming_test_util.h"
 #include "flywheel/weights/client.h"
@@ -71,7 +73,9 @@ constexpr char kDieEnv[] = "FLYWHEEL_TEST_CELL_DIE_IN_STEP";
 
 absl::Time ProcessDeadline() { return absl::Now() + absl::Seconds(30); }
 
-LearnerOptions ProcessLearnerOptions() { return ParallelLearnerOptions(PolicyLossKind::kDecoupledPpo); }
+LearnerOptions ProcessLearnerOptions() {
+  return ParallelLearnerOptions(PolicyLossKind::kDecoupledPpo);
+}
 
 dist::MembershipOptions MembershipOpts() {
   dist::MembershipOptions o;
@@ -210,7 +214,8 @@ class StreamingProcessRun {
         queue_(MicroStepQueueOptions::FromLearnerOptions(ProcessLearnerOptions(),
                                                          /*core_cell=*/0)),
         policy_(7),
-        learner_(ProcessLearnerOptions(), kParallelRunSteps, policy_.Parameters(), policy_.Forward()),
+        learner_(ProcessLearnerOptions(), kParallelRunSteps, policy_.Parameters(),
+                 policy_.Forward()),
         resume_(kProcessSteps) {}
 
   ~StreamingProcessRun() {
@@ -229,8 +234,8 @@ class StreamingProcessRun {
       const bool victim = scenario_.kill && i == scenario_.satellites - 1;
       RETURN_IF_ERROR(Spawn(i, victim ? 1 : -1));
     }
-    RETURN_IF_ERROR(scheduler_->service().AwaitRegistered(scenario_.satellites, ProcessDeadline()));
-    for (const CellInfo& cell : scheduler_->service().cells()) {
+    RETURN_IF_ERROR(plane_->AwaitRegistered(scenario_.satellites, ProcessDeadline()));
+    for (const CellInfo& cell : plane_->cells()) {
       cell_of_pid_[std::atoi(cell.name.substr(4).c_str())] = cell.cell;
     }
     if (scenario_.kill) victim_ = cell_of_pid_.at(pids_.back());
@@ -264,15 +269,18 @@ class StreamingProcessRun {
     ASSIGN_OR_RETURN(coordinator_store_, rendezvous_->Connect());
     membership_ = std::make_unique<dist::Membership>(rendezvous_->store(), MembershipOpts());
     ASSIGN_OR_RETURN(weights_, WeightsServer::Start({}));
-    SchedulerServerOptions options;
-    options.service.config_hash = kConfigHash;
-    options.service.model_hash = kModelHash;
-    options.service.heartbeat_interval = absl::Milliseconds(100);
+    ControlPlaneOptions plane;
+    plane.config_hash = kConfigHash;
+    plane.model_hash = kModelHash;
+    plane.heartbeat_interval = absl::Milliseconds(100);
     // Generous against a loaded CI machine starving a heartbeat thread.
-    options.service.heartbeat_timeout = absl::Seconds(2);
-    options.service.store_address = StrCat("127.0.0.1:", rendezvous_->port());
-    options.service.weights_address = weights_->address();
-    ASSIGN_OR_RETURN(scheduler_, SchedulerServer::Start(&queue_, options));
+    plane.heartbeat_timeout = absl::Seconds(2);
+    plane.store_address = StrCat("127.0.0.1:", rendezvous_->port());
+    plane.weights_address = weights_->address();
+    ASSIGN_OR_RETURN(plane_,
+                     ControlPlane::Create(plane, nullptr, LocalChannel::RequeueOn(&queue_)));
+    channel_ = std::make_unique<LocalChannel>(plane_.get(), &queue_);
+    ASSIGN_OR_RETURN(scheduler_, SchedulerServer::Start(channel_.get(), {}));
     return absl::OkStatus();
   }
 
@@ -308,7 +316,7 @@ class StreamingProcessRun {
   }
 
   absl::Status SetRoles(const std::vector<int>& cells, v1::CellRole role) {
-    for (const int cell : cells) RETURN_IF_ERROR(scheduler_->service().SetRole(cell, role));
+    for (const int cell : cells) RETURN_IF_ERROR(plane_->SetRole(cell, role));
     return absl::OkStatus();
   }
 
@@ -345,7 +353,7 @@ class StreamingProcessRun {
   }
 
   absl::Status KillVictim() {
-    RETURN_IF_ERROR(scheduler_->service().SetRole(victim_, v1::CELL_ROLE_TRAIN));
+    RETURN_IF_ERROR(plane_->SetRole(victim_, v1::CELL_ROLE_TRAIN));
     RETURN_IF_ERROR(TorchCall("waiting for the victim", [&] {
       coordinator_store_->wait({StrCat("dying/", victim_)}, std::chrono::milliseconds(30000));
     }));
@@ -353,8 +361,8 @@ class StreamingProcessRun {
     waitpid(pids_.back(), nullptr, 0);
     pids_.back() = -1;
     // Only the heartbeat timeout brings its claims back; nothing else tells the core.
-    RETURN_IF_ERROR(scheduler_->service().AwaitDead(victim_, ProcessDeadline()));
-    for (const CellInfo& cell : scheduler_->service().cells()) {
+    RETURN_IF_ERROR(plane_->AwaitDead(victim_, ProcessDeadline()));
+    for (const CellInfo& cell : plane_->cells()) {
       if (cell.cell == victim_) outcome_.victim_requeued = cell.requeued;
     }
     victim_dead_ = true;
@@ -368,8 +376,7 @@ class StreamingProcessRun {
                        MakeSnapshot(policy_.model, learner_.version()));
       RETURN_IF_ERROR(weights_->Publish(*snapshot));
       RETURN_IF_ERROR(SetRoles(LiveSatellites(), v1::CELL_ROLE_ROLLOUT));
-      RETURN_IF_ERROR(
-          scheduler_->service().BeginStep(s, learner_.version(), learner_.optimizer_step()));
+      RETURN_IF_ERROR(channel_->BeginStep(s, learner_.version(), learner_.optimizer_step()));
       RETURN_IF_ERROR(queue_.Join(0, s));
       for (int64_t ran = 0;; ++ran) {
         if (ran == scenario_.join_after &&
@@ -389,7 +396,7 @@ class StreamingProcessRun {
       outcome_.losses.push_back(result.loss);
       outcome_.reports.push_back(queue_.report());
     }
-    scheduler_->service().SetFinished();
+    plane_->SetFinished();
     return absl::OkStatus();
   }
 
@@ -422,6 +429,8 @@ class StreamingProcessRun {
   c10::intrusive_ptr<c10d::Store> coordinator_store_;  // its own connection: it blocks on it
   std::unique_ptr<dist::Membership> membership_;
   std::unique_ptr<WeightsServer> weights_;
+  std::unique_ptr<ControlPlane> plane_;
+  std::unique_ptr<LocalChannel> channel_;
   std::unique_ptr<SchedulerServer> scheduler_;
   std::vector<pid_t> pids_;
   std::map<pid_t, int> cell_of_pid_;

@@ -38,8 +38,10 @@ scheduler::TrainingReport TrainingMeter::Report(int64_t waiting_episodes,
     const double per_episode =
         sampled_episodes_ > 0 ? static_cast<double>(sampled_tokens_) / sampled_episodes_ : 0;
     report.backlog = waiting * per_episode + untrained * static_cast<double>(running.tokens);
+    report.batch = static_cast<double>(batch_episodes_) * per_episode;
   } else {
     report.backlog = waiting + untrained * static_cast<double>(running.episodes);
+    report.batch = static_cast<double>(batch_episodes_);
   }
   report.train_seconds_per_unit = units_ > 0 ? seconds_ / units_ : 0;
   return report;

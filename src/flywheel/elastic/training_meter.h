@@ -49,7 +49,10 @@ struct MeteredStep {
 
 class TrainingMeter {
  public:
-  explicit TrainingMeter(scheduler::WorkUnit unit) : unit_(unit) {}
+  // `batch_episodes`: a learner step's episodes (run.batch_groups x actor.group_size), the
+  // backlog controller's measure of the backlog.
+  TrainingMeter(scheduler::WorkUnit unit, int64_t batch_episodes)
+      : unit_(unit), batch_episodes_(batch_episodes) {}
 
   // The feeder took `episodes` finished episodes (`tokens` trainable tokens) from the buffer.
   void Sampled(int64_t episodes, int64_t tokens);
@@ -62,6 +65,7 @@ class TrainingMeter {
   static constexpr double kSmoothing = 0.1;
 
   const scheduler::WorkUnit unit_;
+  const int64_t batch_episodes_;
   mutable absl::Mutex mu_;
   int64_t sampled_episodes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t sampled_tokens_ ABSL_GUARDED_BY(mu_) = 0;

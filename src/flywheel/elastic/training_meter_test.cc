@@ -8,10 +8,11 @@ namespace {
 using scheduler::WorkUnit;
 
 TEST(TrainingMeterTest, BacklogIsWaitingEpisodesPlusTheRunningStepsUntrainedShare) {
-  TrainingMeter meter(WorkUnit::kEpisodes);
+  TrainingMeter meter(WorkUnit::kEpisodes, 16);
   // Nothing measured yet: no rate, and every episode of a complete group waits.
   scheduler::TrainingReport r = meter.Report(10, {});
   EXPECT_EQ(r.backlog, 10);
+  EXPECT_EQ(r.batch, 16);
   EXPECT_EQ(r.train_seconds_per_unit, 0);
   // 8 taken into the running step, packed in 4 micro-steps of which 1 is run.
   meter.Sampled(8, 400);
@@ -22,15 +23,16 @@ TEST(TrainingMeterTest, BacklogIsWaitingEpisodesPlusTheRunningStepsUntrainedShar
 }
 
 TEST(TrainingMeterTest, TheTokenUnitCountsWaitingEpisodesAtTheMeanSampledLength) {
-  TrainingMeter meter(WorkUnit::kTokens);
+  TrainingMeter meter(WorkUnit::kTokens, 16);
   meter.Sampled(4, 200);  // 50 trainable tokens each
   const scheduler::TrainingReport r =
       meter.Report(2, {.episodes = 4, .tokens = 200, .micro_steps = 2, .done = 2});
   EXPECT_DOUBLE_EQ(r.backlog, 2 * 50.0);
+  EXPECT_DOUBLE_EQ(r.batch, 16 * 50.0);
 }
 
 TEST(TrainingMeterTest, SecondsPerUnitAreTheCoresComputeOverItsShareOfTheStep) {
-  TrainingMeter meter(WorkUnit::kEpisodes);
+  TrainingMeter meter(WorkUnit::kEpisodes, 16);
   // The core ran 2 of 4 micro-steps of a 16-episode step in 4 s: 0.5 s per episode.
   meter.StepDone({.compute_seconds = 4, .cell_micro_steps = 2, .micro_steps = 4, .episodes = 16});
   EXPECT_DOUBLE_EQ(meter.Report(0, {}).train_seconds_per_unit, 0.5);
