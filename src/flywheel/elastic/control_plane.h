@@ -181,8 +181,6 @@ class ControlPlane {
   absl::Status AwaitRegistered(int count, absl::Time deadline) const;
   // Blocks until every registered cell has left or was declared dead.
   absl::Status AwaitAllGone(absl::Time deadline) const;
-  const ControlPlaneOptions& options() const { return options_; }
-  int first_satellite_id() const { return options_.core_cells(); }
 
  private:
   // A role change asked of a cell and not yet reported done by its heartbeats.

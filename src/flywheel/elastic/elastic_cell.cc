@@ -377,7 +377,6 @@ absl::StatusOr<ElasticCellResult> ElasticCell::Run() {
     // leaves rather than wait out the heartbeat timeout (and count it as lost).
     absl::StatusOr<ActorSwitch> last = actor_->Suspend();
     if (last.ok()) result_.episodes_cancelled_at_stop = static_cast<int64_t>(last->episodes.size());
-    Finish();
     links_.scheduler->Leave(cell_, -1, /*exit=*/true).IgnoreError();
   }
   Finish();

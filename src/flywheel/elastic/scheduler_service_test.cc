@@ -272,7 +272,7 @@ TEST_F(SchedulerServiceTest, ASilentCellIsDeclaredDeadAndItsClaimsRequeued) {
   EXPECT_EQ(queue_->report().ran_by.count(victim), 0u);
 }
 
-TEST(SchedulerServiceOptionsTest, Validate) {
+TEST(ControlPlaneOptionsTest, Validate) {
   ControlPlaneOptions o;
   // No hashes.
   EXPECT_EQ(o.Validate().code(), absl::StatusCode::kInvalidArgument);
