@@ -368,17 +368,9 @@ absl::StatusOr<SchedulerDecision> ControlPlane::Decide(absl::Time now, const Tic
   const int64_t room =
       options_.admission.Room(steps_done_, scheduler::AdmittedEpisodes(Admissions()) +
                                                static_cast<int64_t>(in.parked.size()));
-  scheduler::TrainingReport training = in.training;
-  // Every satellite trains, nothing is in flight and a batch is demanded: whatever the backlog
-  // counts, the step being filled can only complete with new rollouts (its groups wait for
-  // members nobody generates), so none of it keeps a trainer busy for long.
-  const bool none_rolls_out = std::none_of(reports.begin(), reports.end(),
-                                           [](const auto& r) { return r.alive && r.rolling_out; });
-  if (none_rolls_out && in_flight == 0 && room > 0) training.backlog = 0;
-  scheduler::SchedulerObservation observation =
-      scheduler::ObserveCells(now, optimizer_step_, room, reports, training, elsewhere);
+  scheduler::SchedulerObservation observation = scheduler::ObserveCells(
+      now, optimizer_step_, room, reports, in.training, elsewhere, elsewhere_tokens);
   if (roles_->unit() == scheduler::WorkUnit::kTokens) {
-    observation.remaining_tokens += elsewhere_tokens;
     observation.capacity_per_cell =
         static_cast<double>(options_.episodes_per_cell) * in.episode_tokens;
   }

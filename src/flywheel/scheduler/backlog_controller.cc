@@ -209,6 +209,13 @@ void BacklogController::DecideMove(SchedulerDecision& d) const {
         StrCat(w, " with ", r, " rollout cells < min_rollout_cells ", options_.min_rollout_cells);
     return MoveIfResident(RecallCandidate(), Move::kToRollout, Cause::kMinRolloutCells, d);
   }
+  if (r == 0 && d.observation.admission_room > 0) {
+    // Nobody generates and a batch is wanted: whatever waits to be trained, the step being
+    // filled can only complete with new rollouts.
+    d.reason = StrCat("admission has room (", d.observation.admission_room,
+                      ") and no satellite rolls out");
+    return MoveIfResident(RecallCandidate(), Move::kToRollout, Cause::kMinRolloutCells, d);
+  }
   const bool short_of_rollout = d.short_share > 0.5;
   if (short_of_rollout && r < options_.satellites &&
       d.backlog_batches < options_.recall_backlog_batches) {

@@ -40,7 +40,8 @@
 // band in which nothing moves.
 //
 // Floors and residence as in the water-level rule: while w > 0 at least min_rollout_cells
-// satellites roll out (one comes back when fewer do), and a satellite keeps a role at least
+// satellites roll out (one comes back when fewer do), one comes back when none rolls out and
+// admission has room (the step being filled needs rollouts), and a satellite keeps a role at least
 // min_residence after a switch (a candidate held back by it blocks the move). One move per
 // decision. All satellites start in rollout.
 //

@@ -166,6 +166,25 @@ TEST(BacklogControllerTest, MovesArePacedByTheMoveInterval) {
   EXPECT_EQ(moves, (std::vector<double>{0, 5, 9}));
 }
 
+// Every satellite training with the batch done (w = 0), and admission wants the next one: one
+// comes back whatever waits to be trained, since the step being filled needs rollouts.
+TEST(BacklogControllerTest, NobodyRollingOutWithAdmissionRoomRecallsOne) {
+  BacklogController c = PrimedController(ThreeSatellites());
+  // Release all three: the backlog is high and nothing is in flight.
+  for (double t : {0.0, 11.0, 22.0}) {
+    absl::StatusOr<SchedulerDecision> d = c.Decide(Observe(t, 0, 0, 12, 100, {0, 0, 0}));
+    ASSERT_TRUE(d.ok());
+    ASSERT_EQ(d->move, Move::kToTrain) << d->reason;
+  }
+  ASSERT_EQ(c.rollout_cells(), 0);
+  // Still 10 batches waiting, but admission has room and nobody generates.
+  absl::StatusOr<SchedulerDecision> d = c.Decide(Observe(33, 0, 16, 0, 100, {0, 0, 0}));
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->move, Move::kToRollout) << d->reason;
+  EXPECT_EQ(d->cause, Cause::kMinRolloutCells);
+  EXPECT_THAT(d->reason, HasSubstr("no satellite rolls out"));
+}
+
 TEST(BacklogControllerTest, UnknownBatchReleasesNothing) {
   BacklogController c = PrimedController(ThreeSatellites());
   SchedulerObservation o = Observe(0, 0, 0, 12, 1000);

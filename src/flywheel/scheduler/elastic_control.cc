@@ -78,13 +78,15 @@ SchedulerObservation ElasticObservation(absl::Time now, int64_t handed_out, int6
 
 SchedulerObservation ObserveCells(absl::Time now, int64_t step, int64_t admission_room,
                                   std::span<const SatelliteReport> satellites,
-                                  const TrainingReport& training, int64_t parked) {
+                                  const TrainingReport& training, int64_t parked,
+                                  double parked_tokens) {
   SchedulerObservation o;
   o.now = now;
   o.step = step;
   o.admission_room = std::max<int64_t>(0, admission_room);
   o.new_batch_demanded = admission_room > 0;
   int64_t held = parked;
+  o.remaining_tokens = parked_tokens;
   for (const SatelliteReport& s : satellites) {
     o.finished += s.finished;
     o.held.push_back(s.alive ? s.held : 0);

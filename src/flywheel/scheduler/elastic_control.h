@@ -118,10 +118,12 @@ struct TrainingReport {
 // cells as processes, the simulator): dispatched and finished summed over the satellites (a
 // dead one counts what it finished: its other episodes are given back to admission), the
 // satellites' holdings and free slots, admission's room, the training side. `parked` episodes
-// (handed over while no cell had room) are in flight on no satellite.
+// (handed over while no cell had room, or in flight on cells outside the satellite slots) are in
+// flight on no satellite, expected to generate `parked_tokens` still (token unit).
 SchedulerObservation ObserveCells(absl::Time now, int64_t step, int64_t admission_room,
                                   std::span<const SatelliteReport> satellites,
-                                  const TrainingReport& training, int64_t parked = 0);
+                                  const TrainingReport& training, int64_t parked = 0,
+                                  double parked_tokens = 0);
 
 // A cell of another process, as its heartbeats report it, for GrantAdmission.
 struct CellAdmission {

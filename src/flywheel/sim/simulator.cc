@@ -1204,9 +1204,18 @@ scheduler::SchedulerObservation Simulation::Observe() {
     training.train_seconds_per_unit = per_token * per_episode;
     training.batch = batch_episodes;
   }
+  double parked_tokens = 0;
+  if (tokens) {
+    generated.clear();
+    for (int64_t slot : parked_) {
+      const Episode& e = episodes_[slot];
+      generated.push_back(static_cast<int64_t>(e.turn) * e.shape.generated_per_turn);
+    }
+    parked_tokens = remaining_.Remaining(generated);
+  }
   scheduler::SchedulerObservation o =
       scheduler::ObserveCells(Now(), steps_published_, AdmissionRoom(), reports, training,
-                              static_cast<int64_t>(parked_.size()));
+                              static_cast<int64_t>(parked_.size()), parked_tokens);
   if (tokens) {
     o.capacity_per_cell = static_cast<double>(cost_.episode_slots()) * remaining_.Fresh();
   }
