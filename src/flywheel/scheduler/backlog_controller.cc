@@ -277,7 +277,7 @@ absl::StatusOr<SchedulerDecision> BacklogController::Decide(const SchedulerObser
   MeasureStep(o);
   const int trainers = options_.core_cells + (options_.satellites - r);
   d.step_seconds = StepSeconds(o, trainers);
-  Smooth(o.now, d.step_seconds, o.backlog, o.admission_room > 0 && o.free_slots == 0);
+  Smooth(o.now, d.step_seconds, o.backlog, o.admission_room > o.free_slots);
   d.backlog_seconds = smoothed_backlog_ * o.train_seconds_per_unit / trainers;
   d.backlog_batches = o.batch > 0 ? smoothed_backlog_ / o.batch : 0;
   d.short_share = smoothed_short_;

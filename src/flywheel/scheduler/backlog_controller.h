@@ -9,8 +9,8 @@
 //   backlog    = finished work not trained yet / one batch's work
 //                the queue between rollout and training, in batches: near empty the trainers
 //                run dry; near the admission window (η + 1 batches) rollout waits for them
-//   short      = admission_room > 0 and free_slots == 0
-//                admission would start more episodes and no rollout cell has a slot for them
+//   short      = admission_room > free_slots
+//                admission would start more episodes than the rollout cells have slots for
 //
 //   release    backlog > release_backlog_batches                 the trainers cannot keep up,
 //   (to train) and w <= (R − 1) · c · (1 − hysteresis)            and the episodes fit on R − 1

@@ -55,7 +55,8 @@ struct SchedulerObservation {
   // as episodes finish (remaining_tokens.h).
   double capacity_per_cell = 0;
   // Episodes admission would let start now (ElasticAdmission::Room, clamped at 0), and episode
-  // slots still free on the satellites rolling out. Room with no free slot: rollout is short.
+  // slots still free on the satellites rolling out. More room than free slots: rollout is short
+  // (a cell may keep a few slots free that a whole group does not fit in).
   int64_t admission_room = 0;
   int64_t free_slots = 0;
   // Finished work not trained yet (in the buffer, or in the running step's micro-steps not yet
