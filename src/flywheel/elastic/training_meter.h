@@ -1,8 +1,9 @@
 // What the elastic controller knows of the training side (scheduler::TrainingReport), measured
 // by the core: the backlog (finished work that can be trained now) and what one training cell
 // takes to train one unit of it. The backlog controller (scheduler/backlog_controller.h)
-// releases a satellite when the backlog exceeds release_backlog_seconds of training for the
-// cells training now, so both figures come from what the run did, never from a configured guess.
+// compares the backlog, in batches, with its release and recall thresholds, and times its
+// averages by the step's duration, which before the first step is the training cost of a batch;
+// both figures come from what the run did, never from a configured guess.
 //
 //   cells ── finished episodes ──▶ buffer ── feeder: Sampled ──▶ running step ── StepDone
 //                                  waiting: its complete groups    untrained: its packed
