@@ -476,7 +476,9 @@ absl::StatusOr<std::vector<int>> ControlPlane::Tick(absl::Time now, const TickIn
     absl::MutexLock lock(&mu_);
     UpdateSlots(now, lines);
     ASSIGN_OR_RETURN(SchedulerDecision decision, Decide(now, inputs));
-    if (decision.changed) lines.push_back(decision.ToJson());
+    if (decision.changed || options_.scheduler.log_every_decision) {
+      lines.push_back(decision.ToJson());
+    }
     if (decision.move != SchedulerDecision::Move::kNone) Move(decision, now);
     CompleteSwitches(now, switches);
     for (const SwitchRecord& s : switches) {

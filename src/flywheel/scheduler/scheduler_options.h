@@ -53,6 +53,10 @@ struct SchedulerOptions {
   // the core declares a cell dead (its micro-steps re-queued, its episodes given back).
   double heartbeat_seconds = 0.1;
   double heartbeat_timeout_seconds = 3;
+  // Every look of the controller to scheduler.jsonl, not only those that move a cell or change
+  // its cause. The backlog controller averages every observation, so only the whole sequence
+  // replays a run's decisions (a tick every tick_seconds: thousands of lines a minute).
+  bool log_every_decision = false;
 
   template <typename V>
   void VisitFields(V& v) {
@@ -64,6 +68,9 @@ struct SchedulerOptions {
             "cells of other processes: seconds between two heartbeats");
     v.Field("heartbeat_timeout_seconds", heartbeat_timeout_seconds,
             "cells of other processes: silence after which a cell is declared dead");
+    v.Field("log_every_decision", log_every_decision,
+            "write every look of the controller to scheduler.jsonl, not only the moves and "
+            "changes of cause (to replay a run's decisions)");
   }
 
   // The keys of the controller and of its cells' moves: shared with the simulator's [scheduler]
