@@ -60,7 +60,7 @@ void ExpectEveryEpisodeAccountedFor(const nlohmann::json& summary) {
 // The observation a scheduler.jsonl decision line was decided on.
 scheduler::SchedulerObservation ObservationOf(const nlohmann::json& line) {
   scheduler::SchedulerObservation o;
-  o.now = absl::UnixEpoch() + absl::Seconds(line["unix_time_s"].get<double>());
+  o.now = absl::FromUnixNanos(line["unix_time_ns"].get<int64_t>());
   o.step = line["step"].get<int64_t>();
   o.dispatched = line["dispatched"].get<int64_t>();
   o.finished = line["finished"].get<int64_t>();
