@@ -49,14 +49,15 @@ struct SchedulerOptions {
   std::string unit = "episodes";
   // Seconds between two looks of the rule at the water level.
   double tick_seconds = 0.02;
+  // Every look of the controller to scheduler.jsonl (the job's and the simulator's), not only
+  // those that move a cell or change its cause. The backlog controller averages every
+  // observation, so only the whole sequence replays a run's decisions (a tick every
+  // tick_seconds: thousands of lines a minute).
+  bool log_every_decision = false;
   // Cells of other processes (`flywheel cell`): heartbeat period, and the silence after which
   // the core declares a cell dead (its micro-steps re-queued, its episodes given back).
   double heartbeat_seconds = 0.1;
   double heartbeat_timeout_seconds = 3;
-  // Every look of the controller to scheduler.jsonl, not only those that move a cell or change
-  // its cause. The backlog controller averages every observation, so only the whole sequence
-  // replays a run's decisions (a tick every tick_seconds: thousands of lines a minute).
-  bool log_every_decision = false;
 
   template <typename V>
   void VisitFields(V& v) {
@@ -68,9 +69,6 @@ struct SchedulerOptions {
             "cells of other processes: seconds between two heartbeats");
     v.Field("heartbeat_timeout_seconds", heartbeat_timeout_seconds,
             "cells of other processes: silence after which a cell is declared dead");
-    v.Field("log_every_decision", log_every_decision,
-            "write every look of the controller to scheduler.jsonl, not only the moves and "
-            "changes of cause (to replay a run's decisions)");
   }
 
   // The keys of the controller and of its cells' moves: shared with the simulator's [scheduler]
@@ -101,6 +99,9 @@ struct SchedulerOptions {
     v.Field("unit", unit,
             "what the controller counts: \"episodes\" in flight or \"tokens\" still to generate");
     v.Field("tick_seconds", tick_seconds, "seconds between two looks of the controller");
+    v.Field("log_every_decision", log_every_decision,
+            "write every look of the controller to scheduler.jsonl, not only the moves and "
+            "changes of cause (to replay a run's decisions)");
   }
 
   absl::Status Validate() const {

@@ -11,7 +11,8 @@
 //   [learner]   max_staleness, micro_steps, token_budget
 //   [buffer]    max_size (the rate limiter's queue), max_staleness (dropped at sample time)
 //   [scheduler] core_cells, controller, release_backlog_batches, recall_backlog_batches,
-//               smoothing_steps, move_interval_steps, hysteresis, min_residence_seconds, tick_seconds, drain_on_switch, unit
+//               smoothing_steps, move_interval_steps, hysteresis, min_residence_seconds,
+//               tick_seconds, drain_on_switch, unit, log_every_decision
 #ifndef FLYWHEEL_SIM_SIM_CONFIG_H_
 #define FLYWHEEL_SIM_SIM_CONFIG_H_
 

@@ -1230,7 +1230,9 @@ absl::Status Simulation::OnTick() {
         SatelliteCell(decision.satellite),
         decision.move == SchedulerDecision::Move::kToTrain ? CellRole::kTrain : CellRole::kRollout);
   }
-  if (decision.changed || options_.record_all_decisions) decisions_.push_back(std::move(decision));
+  if (decision.changed || config_.scheduler.log_every_decision) {
+    decisions_.push_back(std::move(decision));
+  }
   Schedule(config_.scheduler.tick_seconds, EventKind::kTick, 0);
   return absl::OkStatus();
 }
@@ -1432,9 +1434,7 @@ absl::Status WriteSimRun(const SimConfig& config, const SimResult& result,
   if (config.run.mode == SimMode::kElastic) {
     ASSIGN_OR_RETURN(std::unique_ptr<scheduler::SchedulerLog> log,
                      scheduler::SchedulerLog::Open(run->path() / "scheduler.jsonl"));
-    for (const SchedulerDecision& d : result.decisions) {
-      if (d.changed) RETURN_IF_ERROR(log->Append(d));
-    }
+    for (const SchedulerDecision& d : result.decisions) RETURN_IF_ERROR(log->Append(d));
   }
   if (config.run.timeline) {
     std::ofstream timeline(run->path() / "timeline.jsonl");

@@ -30,8 +30,6 @@
 namespace flywheel::sim {
 
 struct SimulateOptions {
-  // Keep every decision of the water-level rule (elastic), not only those worth a log line.
-  bool record_all_decisions = false;
   // Lines of the timeline kept at most (role changes and steps); the rest are counted.
   int64_t max_timeline_lines = 100'000;
 };
@@ -40,8 +38,8 @@ struct SimResult {
   nlohmann::json summary;                // summary.json of a real run, plus the simulator's own
   std::vector<nlohmann::json> metrics;   // metrics.jsonl: one line per learner step
   std::vector<nlohmann::json> timeline;  // timeline.jsonl: role changes and steps
-  // The water-level rule's decisions (elastic): the changed ones, or all of them with
-  // SimulateOptions::record_all_decisions. Their `observation` fields are what was observed.
+  // The controller's decisions (elastic): the changed ones, or all of them with
+  // scheduler.log_every_decision. Their `observation` fields are what was observed.
   std::vector<scheduler::SchedulerDecision> decisions;
   int64_t events = 0;       // events processed
   double sim_seconds = 0;   // simulated time at the end

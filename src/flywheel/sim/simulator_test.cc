@@ -138,8 +138,9 @@ TEST(SimulatorTest, ANegativeBudgetIsRefusedByName) {
 TEST(SimulatorTest, ElasticDecisionsAreTheProductionControllersOnTheSameTrace) {
   for (const char* name : {"backlog", "water_level"}) {
     SCOPED_TRACE(name);
-    const SimConfig config = MovingElasticConfig(name);
-    absl::StatusOr<SimResult> result = Simulate(config, {.record_all_decisions = true});
+    SimConfig config = MovingElasticConfig(name);
+    config.scheduler.log_every_decision = true;
+    absl::StatusOr<SimResult> result = Simulate(config);
     ASSERT_TRUE(result.ok()) << result.status();
     ASSERT_GT(result->decisions.size(), 10u);
 
@@ -205,7 +206,8 @@ TEST(SimulatorTest, DrainOnSwitchHandsNothingOver) {
 TEST(SimulatorTest, TheTokenUnitObservesTokensStillToGenerate) {
   SimConfig config = MovingElasticConfig("backlog");
   config.scheduler.unit = "tokens";
-  absl::StatusOr<SimResult> result = Simulate(config, {.record_all_decisions = true});
+  config.scheduler.log_every_decision = true;
+  absl::StatusOr<SimResult> result = Simulate(config);
   ASSERT_TRUE(result.ok()) << result.status();
   bool some = false;
   for (const SchedulerDecision& d : result->decisions) {
