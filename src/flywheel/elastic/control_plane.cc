@@ -397,7 +397,8 @@ void ControlPlane::Move(const SchedulerDecision& decision, absl::Time now) {
 
 void ControlPlane::CompleteSwitches(absl::Time now, std::vector<SwitchRecord>& done) {
   // A switch ends when the cell's heartbeat reports the new role.
-  std::erase_if(pending_, [&](const PendingSwitch& p) {
+  // The lambda runs under the caller's lock; the analysis does not see into std::erase_if.
+  std::erase_if(pending_, [&](const PendingSwitch& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const CellInfo& info = cells_.at(p.cell);
     const v1::CellRole wanted = p.to_train ? v1::CELL_ROLE_TRAIN : v1::CELL_ROLE_ROLLOUT;
     if (info.reported_role != wanted) return false;
