@@ -72,6 +72,7 @@ scheduler::SchedulerObservation ObservationOf(const nlohmann::json& line) {
   o.backlog = line["backlog"].get<double>();
   o.train_seconds_per_unit = line["train_seconds_per_unit"].get<double>();
   o.batch = line["batch"].get<double>();
+  o.micro_steps = line["micro_steps"].get<double>();
   o.held = line["held"].get<std::vector<int64_t>>();
   return o;
 }

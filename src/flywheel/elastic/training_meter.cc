@@ -11,7 +11,12 @@ void TrainingMeter::Sampled(int64_t episodes, int64_t tokens) {
 }
 
 void TrainingMeter::StepDone(const MeteredStep& step) {
-  if (step.micro_steps <= 0 || step.cell_micro_steps <= 0) return;  // nothing the core ran
+  if (step.micro_steps <= 0) return;  // nothing trained
+  {
+    absl::MutexLock lock(&mu_);
+    micro_steps_ = scheduler::AverageMicroSteps(micro_steps_, step.micro_steps);
+  }
+  if (step.cell_micro_steps <= 0) return;  // nothing the core ran
   const double units =
       static_cast<double>(unit_ == scheduler::WorkUnit::kTokens ? step.tokens : step.episodes);
   // The core's share of the step's units: micro-steps are of about equal size (one token
@@ -44,6 +49,7 @@ scheduler::TrainingReport TrainingMeter::Report(int64_t waiting_episodes,
     report.batch = static_cast<double>(batch_episodes_);
   }
   report.train_seconds_per_unit = units_ > 0 ? seconds_ / units_ : 0;
+  report.micro_steps = micro_steps_;
   return report;
 }
 

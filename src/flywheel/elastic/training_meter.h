@@ -11,6 +11,7 @@
 //   backlog = waiting + untrained, in episodes or in trainable tokens (scheduler.unit)
 //   train_seconds_per_unit = the core's compute seconds over the units it ran, smoothed over
 //                            steps; 0 until a step is done
+//   micro_steps            = the micro-steps of a step (all participants'), smoothed likewise
 //
 // Only trainable work counts: an episode whose group is not complete, or a group the running
 // step holds until a micro-batch's worth arrives, waits for more rollouts, not for a trainer.
@@ -72,6 +73,7 @@ class TrainingMeter {
   int64_t sampled_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   double seconds_ ABSL_GUARDED_BY(mu_) = 0;  // smoothed sums: seconds over units
   double units_ ABSL_GUARDED_BY(mu_) = 0;
+  double micro_steps_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace flywheel

@@ -46,5 +46,17 @@ TEST(TrainingMeterTest, SecondsPerUnitAreTheCoresComputeOverItsShareOfTheStep) {
   EXPECT_LT(rate, 1.0);
 }
 
+TEST(TrainingMeterTest, MicroStepsPerStepAreEveryParticipantsAveragedOverSteps) {
+  TrainingMeter meter(WorkUnit::kEpisodes, 16);
+  EXPECT_EQ(meter.Report(0, {}).micro_steps, 0);  // no step yet
+  // Counted whoever ran them: the core ran none of the first step's 4.
+  meter.StepDone({.compute_seconds = 0, .cell_micro_steps = 0, .micro_steps = 4, .episodes = 16});
+  EXPECT_DOUBLE_EQ(meter.Report(0, {}).micro_steps, 4);
+  meter.StepDone({.compute_seconds = 1, .cell_micro_steps = 2, .micro_steps = 6, .episodes = 16});
+  const double m = meter.Report(0, {}).micro_steps;
+  EXPECT_GT(m, 4);
+  EXPECT_LT(m, 6);
+}
+
 }  // namespace
 }  // namespace flywheel

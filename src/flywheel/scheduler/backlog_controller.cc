@@ -199,8 +199,36 @@ void BacklogController::MoveIfResident(int satellite, Move move, Cause cause,
                     move == Move::kToTrain ? "train" : "rollout");
 }
 
+namespace {
+
+// Rounds of micro-steps a step of `micro_steps` takes on `trainers` cells, each running whole
+// micro-steps.
+int64_t Rounds(int64_t micro_steps, int trainers) {
+  return (micro_steps + trainers - 1) / trainers;
+}
+
+// Whether more trainers than `trainers`, up to `most`, would take a round off: 16 micro-steps
+// take 4 rounds on 4 trainers and on 5, but 3 on 6, so the fifth is a step on the way.
+bool MoreTrainersHelp(int64_t micro_steps, int trainers, int most) {
+  for (int more = trainers + 1; more <= most; ++more) {
+    if (Rounds(micro_steps, more) < Rounds(micro_steps, trainers)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 void BacklogController::DecideMove(SchedulerDecision& d) const {
   const int r = d.rollout_cells_before;
+  const int trainers = options_.core_cells + options_.satellites - r;
+  // Whole micro-steps, the same count for a release and a recall, so that no count both releases
+  // a trainer and calls it back; 0: not known.
+  const int64_t micro_steps = std::llround(d.observation.micro_steps);
+  // The most trainers there can be: every satellite but min_rollout_cells.
+  const int most = options_.core_cells + options_.satellites - options_.min_rollout_cells;
+  const std::string rounds =
+      StrCat(micro_steps, " micro-steps per step take ", Rounds(micro_steps, trainers),
+             " rounds on ", trainers, " trainers");
   const std::string w = StrCat("w=", d.work, " ", WorkUnitName(options_.unit));
   const std::string backlog =
       StrCat("backlog ", d.backlog_batches, " batches (", d.backlog_seconds, " s of training)");
@@ -215,6 +243,16 @@ void BacklogController::DecideMove(SchedulerDecision& d) const {
     d.reason = StrCat("admission has room (", d.observation.admission_room,
                       ") and no satellite rolls out");
     return MoveIfResident(RecallCandidate(), Move::kToRollout, Cause::kMinRolloutCells, d);
+  }
+  if (r < options_.satellites && micro_steps > 0 &&
+      Rounds(micro_steps, trainers - 1) == Rounds(micro_steps, trainers) &&
+      !MoreTrainersHelp(micro_steps, trainers, most) &&
+      (d.work > 0 || d.observation.admission_room > 0)) {
+    // A trainer that shortens no step, and leads to no count of trainers that would, is a
+    // rollout cell lost; a release gave it only while the steps had other sizes (or before
+    // their size was known).
+    d.reason = StrCat(rounds, ", as many on ", trainers - 1, ", and no fewer on up to ", most);
+    return MoveIfResident(RecallCandidate(), Move::kToRollout, Cause::kIdleTrainer, d);
   }
   const bool short_of_rollout = d.short_share > 0.5;
   if (short_of_rollout && r < options_.satellites &&
@@ -241,6 +279,12 @@ void BacklogController::DecideMove(SchedulerDecision& d) const {
     d.cause = Cause::kMinRolloutCells;
     d.reason = StrCat(backlog, " but ", w, " still to generate on ", r,
                       " rollout cells = min_rollout_cells: no move");
+    return;
+  }
+  if (micro_steps > 0 && !MoreTrainersHelp(micro_steps, trainers, most)) {
+    d.cause = Cause::kNoSpeedup;
+    d.reason = StrCat(backlog, " > ", options_.release_backlog_batches, " but ", rounds,
+                      " and no fewer on up to ", most, ": no move");
     return;
   }
   const double capacity = d.observation.capacity_per_cell > 0 ? d.observation.capacity_per_cell

@@ -12,13 +12,30 @@
 //   short      = admission_room > free_slots
 //                admission would start more episodes than the rollout cells have slots for
 //
+//   rounds(m)  = ⌈M / m⌉ with M the micro-steps of a step      the step's length on m trainers:
+//                (averaged, rounded)                             each runs whole micro-steps
+//
 //   release    backlog > release_backlog_batches                 the trainers cannot keep up,
-//   (to train) and w <= (R − 1) · c · (1 − hysteresis)            and the episodes fit on R − 1
+//   (to train) and rounds(T') < rounds(T) for a T' in (T, Tmax]  more would shorten the step,
+//              and w <= (R − 1) · c · (1 − hysteresis)            and the episodes fit on R − 1
 //              the rollout satellite holding the fewest episodes leaves (the fewest to hand over)
 //
-//   recall     short most of the recent time                     rollout is the bottleneck,
-//   (to roll.) and backlog < recall_backlog_batches               and the trainers run dry
+//   recall     rounds(T − 1) = rounds(T), no T' in (T, Tmax]     a trainer shortens nothing
+//   (to roll.) with rounds(T') < rounds(T), work to generate     and leads nowhere that would
+//              or: short most of the recent time                 rollout is the bottleneck,
+//              and backlog < recall_backlog_batches               and the trainers run dry
 //              the satellite that has trained longest comes back
+//
+// with T the training cells (core cells and training satellites) and Tmax = core cells +
+// satellites − min_rollout_cells. Rounds matter where a step has few micro-steps for its
+// trainers: 4 micro-steps take 2 rounds on 2 trainers and on 3, so a third trainer costs a
+// rollout cell and gains nothing, while the backlog, which grows whenever the trainers are the
+// bottleneck, would keep asking for it. A count that shortens nothing itself may lead to one that
+// does (16 micro-steps: 4 rounds on 4 and 5 trainers, 3 on 6), so releases look ahead and such a
+// trainer is not called back. One rounded count decides both ways, so a release and a recall
+// never both hold; an average wavering around a half (4.5: steps of 4 and 5) can still move a
+// trainer back and forth, as often as residence and move_interval_steps let it. Without a count
+// (before the first step) only the backlog decides.
 //
 // In batches, the thresholds hold for a model whose steps take a fifth of a second on a CPU and
 // one whose steps take minutes on a cluster, and they do not depend on the split: a backlog in

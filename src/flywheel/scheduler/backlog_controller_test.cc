@@ -108,6 +108,74 @@ TEST(BacklogControllerTest, ScriptedTraceGivesTheHandWorkedMoves) {
   EXPECT_EQ(c.rollout_cells(), 3);
 }
 
+// Steps of about 4 micro-steps: 2 rounds on 2 trainers and on 3. A backlog that grows because
+// the trainers are the bottleneck releases the satellite that makes 2 trainers (4 → 2 rounds),
+// not the one that would make 3; a third trainer a release left over (the steps had 6
+// micro-steps) goes back to rollout.
+TEST(BacklogControllerTest, ATrainerIsReleasedOnlyWhereItTakesARoundOff) {
+  BacklogController c = PrimedController(ThreeSatellites());
+  auto observe = [](double t, double micro_steps, std::vector<int64_t> held, int64_t in_flight) {
+    SchedulerObservation o = Observe(t, in_flight, 0, 4, 10, std::move(held));
+    o.micro_steps = micro_steps;
+    return o;
+  };
+  absl::StatusOr<SchedulerDecision> d = c.Decide(observe(0, 3.9, {2, 1, 2}, 5));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->move, Move::kToTrain) << d->reason;  // 1 → 2 trainers: 4 → 2 rounds
+  d = c.Decide(observe(11, 4.2, {1, 0, 0}, 1));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->move, Move::kNone) << d->reason;
+  EXPECT_EQ(d->cause, Cause::kNoSpeedup);
+  // 4.2 on average: steps of 4.
+  EXPECT_THAT(d->reason, HasSubstr("4 micro-steps per step take 2 rounds on 2 trainers and no "
+                                   "fewer on up to 3: no move"));
+  // Steps of 6: a third trainer takes a round off (3 → 2) and is released.
+  d = c.Decide(observe(22, 6, {1, 0, 0}, 1));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->move, Move::kToTrain) << d->reason;
+  EXPECT_EQ(c.rollout_cells(), 1);
+  // Back to 4: the trainer that switched longest ago returns, whatever the backlog says.
+  d = c.Decide(observe(33, 4, {1, 0, 0}, 1));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->move, Move::kToRollout) << d->reason;
+  EXPECT_EQ(d->cause, Cause::kIdleTrainer);
+  EXPECT_EQ(d->satellite, 1);
+  EXPECT_EQ(c.rollout_cells(), 2);
+  // Two trainers run the 4 in 2 rounds, one would need 4: the split holds.
+  d = c.Decide(observe(44, 4, {1, 0, 0}, 1));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->move, Move::kNone) << d->reason;
+  EXPECT_EQ(d->cause, Cause::kNoSpeedup);
+  EXPECT_EQ(d->ToJson()["micro_steps"], 4);
+}
+
+// 16 micro-steps on up to 7 trainers (7 satellites, one of which keeps rolling out): 4 rounds
+// on 4 trainers and on 5, 3 on 6 and on 7. The fifth trainer is released on the way to the
+// sixth and not called back; the seventh takes nothing off and is not released.
+TEST(BacklogControllerTest, ReleasesLookAheadPastACountThatShortensNothing) {
+  BacklogControllerOptions options = ThreeSatellites();
+  options.satellites = 7;
+  options.min_residence = absl::ZeroDuration();
+  BacklogController c = MakeController(options);
+  auto observe = [](double t, double backlog) {
+    SchedulerObservation o = Observe(t, 1, 0, 60, backlog, {1, 1, 1, 1, 1, 1, 1});
+    o.micro_steps = 16;
+    return o;
+  };
+  std::vector<int> trainers;
+  for (int i = 0; i < 8; ++i) {
+    absl::StatusOr<SchedulerDecision> d = c.Decide(observe(i, 20));
+    ASSERT_TRUE(d.ok()) << d.status();
+    trainers.push_back(1 + 7 - c.rollout_cells());
+  }
+  EXPECT_EQ(trainers, (std::vector<int>{2, 3, 4, 5, 6, 6, 6, 6}));
+  // In the dead band nothing moves: the sixth trainer takes a round off the fifth's 4.
+  absl::StatusOr<SchedulerDecision> d = c.Decide(observe(9, 4));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->move, Move::kNone) << d->reason;
+  EXPECT_EQ(d->cause, Cause::kBalanced) << d->reason;
+}
+
 TEST(BacklogControllerTest, ReasonAndJsonNameTheInputs) {
   BacklogController c = PrimedController(ThreeSatellites());
   absl::StatusOr<SchedulerDecision> d = c.Decide(Observe(0, 5, 0, 7, 10, {2, 1, 2}));

@@ -42,7 +42,8 @@ WaterLevelOptions ElasticRule(const SchedulerOptions& options, int satellites,
 absl::StatusOr<std::unique_ptr<RoleController>> MakeElasticController(
     const SchedulerOptions& options, int satellites, double episodes_per_cell,
     double episode_tokens) {
-  const WaterLevelOptions rule = ElasticRule(options, satellites, episodes_per_cell, episode_tokens);
+  const WaterLevelOptions rule =
+      ElasticRule(options, satellites, episodes_per_cell, episode_tokens);
   if (options.controller == "water_level") {
     absl::StatusOr<WaterLevelPolicy> policy = WaterLevelPolicy::Create(rule);
     if (!policy.ok()) return policy.status();
@@ -101,7 +102,13 @@ SchedulerObservation ObserveCells(absl::Time now, int64_t step, int64_t admissio
   o.backlog = training.backlog;
   o.train_seconds_per_unit = training.train_seconds_per_unit;
   o.batch = training.batch;
+  o.micro_steps = training.micro_steps;
   return o;
+}
+
+double AverageMicroSteps(double average, int64_t micro_steps) {
+  const double m = static_cast<double>(micro_steps);
+  return average > 0 ? average + 0.1 * (m - average) : m;
 }
 
 void AddTokenWork(const RemainingTokens& estimate, std::span<const int64_t> in_flight,

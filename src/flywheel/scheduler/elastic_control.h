@@ -112,7 +112,13 @@ struct TrainingReport {
   double backlog = 0;                 // finished work not trained yet, in the controller's unit
   double train_seconds_per_unit = 0;  // one training cell's seconds per unit (0: not measured)
   double batch = 0;                   // one learner step's batch, in the controller's unit
+  double micro_steps = 0;             // micro-steps per learner step, recent average (0: none)
 };
+
+// The micro-steps per step a controller reads (TrainingReport::micro_steps), as the jobs and the
+// simulator average them: `average` so far (0: no step yet) with one more step of `micro_steps`,
+// each step weighing 0.1 (about the last ten).
+double AverageMicroSteps(double average, int64_t micro_steps);
 
 // One tick's observation, as every elastic path builds it (the in-process job, the core of
 // cells as processes, the simulator): dispatched and finished summed over the satellites (a

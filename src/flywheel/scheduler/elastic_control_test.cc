@@ -128,7 +128,8 @@ TEST(ElasticControlTest, ObserveCellsSumsWhatTheSatellitesReport) {
        .remaining_tokens = 99}};
   const SchedulerObservation o =
       ObserveCells(absl::UnixEpoch(), 7, 5, satellites,
-                   {.backlog = 12, .train_seconds_per_unit = 0.5}, /*parked=*/1);
+                   {.backlog = 12, .train_seconds_per_unit = 0.5, .micro_steps = 3.5},
+                   /*parked=*/1);
   EXPECT_EQ(o.finished, 16);
   EXPECT_EQ(o.in_flight(), 4);  // 3 held + 1 parked; the dead cell's 2 are not in flight
   EXPECT_EQ(o.held, (std::vector<int64_t>{3, 0, 0}));
@@ -138,6 +139,7 @@ TEST(ElasticControlTest, ObserveCellsSumsWhatTheSatellitesReport) {
   EXPECT_TRUE(o.new_batch_demanded);
   EXPECT_EQ(o.backlog, 12);
   EXPECT_EQ(o.train_seconds_per_unit, 0.5);
+  EXPECT_EQ(o.micro_steps, 3.5);
   EXPECT_EQ(o.step, 7);
 }
 

@@ -58,6 +58,10 @@ std::string_view CauseName(Cause cause) {
       return "rollout_short";
     case Cause::kBalanced:
       return "balanced";
+    case Cause::kNoSpeedup:
+      return "no_speedup";
+    case Cause::kIdleTrainer:
+      return "idle_trainer";
   }
   return "unknown";
 }
@@ -92,6 +96,7 @@ nlohmann::json SchedulerDecision::ToJson() const {
       {"backlog", observation.backlog},
       {"train_seconds_per_unit", observation.train_seconds_per_unit},
       {"batch", observation.batch},
+      {"micro_steps", observation.micro_steps},
       {"step_seconds", step_seconds},
       {"backlog_batches", backlog_batches},
       {"backlog_seconds", backlog_seconds},

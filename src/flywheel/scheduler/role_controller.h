@@ -67,6 +67,10 @@ struct SchedulerObservation {
   // One learner step's batch in the controller's unit (batch_groups x group_size episodes, or
   // their expected tokens); 0: not known.
   double batch = 0;
+  // The micro-steps a learner step is packed into, averaged over recent steps (0: not known).
+  // The trainers divide them: m trainers run M micro-steps in ceil(M / m) rounds, so a trainer
+  // more shortens a step only when it takes a round off.
+  double micro_steps = 0;
   // Episodes each satellite holds now, by satellite (empty: not known). A satellite released
   // to training hands these over, so the controller releases the one holding the fewest.
   std::vector<int64_t> held;
@@ -91,6 +95,8 @@ struct SchedulerDecision {
                     // fits on one rollout cell fewer
     kRolloutShort,  // moved to rollout: rollout has been short and the backlog is small
     kBalanced,      // no move: neither the release nor the recall condition holds
+    kNoSpeedup,     // no move: one more trainer would not take a round of micro-steps off a step
+    kIdleTrainer,   // moved to rollout: one trainer fewer runs a step in as many rounds
   };
 
   Move move = Move::kNone;

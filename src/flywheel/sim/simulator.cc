@@ -319,6 +319,7 @@ class Simulation {
   // over their tokens (one cell).
   double micro_seconds_ = 0;
   double micro_tokens_ = 0;
+  double micro_steps_per_step_ = 0;  // scheduler::AverageMicroSteps over the steps so far
   int64_t buffer_dropped_stale_ = 0;  // groups the table dropped as too stale
   int64_t buffer_dropped_trajectories_ = 0;
   std::map<int64_t, int64_t> lag_counts_;
@@ -1084,6 +1085,7 @@ void Simulation::OnReduceDone() {
   trained_trajectories_ += step_trajectories_ - step_dropped_;
   trained_tokens_ += step_tokens_;
   dropped_stale_ += step_dropped_;
+  micro_steps_per_step_ = scheduler::AverageMicroSteps(micro_steps_per_step_, step_micro_steps_);
   for (Cell& cell : cells_) {
     if (cell.state == CellState::kTrain) cell.version = version_;
   }
@@ -1198,7 +1200,8 @@ scheduler::SchedulerObservation Simulation::Observe() {
       static_cast<double>(config_.run.batch_groups * config_.run.group_size);
   scheduler::TrainingReport training{.backlog = BacklogTokens(),
                                      .train_seconds_per_unit = per_token,
-                                     .batch = batch_episodes * per_episode};
+                                     .batch = batch_episodes * per_episode,
+                                     .micro_steps = micro_steps_per_step_};
   if (!tokens) {
     training.backlog = per_episode > 0 ? training.backlog / per_episode : 0;
     training.train_seconds_per_unit = per_token * per_episode;

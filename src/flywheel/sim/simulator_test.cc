@@ -399,9 +399,11 @@ TEST(SimulatorTest, ATokenBudgetSetsTheMicroStepsOfEachStep) {
 }
 
 // A step of one micro-step is the core's whenever the core waits for it, however many satellites
-// train (MicroStepQueue::Claim hands micro-steps to core cells first).
+// train (MicroStepQueue::Claim hands micro-steps to core cells first). The water-level rule
+// releases satellites whatever the step's size; the backlog controller trains no satellite on
+// steps of one micro-step once it has seen one.
 TEST(SimulatorTest, TheCoreClaimsAStepsOnlyMicroStepBeforeTheSatellites) {
-  SimConfig config = MovingElasticConfig("backlog");
+  SimConfig config = MovingElasticConfig("water_level");
   config.run.max_steps = 40;
   config.learner.token_budget = 1'000'000;  // one micro-step per step
   absl::StatusOr<SimResult> result = Simulate(config);
