@@ -148,6 +148,13 @@ double BacklogController::StepSeconds(const SchedulerObservation& o, int trainer
   return step_seconds_ > 0 ? step_seconds_ : training;
 }
 
+void BacklogController::CountMicroSteps(double average) {
+  if (!(average > 0)) return;
+  if (micro_steps_ == 0 || std::abs(average - static_cast<double>(micro_steps_)) >= 0.75) {
+    micro_steps_ = std::llround(average);
+  }
+}
+
 void BacklogController::Smooth(absl::Time now, double step_seconds, double backlog,
                                bool short_of_rollout) {
   const double shortage = short_of_rollout ? 1 : 0;
@@ -221,9 +228,7 @@ bool MoreTrainersHelp(int64_t micro_steps, int trainers, int most) {
 void BacklogController::DecideMove(SchedulerDecision& d) const {
   const int r = d.rollout_cells_before;
   const int trainers = options_.core_cells + options_.satellites - r;
-  // Whole micro-steps, the same count for a release and a recall, so that no count both releases
-  // a trainer and calls it back; 0: not known.
-  const int64_t micro_steps = std::llround(d.observation.micro_steps);
+  const int64_t micro_steps = micro_steps_;  // 0: not known
   // The most trainers there can be: every satellite but min_rollout_cells.
   const int most = options_.core_cells + options_.satellites - options_.min_rollout_cells;
   const std::string rounds =
@@ -319,6 +324,7 @@ absl::StatusOr<SchedulerDecision> BacklogController::Decide(const SchedulerObser
   // near the admission window (η + 1 batches), rollout waits for them. Measured in batches it
   // needs no training cost and holds at any scale.
   MeasureStep(o);
+  CountMicroSteps(o.micro_steps);
   const int trainers = options_.core_cells + (options_.satellites - r);
   d.step_seconds = StepSeconds(o, trainers);
   Smooth(o.now, d.step_seconds, o.backlog, o.admission_room > o.free_slots);

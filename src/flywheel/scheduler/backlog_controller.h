@@ -32,10 +32,10 @@
 // rollout cell and gains nothing, while the backlog, which grows whenever the trainers are the
 // bottleneck, would keep asking for it. A count that shortens nothing itself may lead to one that
 // does (16 micro-steps: 4 rounds on 4 and 5 trainers, 3 on 6), so releases look ahead and such a
-// trainer is not called back. One rounded count decides both ways, so a release and a recall
-// never both hold; an average wavering around a half (4.5: steps of 4 and 5) can still move a
-// trainer back and forth, as often as residence and move_interval_steps let it. Without a count
-// (before the first step) only the backlog decides.
+// trainer is not called back. One whole count decides both ways, so a release and a recall
+// never both hold: the average rounded, kept until the average moves three quarters of a
+// micro-step away (an average wavering around 4.5 moves nothing). Without a count (before the
+// first step) only the backlog decides.
 //
 // In batches, the thresholds hold for a model whose steps take a fifth of a second on a CPU and
 // one whose steps take minutes on a cluster, and they do not depend on the split: a backlog in
@@ -119,6 +119,10 @@ class BacklogController final : public RoleController {
   // The learner step's duration: measured, or before a step ended what `trainers` would take
   // for one batch; 0 when neither is known.
   double StepSeconds(const SchedulerObservation& o, int trainers) const;
+  // The whole count of micro-steps per step both rules read: the average rounded, kept until
+  // the average moves three quarters of a micro-step away from it, so that an average wavering
+  // around a half (steps of 4 and 5) moves no trainer back and forth.
+  void CountMicroSteps(double average);
   // Folds one observation into the averages.
   void Smooth(absl::Time now, double step_seconds, double backlog, bool short_of_rollout);
   // The candidates: the rollout satellite holding the fewest episodes (ties: the highest id),
@@ -141,6 +145,7 @@ class BacklogController final : public RoleController {
   bool smoothed_ = false;        // the averages hold an observation
   double smoothed_backlog_ = 0;  // in the controller's unit
   double smoothed_short_ = 0;    // share of the recent time rollout was short
+  int64_t micro_steps_ = 0;      // CountMicroSteps; 0: no step seen
   bool has_last_cause_ = false;
   SchedulerDecision::Cause last_cause_ = SchedulerDecision::Cause::kBalanced;
 };

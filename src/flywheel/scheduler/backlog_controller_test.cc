@@ -149,6 +149,31 @@ TEST(BacklogControllerTest, ATrainerIsReleasedOnlyWhereItTakesARoundOff) {
   EXPECT_EQ(d->ToJson()["micro_steps"], 4);
 }
 
+// The count both rules read moves only when the average moves three quarters of a micro-step
+// away from it: steps of 4 and 5 in turn do not move a trainer back and forth.
+TEST(BacklogControllerTest, AMicroStepCountWaveringAroundAHalfMovesNothing) {
+  BacklogController c = PrimedController(ThreeSatellites());
+  auto decide = [&](double t, double micro_steps, double backlog, std::vector<int64_t> held,
+                    int64_t in_flight) {
+    SchedulerObservation o = Observe(t, in_flight, 0, 4, backlog, std::move(held));
+    o.micro_steps = micro_steps;
+    absl::StatusOr<SchedulerDecision> d = c.Decide(o);
+    EXPECT_TRUE(d.ok()) << d.status();
+    return d.ok() ? *d : SchedulerDecision{};
+  };
+  // Steps of 5: 3 trainers take 2 rounds where 2 take 3.
+  EXPECT_EQ(decide(0, 5, 10, {2, 1, 2}, 5).move, Move::kToTrain);
+  EXPECT_EQ(decide(11, 5, 10, {1, 0, 0}, 1).move, Move::kToTrain);
+  // 4.4 is nearer 4 (2 rounds on 2 trainers as on 3), but not by three quarters: still 5.
+  SchedulerDecision d = decide(22, 4.4, 4, {1, 0, 0}, 1);
+  EXPECT_EQ(d.move, Move::kNone) << d.reason;
+  EXPECT_EQ(d.cause, Cause::kBalanced) << d.reason;
+  // 4.2 is: the third trainer shortens nothing and goes back.
+  d = decide(33, 4.2, 4, {1, 0, 0}, 1);
+  EXPECT_EQ(d.move, Move::kToRollout) << d.reason;
+  EXPECT_EQ(d.cause, Cause::kIdleTrainer) << d.reason;
+}
+
 // 16 micro-steps on up to 7 trainers (7 satellites, one of which keeps rolling out): 4 rounds
 // on 4 trainers and on 5, 3 on 6 and on 7. The fifth trainer is released on the way to the
 // sixth and not called back; the seventh takes nothing off and is not released.
