@@ -162,8 +162,8 @@ class Simulation {
         assembler_(config.run.group_size, config.run.group_size, absl::InfiniteDuration()),
         limiter_(RateLimiterOptions::Queue(config.buffer.max_size)),
         staleness_(config.learner.max_staleness),
-        lag_histogram_(StalenessFilter::LagBounds()),
-        remaining_(scheduler::RemainingTokens::kWindow, FreshEpisodeTokens(config.workload)) {}
+        remaining_(scheduler::RemainingTokens::kWindow, FreshEpisodeTokens(config.workload)),
+        lag_histogram_(StalenessFilter::LagBounds()) {}
 
   absl::Status Init();
   absl::StatusOr<SimResult> Run();
