@@ -74,6 +74,7 @@ scheduler::SchedulerObservation ObservationOf(const nlohmann::json& line) {
   o.batch = line["batch"].get<double>();
   o.micro_steps = line["micro_steps"].get<double>();
   o.held = line["held"].get<std::vector<int64_t>>();
+  o.alive = line["alive"].get<std::vector<bool>>();
   return o;
 }
 

@@ -119,6 +119,10 @@ absl::Status BacklogController::CheckObservation(const SchedulerObservation& o) 
     return bad(
         StrCat("held has ", o.held.size(), " entries for ", options_.satellites, " satellites"));
   }
+  if (!o.alive.empty() && static_cast<int>(o.alive.size()) != options_.satellites) {
+    return bad(
+        StrCat("alive has ", o.alive.size(), " entries for ", options_.satellites, " satellites"));
+  }
   if (o.now < last_now_) {
     return bad(StrCat("time went backwards by ", absl::FormatDuration(last_now_ - o.now)));
   }
@@ -171,19 +175,25 @@ void BacklogController::Smooth(absl::Time now, double step_seconds, double backl
   smoothed_short_ += alpha * (shortage - smoothed_short_);
 }
 
+int BacklogController::LiveCells(const SchedulerObservation& o, CellRole role) const {
+  int n = 0;
+  for (int s = 0; s < options_.satellites; ++s) n += o.live(s) && roles_[s] == role;
+  return n;
+}
+
 int BacklogController::ReleaseCandidate(const SchedulerObservation& o) const {
   int best = -1;
   for (int s = options_.satellites - 1; s >= 0; --s) {
-    if (roles_[s] != CellRole::kRollout) continue;
+    if (roles_[s] != CellRole::kRollout || !o.live(s)) continue;
     if (best < 0 || (!o.held.empty() && o.held[s] < o.held[best])) best = s;
   }
   return best;
 }
 
-int BacklogController::RecallCandidate() const {
+int BacklogController::RecallCandidate(const SchedulerObservation& o) const {
   int best = -1;
   for (int s = 0; s < options_.satellites; ++s) {
-    if (roles_[s] != CellRole::kTrain) continue;
+    if (roles_[s] != CellRole::kTrain || !o.live(s)) continue;
     if (best < 0 || last_switch_[s] < last_switch_[best]) best = s;
   }
   return best;
@@ -192,6 +202,12 @@ int BacklogController::RecallCandidate() const {
 void BacklogController::MoveIfResident(int satellite, Move move, Cause cause,
                                        SchedulerDecision& d) const {
   d.satellite = satellite;
+  if (satellite < 0) {
+    d.cause = cause;
+    d.reason = StrCat(d.reason, ", but no live satellite ",
+                      move == Move::kToTrain ? "rolls out" : "trains", ": no move");
+    return;
+  }
   const absl::Duration held = d.observation.now - last_switch_[satellite];
   if (held < options_.min_residence) {
     d.cause = Cause::kResidence;
@@ -226,11 +242,13 @@ bool MoreTrainersHelp(int64_t micro_steps, int trainers, int most) {
 }  // namespace
 
 void BacklogController::DecideMove(SchedulerDecision& d) const {
+  const SchedulerObservation& o = d.observation;
   const int r = d.rollout_cells_before;
-  const int trainers = options_.core_cells + options_.satellites - r;
+  const int satellite_trainers = LiveCells(o, CellRole::kTrain);
+  const int trainers = options_.core_cells + satellite_trainers;
   const int64_t micro_steps = micro_steps_;  // 0: not known
-  // The most trainers there can be: every satellite but min_rollout_cells.
-  const int most = options_.core_cells + options_.satellites - options_.min_rollout_cells;
+  // The most trainers there can be: every live satellite but min_rollout_cells.
+  const int most = options_.core_cells + r + satellite_trainers - options_.min_rollout_cells;
   const std::string rounds =
       StrCat(micro_steps, " micro-steps per step take ", Rounds(micro_steps, trainers),
              " rounds on ", trainers, " trainers");
@@ -240,31 +258,29 @@ void BacklogController::DecideMove(SchedulerDecision& d) const {
   if (d.work > 0 && r < options_.min_rollout_cells) {
     d.reason =
         StrCat(w, " with ", r, " rollout cells < min_rollout_cells ", options_.min_rollout_cells);
-    return MoveIfResident(RecallCandidate(), Move::kToRollout, Cause::kMinRolloutCells, d);
+    return MoveIfResident(RecallCandidate(o), Move::kToRollout, Cause::kMinRolloutCells, d);
   }
-  if (r == 0 && d.observation.admission_room > 0) {
+  if (r == 0 && o.admission_room > 0) {
     // Nobody generates and a batch is wanted: whatever waits to be trained, the step being
     // filled can only complete with new rollouts.
-    d.reason = StrCat("admission has room (", d.observation.admission_room,
-                      ") and no satellite rolls out");
-    return MoveIfResident(RecallCandidate(), Move::kToRollout, Cause::kMinRolloutCells, d);
+    d.reason = StrCat("admission has room (", o.admission_room, ") and no satellite rolls out");
+    return MoveIfResident(RecallCandidate(o), Move::kToRollout, Cause::kMinRolloutCells, d);
   }
-  if (r < options_.satellites && micro_steps > 0 &&
+  if (satellite_trainers > 0 && micro_steps > 0 &&
       Rounds(micro_steps, trainers - 1) == Rounds(micro_steps, trainers) &&
-      !MoreTrainersHelp(micro_steps, trainers, most) &&
-      (d.work > 0 || d.observation.admission_room > 0)) {
+      !MoreTrainersHelp(micro_steps, trainers, most) && (d.work > 0 || o.admission_room > 0)) {
     // A trainer that shortens no step, and leads to no count of trainers that would, is a
     // rollout cell lost; a release gave it only while the steps had other sizes (or before
     // their size was known).
     d.reason = StrCat(rounds, ", as many on ", trainers - 1, ", and no fewer on up to ", most);
-    return MoveIfResident(RecallCandidate(), Move::kToRollout, Cause::kIdleTrainer, d);
+    return MoveIfResident(RecallCandidate(o), Move::kToRollout, Cause::kIdleTrainer, d);
   }
   const bool short_of_rollout = d.short_share > 0.5;
-  if (short_of_rollout && r < options_.satellites &&
+  if (short_of_rollout && satellite_trainers > 0 &&
       d.backlog_batches < options_.recall_backlog_batches) {
     d.reason = StrCat("rollout short ", d.short_share, " of the time and ", backlog,
                       " < recall_backlog_batches ", options_.recall_backlog_batches);
-    return MoveIfResident(RecallCandidate(), Move::kToRollout, Cause::kRolloutShort, d);
+    return MoveIfResident(RecallCandidate(o), Move::kToRollout, Cause::kRolloutShort, d);
   }
   if (d.backlog_batches <= options_.release_backlog_batches) {
     d.cause = Cause::kBalanced;
@@ -277,7 +293,7 @@ void BacklogController::DecideMove(SchedulerDecision& d) const {
   }
   if (r == 0) {
     d.cause = Cause::kAllTraining;
-    d.reason = StrCat(backlog, " and all ", options_.satellites, " satellites train: no move");
+    d.reason = StrCat(backlog, " and all ", satellite_trainers, " live satellites train: no move");
     return;
   }
   if (d.work > 0 && r <= options_.min_rollout_cells) {
@@ -292,8 +308,8 @@ void BacklogController::DecideMove(SchedulerDecision& d) const {
                       " and no fewer on up to ", most, ": no move");
     return;
   }
-  const double capacity = d.observation.capacity_per_cell > 0 ? d.observation.capacity_per_cell
-                                                              : options_.capacity_per_cell;
+  const double capacity =
+      o.capacity_per_cell > 0 ? o.capacity_per_cell : options_.capacity_per_cell;
   const std::string rule =
       StrCat(d.threshold, " = ", r - 1, " x ", capacity, " x (1 - ", options_.hysteresis, ")");
   if (d.work > d.threshold) {
@@ -305,7 +321,7 @@ void BacklogController::DecideMove(SchedulerDecision& d) const {
   }
   d.reason = StrCat(backlog, " > release_backlog_batches ", options_.release_backlog_batches,
                     " and ", w, " fits ", r - 1, " rollout cells: ", d.work, " <= ", rule);
-  MoveIfResident(ReleaseCandidate(d.observation), Move::kToTrain, Cause::kBacklog, d);
+  MoveIfResident(ReleaseCandidate(o), Move::kToTrain, Cause::kBacklog, d);
 }
 
 absl::StatusOr<SchedulerDecision> BacklogController::Decide(const SchedulerObservation& o) {
@@ -315,7 +331,8 @@ absl::StatusOr<SchedulerDecision> BacklogController::Decide(const SchedulerObser
   d.unit = options_.unit;
   d.work =
       options_.unit == WorkUnit::kTokens ? o.remaining_tokens : static_cast<double>(o.in_flight());
-  const int r = rollout_cells();
+  // Free slots neither generate nor train: the rules count live cells only.
+  const int r = LiveCells(o, CellRole::kRollout);
   d.rollout_cells_before = r;
   const double capacity =
       o.capacity_per_cell > 0 ? o.capacity_per_cell : options_.capacity_per_cell;
@@ -325,7 +342,7 @@ absl::StatusOr<SchedulerDecision> BacklogController::Decide(const SchedulerObser
   // needs no training cost and holds at any scale.
   MeasureStep(o);
   CountMicroSteps(o.micro_steps);
-  const int trainers = options_.core_cells + (options_.satellites - r);
+  const int trainers = options_.core_cells + LiveCells(o, CellRole::kTrain);
   d.step_seconds = StepSeconds(o, trainers);
   Smooth(o.now, d.step_seconds, o.backlog, o.admission_room > o.free_slots);
   d.backlog_seconds = smoothed_backlog_ * o.train_seconds_per_unit / trainers;
@@ -346,7 +363,7 @@ absl::StatusOr<SchedulerDecision> BacklogController::Decide(const SchedulerObser
     last_switch_[d.satellite] = o.now;
     last_move_ = o.now;
   }
-  d.rollout_cells_after = rollout_cells();
+  d.rollout_cells_after = LiveCells(o, CellRole::kRollout);
   d.changed = d.move != Move::kNone || !has_last_cause_ || d.cause != last_cause_;
   has_last_cause_ = true;
   last_cause_ = d.cause;

@@ -125,11 +125,14 @@ class BacklogController final : public RoleController {
   void CountMicroSteps(double average);
   // Folds one observation into the averages.
   void Smooth(absl::Time now, double step_seconds, double backlog, bool short_of_rollout);
-  // The candidates: the rollout satellite holding the fewest episodes (ties: the highest id),
-  // the training satellite that switched longest ago (ties: the lowest id); -1 when none.
+  // Live satellites (o.alive) in `role`.
+  int LiveCells(const SchedulerObservation& o, CellRole role) const;
+  // The candidates, among live satellites: the rollout satellite holding the fewest episodes
+  // (ties: the highest id), the training satellite that switched longest ago (ties: the lowest
+  // id); -1 when none.
   int ReleaseCandidate(const SchedulerObservation& o) const;
-  int RecallCandidate() const;
-  // Fills `d` with a move of `satellite` unless residence holds it back.
+  int RecallCandidate(const SchedulerObservation& o) const;
+  // Fills `d` with a move of `satellite` unless residence holds it back or it is -1.
   void MoveIfResident(int satellite, SchedulerDecision::Move move, SchedulerDecision::Cause cause,
                       SchedulerDecision& d) const;
   void DecideMove(SchedulerDecision& d) const;

@@ -278,6 +278,32 @@ TEST(BacklogControllerTest, NobodyRollingOutWithAdmissionRoomRecallsOne) {
   EXPECT_THAT(d->reason, HasSubstr("no satellite rolls out"));
 }
 
+// A slot whose cell died or left keeps its role for the next cell but generates nothing. Here
+// the only satellite rolling out dies while two train and the backlog sits in the dead band:
+// counted as rolling out, its free slot hid that nobody generated and the step waited forever.
+TEST(BacklogControllerTest, AFreeSlotIsNotARolloutCell) {
+  BacklogController c = PrimedController(ThreeSatellites());
+  for (double t : {0.0, 11.0}) {  // satellites 2 then 1 to train
+    absl::StatusOr<SchedulerDecision> d = c.Decide(Observe(t, 0, 0, 12, 100, {0, 0, 0}));
+    ASSERT_TRUE(d.ok());
+    ASSERT_EQ(d->move, Move::kToTrain) << d->reason;
+  }
+  SchedulerObservation o = Observe(22, 0, 4, 0, 5, {0, 0, 0});
+  o.alive = {false, true, true};
+  absl::StatusOr<SchedulerDecision> d = c.Decide(o);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->rollout_cells_before, 0);
+  EXPECT_EQ(d->move, Move::kToRollout) << d->reason;
+  EXPECT_EQ(d->satellite, 2) << "the trainer that switched longest ago";
+  // A release never picks a free slot, though it holds the fewest episodes.
+  o = Observe(33, 0, 0, 4, 100, {0, 0, 3});
+  o.alive = {false, true, true};
+  d = c.Decide(o);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->move, Move::kToTrain) << d->reason;
+  EXPECT_EQ(d->satellite, 2);
+}
+
 TEST(BacklogControllerTest, UnknownBatchReleasesNothing) {
   BacklogController c = PrimedController(ThreeSatellites());
   SchedulerObservation o = Observe(0, 0, 0, 12, 1000);

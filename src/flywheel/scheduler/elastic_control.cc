@@ -91,6 +91,7 @@ SchedulerObservation ObserveCells(absl::Time now, int64_t step, int64_t admissio
   for (const SatelliteReport& s : satellites) {
     o.finished += s.finished;
     o.held.push_back(s.alive ? s.held : 0);
+    o.alive.push_back(s.alive);
     if (!s.alive) continue;
     held += s.held;
     o.remaining_tokens += s.remaining_tokens;

@@ -133,6 +133,7 @@ TEST(ElasticControlTest, ObserveCellsSumsWhatTheSatellitesReport) {
   EXPECT_EQ(o.finished, 16);
   EXPECT_EQ(o.in_flight(), 4);  // 3 held + 1 parked; the dead cell's 2 are not in flight
   EXPECT_EQ(o.held, (std::vector<int64_t>{3, 0, 0}));
+  EXPECT_EQ(o.alive, (std::vector<bool>{true, true, false}));
   EXPECT_EQ(o.free_slots, 1);  // only rolling-out live cells count
   EXPECT_EQ(o.remaining_tokens, 30);
   EXPECT_EQ(o.admission_room, 5);

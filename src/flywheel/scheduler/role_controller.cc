@@ -102,6 +102,7 @@ nlohmann::json SchedulerDecision::ToJson() const {
       {"backlog_seconds", backlog_seconds},
       {"short_share", short_share},
       {"held", observation.held},
+      {"alive", observation.alive},
   };
 }
 

@@ -74,8 +74,13 @@ struct SchedulerObservation {
   // Episodes each satellite holds now, by satellite (empty: not known). A satellite released
   // to training hands these over, so the controller releases the one holding the fewest.
   std::vector<int64_t> held;
+  // Whether each satellite slot holds a live cell (empty: all do). A free slot (its cell died
+  // or left) keeps its role for the next cell placed there, but generates and trains nothing:
+  // counted as rolling out, it would hide that nobody generates.
+  std::vector<bool> alive;
 
   int64_t in_flight() const { return dispatched - finished; }
+  bool live(int satellite) const { return alive.empty() || alive[satellite]; }
 };
 
 struct SchedulerDecision {
