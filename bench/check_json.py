@@ -8,6 +8,8 @@ Each CHECK is one of
     PATH==V                            every value at PATH equals V (true, false, a number or text)
     PATH~PATH2@TOL                     the numbers (or lists of numbers) at both paths agree
                                        within TOL, element by element
+    PATH:number                        every value at PATH is a finite number (a figure a run
+                                       too short to judge must still compute)
     PATH                               something is at PATH
     A|B                                check A holds, or else check B
 
@@ -74,6 +76,11 @@ def check(report, spec):
             return f"{spec}: {xs} and {ys} are not numbers of the same shape"
         worst = max(abs(x - y) for x, y in zip(xs, ys))
         return None if worst <= tol else f"{spec}: differ by {worst}"
+    if spec.endswith(":number"):
+        path = spec[: -len(":number")]
+        found = values_at(report, path)
+        bad = [v for v in found if not is_number(v)]
+        return None if found and not bad else f"{spec}: found {bad or 'nothing'}"
     m = re.fullmatch(r"(.+?)(==|>=|<=|>|<)(.+)", spec)
     if not m:
         return None if values_at(report, spec) else f"nothing at {spec}"
