@@ -7,8 +7,8 @@ A figure is marked as measured by an HTML comment right after it (invisible when
 
     trains 0.84×<!-- fig elastic-2026-12-07b/elastic-seed4-h.json samples_per_s_vs_best_static_steady -->
 
-naming a result file under bench/results/ and the dot-separated path of the value in it
-(`*100` after the path: the page shows a percentage). The figure is the number that ends at
+naming a result file under bench/results/ and the dot-separated path of the value in it (a key
+may hold dots; `*100` after the path: the page shows a percentage). The figure is the number that ends at
 most three characters (a unit: ×, x, %, s) before the comment. The check fails when the file or
 the path is missing, or when the value, rounded to the figure's decimals, is not the figure.
 With no FILE, every Markdown file of README.md and docs/ is read (under --root, by default the
@@ -20,11 +20,26 @@ import os
 import re
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_json import values_at  # noqa: E402
-
 MARK = re.compile(r"<!--\s*fig\s+(\S+)\s+(\S+?)(\*100)?\s*-->")
 FIGURE = re.compile(r"(-?\d+(?:\.(\d+))?)[^\d<>]{0,3}$")
+
+
+def lookup(node, path):
+    """The value at the dot-separated `path` below `node`, a key holding dots included ("x0.1");
+    None when it names nothing."""
+    if not path:
+        return node
+    if isinstance(node, dict):
+        for key in sorted(node, key=len, reverse=True):
+            if path == key or path.startswith(key + "."):
+                found = lookup(node[key], path[len(key) + 1 :])
+                if found is not None:
+                    return found
+    if isinstance(node, list):
+        head, _, rest = path.partition(".")
+        if head.isdigit() and int(head) < len(node):
+            return lookup(node[int(head)], rest)
+    return None
 
 
 def check_text(text, where, results_dir):
@@ -48,13 +63,13 @@ def check_text(text, where, results_dir):
         except (OSError, json.JSONDecodeError) as e:
             problems.append(f"{at}: figure {fig.group(1)} cites {m.group(1)}: {e}")
             continue
-        found = values_at(report, m.group(2))
-        if len(found) != 1 or not isinstance(found[0], (int, float)) or isinstance(found[0], bool):
+        found = lookup(report, m.group(2))
+        if not isinstance(found, (int, float)) or isinstance(found, bool):
             problems.append(
                 f"{at}: figure {fig.group(1)} cites {m.group(1)} {m.group(2)}: found {found!r}, "
-                "not one number")
+                "not a number")
             continue
-        value = found[0] * (100 if m.group(3) else 1)
+        value = found * (100 if m.group(3) else 1)
         if round(value, decimals) != shown:
             problems.append(
                 f"{at}: figure {fig.group(1)} but {m.group(1)} {m.group(2)}{m.group(3) or ''} "

@@ -23,6 +23,6 @@ expect_problem() {  # expect_problem WHAT SED-EXPRESSION PATTERN
 }
 expect_problem "an edited figure" 's/0\.84×<!-- fig/0.86×<!-- fig/' "figure 0.86 but"
 expect_problem "a missing file" 's/elastic-seed4-h\.json samples_per_s_vs_best_static_steady/gone.json samples_per_s_vs_best_static_steady/' "gone.json"
-expect_problem "a path naming nothing" 's/samples_per_s_vs_best_static_steady -->/no_such_key -->/' "no_such_key: found \[\]"
+expect_problem "a path naming nothing" 's/samples_per_s_vs_best_static_steady -->/no_such_key -->/' "no_such_key: found None"
 echo "check_figures_test: $failures failure(s)"
 ((failures == 0))
