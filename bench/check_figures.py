@@ -21,7 +21,8 @@ import re
 import sys
 
 MARK = re.compile(r"<!--\s*fig\s+(\S+)\s+(\S+?)(\*100)?\s*-->")
-FIGURE = re.compile(r"(-?\d+(?:\.(\d+))?)[^\d<>]{0,3}$")
+# A sign (- or the typographic −), thousands separators and decimals: −0.002, 1,007,616.
+FIGURE = re.compile(r"([-\u2212]?\d[\d,]*(?:\.(\d+))?)[^\d<>]{0,3}$")
 
 
 def lookup(node, path):
@@ -54,7 +55,7 @@ def check_text(text, where, results_dir):
         if not fig:
             problems.append(f"{at}: no figure right before the mark '{m.group(0)}'")
             continue
-        shown = float(fig.group(1))
+        shown = float(fig.group(1).replace(",", "").replace("\u2212", "-"))
         decimals = len(fig.group(2) or "")
         path = os.path.join(results_dir, m.group(1))
         try:
