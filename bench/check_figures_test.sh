@@ -3,11 +3,8 @@
 # result file is missing, and when its path names nothing.
 set -uo pipefail
 SOURCE="$1"
+source "$SOURCE/src/flywheel/runtime/process_test_lib.sh"  # TMP, fail
 CHECK="$SOURCE/bench/check_figures.py"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 python3 "$CHECK" --root "$SOURCE" || fail "the checkout's marked figures do not match their files"
 
