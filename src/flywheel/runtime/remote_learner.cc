@@ -111,7 +111,11 @@ absl::Status RemoteLearner::Init() {
         SupervisedWarmStart(config_, *factory_, text, learner_->model(), &stop).status());
   }
   RETURN_IF_ERROR(StartLeases());
-  RETURN_IF_ERROR(buffer_->SetLearnerVersion(learner_->version()));
+  // The buffer may restart, or the link drop, between the connect and this call: wait for it
+  // as at connect (a restarted learner once exited here on "connection reset by peer").
+  RETURN_IF_ERROR(WaitForService(
+      "buffer", options_.buffer_address, options_.connect_timeout,
+      [&] { return buffer_->SetLearnerVersion(learner_->version()); }, options_.stop));
 
   WeightsServerOptions weights_options;
   weights_options.address = options_.weights_listen;
