@@ -27,8 +27,13 @@ namespace {
 // With 75 imitation steps the policy's patches were worse and 80 steps rose by 0.02 to 0.06.
 constexpr int kTreeSteps = 100;
 constexpr size_t kTreeWindow = 25;
-// Two windows of 800 executions at these rates differ by about 0.011 from sampling alone.
-constexpr double kTreeMargin = 0.04;
+// The margin from the spread: over run.seed 1-6 (2026-12-07, AVX2-only machine, 39-60 s each)
+// the rise was +0.118, +0.090, +0.028, +0.106, +0.098, +0.136 (mean 0.096, sd 0.037): seed 3
+// barely rose (0.010 -> 0.038), and the margin of 0.04 this test had (set under the smallest
+// rise of seeds 2-4) failed it. Two windows of 800 executions at these rates differ by about
+// 0.011 (one sd) from sampling alone: 0.025 is 2.3 such sds (a policy that learns nothing passes
+// about 1 run in 100) and passes all six seeds, seed 3 by 0.003. The test runs seed 1.
+constexpr double kTreeMargin = 0.025;
 
 TEST(TreeLearningTest, ReinforcementLearningLiftsTheImitatedPolicy) {
   absl::StatusOr<JobConfig> config = testing::LoadExampleJob(
