@@ -7,9 +7,10 @@ A figure is marked as measured by an HTML comment right after it (invisible when
 
     trains 0.84×<!-- fig elastic-2026-12-07b/elastic-seed4-h.json samples_per_s_vs_best_static_steady -->
 
-naming a result file under bench/results/ and the dot-separated path of the value in it (a key
-may hold dots; `*100` after the path: the page shows a percentage). The figure is the number that ends at
-most three characters (a unit: ×, x, %, s) before the comment. The check fails when the file or
+naming a result file under bench/results/ and the dot-separated path of the value in it (as in
+check_json.py: a key may hold dots; `*100` after the path: the page shows a percentage). The
+figure is the number that ends at most three characters (a unit: ×, x, %, s) before the
+comment. The check fails when the file or
 the path is missing, or when the value, rounded to the figure's decimals, is not the figure.
 With no FILE, every Markdown file of README.md and docs/ is read (under --root, by default the
 checkout this script is in). Prints one line per problem; exit status 1 if any.
@@ -20,33 +21,19 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_json import is_number, values_at  # noqa: E402
+
 MARK = re.compile(r"<!--\s*fig\s+(\S+)\s+(\S+?)(\*100)?\s*-->")
 # A sign (- or the typographic −), thousands separators and decimals: −0.002, 1,007,616.
 FIGURE = re.compile(r"([-\u2212]?\d[\d,]*(?:\.(\d+))?)[^\d<>]{0,3}$")
-
-
-def lookup(node, path):
-    """The value at the dot-separated `path` below `node`, a key holding dots included ("x0.1");
-    None when it names nothing."""
-    if not path:
-        return node
-    if isinstance(node, dict):
-        for key in sorted(node, key=len, reverse=True):
-            if path == key or path.startswith(key + "."):
-                found = lookup(node[key], path[len(key) + 1 :])
-                if found is not None:
-                    return found
-    if isinstance(node, list):
-        head, _, rest = path.partition(".")
-        if head.isdigit() and int(head) < len(node):
-            return lookup(node[int(head)], rest)
-    return None
 
 
 def check_text(text, where, results_dir):
     """Problems with the marked figures of one page's `text`, and how many marks it has."""
     problems = []
     marks = 0
+    reports = {}  # result file -> its JSON, or the error reading it: each file read once
     for m in MARK.finditer(text):
         marks += 1
         line = text.count("\n", 0, m.start()) + 1
@@ -58,14 +45,19 @@ def check_text(text, where, results_dir):
         shown = float(fig.group(1).replace(",", "").replace("\u2212", "-"))
         decimals = len(fig.group(2) or "")
         path = os.path.join(results_dir, m.group(1))
-        try:
-            with open(path) as f:
-                report = json.load(f)
-        except (OSError, json.JSONDecodeError) as e:
-            problems.append(f"{at}: figure {fig.group(1)} cites {m.group(1)}: {e}")
+        if path not in reports:
+            try:
+                with open(path) as f:
+                    reports[path] = json.load(f)
+            except (OSError, json.JSONDecodeError) as e:
+                reports[path] = e
+        report = reports[path]
+        if isinstance(report, Exception):
+            problems.append(f"{at}: figure {fig.group(1)} cites {m.group(1)}: {report}")
             continue
-        found = lookup(report, m.group(2))
-        if not isinstance(found, (int, float)) or isinstance(found, bool):
+        values = values_at(report, m.group(2))
+        found = values[0] if len(values) == 1 else (values or None)
+        if not is_number(found):
             problems.append(
                 f"{at}: figure {fig.group(1)} cites {m.group(1)} {m.group(2)}: found {found!r}, "
                 "not a number")

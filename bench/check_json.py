@@ -13,7 +13,7 @@ Each CHECK is one of
     PATH                               something is at PATH
     A|B                                check A holds, or else check B
 
-PATH is dot-separated keys; `*` stands for every key of an object or every element of a list.
+PATH is dot-separated keys (a key may hold dots); `*` stands for every key of an object or every element of a list.
 A path that names nothing fails its check, so a renamed field cannot pass unnoticed.
 """
 import json
@@ -32,6 +32,10 @@ def values_at(node, path):
         return [v for child in children for v in values_at(child, rest)]
     if isinstance(node, dict) and head in node:
         return values_at(node[head], rest)
+    if isinstance(node, dict):  # a key holding dots ("x0.1"): the longest one the path starts with
+        for key in sorted(node, key=len, reverse=True):
+            if path == key or path.startswith(key + "."):
+                return values_at(node[key], path[len(key) + 1 :])
     if isinstance(node, list) and head.isdigit() and int(head) < len(node):
         return values_at(node[int(head)], rest)
     return []
