@@ -84,6 +84,19 @@ for point in sweep:
             check_mode(f"{where} {mode}", point[mode], point.get("samples_budget"))
     check(str(int(point.get("median_ms", -1))) in report.get("speedup_by_median", {}),
           f"{where}: not in speedup_by_median")
+# The colocated peer over-samples: each of its steps started more groups than it trained on
+# and dropped the rest.
+over = results.get("colocated", {}).get("oversample") or {}
+check(number(config.get("colocated_oversample")) and config["colocated_oversample"] > 0 and
+      over.get("fraction") == config["colocated_oversample"],
+      f"colocated peer does not over-sample: config {config.get('colocated_oversample')}, {over}")
+check(over.get("episodes_cut", 0) + over.get("groups_dropped", 0) +
+      over.get("incomplete_dropped", 0) > 0, f"colocated over-sampled but dropped nothing: {over}")
+# Sides alternate: the sweep's points do not all run the same mode first.
+check(len({point.get("first") for point in sweep}) == 2,
+      f"every sweep point ran {sweep[0].get('first') if sweep else None} first")
+check(number(report.get("speedup_samples_median")),
+      f"speedup_samples_median {report.get('speedup_samples_median')} not a number")
 if errors:
     print("pipeline_quick.json is not a sane report:\n  " + "\n  ".join(errors))
     sys.exit(1)

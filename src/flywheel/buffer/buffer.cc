@@ -72,10 +72,11 @@ Buffer::Buffer(const BufferOptions& options, Clock* clock)
   metrics_.dropped_incomplete_group = r.GetCounter("buffer.dropped{reason=incomplete_group}");
   metrics_.dropped_late_group_member = r.GetCounter("buffer.dropped{reason=late_group_member}");
   metrics_.dropped_evicted = r.GetCounter("buffer.dropped{reason=evicted}");
-  metrics_.duplicate_inserts = r.GetCounter(
-      "buffer.duplicate_inserts", "inserts of a trajectory id already known: acknowledged, not stored");
-  metrics_.acknowledged =
-      r.GetCounter("buffer.acknowledged", "leased trajectories the learner acknowledged as consumed");
+  metrics_.duplicate_inserts =
+      r.GetCounter("buffer.duplicate_inserts",
+                   "inserts of a trajectory id already known: acknowledged, not stored");
+  metrics_.acknowledged = r.GetCounter("buffer.acknowledged",
+                                       "leased trajectories the learner acknowledged as consumed");
   metrics_.released =
       r.GetCounter("buffer.released", "leased trajectories returned to the table by the learner");
   metrics_.leased = r.GetGauge("buffer.leased", "trajectories leased to a learner now");
@@ -353,6 +354,17 @@ absl::Status Buffer::InsertGroupMember(ItemMember member, absl::Time deadline) {
   return Apply(out, /*count_insert=*/true);
 }
 
+absl::StatusOr<int64_t> Buffer::DiscardPendingGroups() {
+  GroupAssembler::Output out;
+  {
+    absl::MutexLock lock(&groups_mu_);
+    assembler_.DiscardPending(&out);
+  }
+  const int64_t discarded = static_cast<int64_t>(out.discarded_incomplete.size());
+  RETURN_IF_ERROR(Apply(out, /*count_insert=*/true));
+  return discarded;
+}
+
 absl::Status Buffer::Apply(GroupAssembler::Output& out, bool count_insert) {
   std::vector<std::shared_ptr<const Item>> evicted;
   for (auto& group : out.released) {
@@ -373,8 +385,7 @@ absl::Status Buffer::Apply(GroupAssembler::Output& out, bool count_insert) {
   return CommitRetired(write);
 }
 
-void Buffer::Retire(const ItemMember& member, std::string_view reason,
-                    DurableStore::Write* write) {
+void Buffer::Retire(const ItemMember& member, std::string_view reason, DurableStore::Write* write) {
   if (store_ != nullptr && member.storage_key != 0) {
     write->deletes.push_back(member.storage_key);
     if (tracks_ids()) write->consumed.push_back({member.trajectory->id, std::string(reason)});

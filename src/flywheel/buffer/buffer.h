@@ -117,6 +117,9 @@ class Buffer {
   void SetLearnerVersion(int64_t version);
   // Releases or discards groups whose straggler deadline has passed on the clock.
   void ExpireGroups();
+  // Discards every group still waiting for members (counted as incomplete_group); returns how
+  // many trajectories went.
+  absl::StatusOr<int64_t> DiscardPendingGroups();
   // Wakes all waiters (CANCELLED) and stops the group timer.
   void Close();
 

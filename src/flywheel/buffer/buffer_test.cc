@@ -155,6 +155,33 @@ TEST(BufferTest, DurableGroupMembersSurviveARestart) {
   std::filesystem::remove_all(options.path);
 }
 
+TEST(BufferTest, DiscardedPendingGroupsAreGoneAfterARestart) {
+  BufferOptions options;
+  options.durable = true;
+  options.path = TempDir("discard");
+  options.group_size = 2;
+  {
+    auto buffer = Buffer::Create(options);
+    ASSERT_TRUE(buffer.ok());
+    Buffer& b = **buffer;
+    for (const char* id : {"a1", "a2", "b1"}) {
+      ASSERT_TRUE(b.Insert(MakeTrajectory(id, 0, id[0] == 'a' ? "A" : "B"), In(kLong)).ok());
+    }
+    absl::StatusOr<int64_t> discarded = b.DiscardPendingGroups();
+    ASSERT_TRUE(discarded.ok()) << discarded.status();
+    EXPECT_EQ(*discarded, 1);  // b1; the complete group A stays
+    const BufferInfo info = b.Info();
+    EXPECT_EQ(info.pending_members, 0);
+    EXPECT_EQ(info.dropped_incomplete_group, 1);
+    EXPECT_EQ(info.table.size, 1);
+  }
+  auto buffer = Buffer::Create(options);
+  ASSERT_TRUE(buffer.ok());
+  EXPECT_EQ((*buffer)->Info().pending_members, 0);  // b1's delete was written
+  EXPECT_EQ(DrainIds(**buffer), (std::vector<std::string>{"a1", "a2"}));
+  std::filesystem::remove_all(options.path);
+}
+
 TEST(BufferTest, ConcurrentDurableInsertsShareSyncs) {
   BufferOptions options;
   options.durable = true;

@@ -76,6 +76,15 @@ void GroupAssembler::Expire(absl::Time now, Output* out) {
   }
 }
 
+void GroupAssembler::DiscardPending(Output* out) {
+  for (auto& [id, pending] : pending_) {
+    for (ItemMember& m : pending.members) out->discarded_incomplete.push_back(std::move(m));
+    Close(id);
+  }
+  pending_.clear();
+  pending_members_ = 0;
+}
+
 absl::Time GroupAssembler::next_deadline() const {
   absl::Time next = absl::InfiniteFuture();
   for (const auto& [id, pending] : pending_) next = std::min(next, pending.deadline);

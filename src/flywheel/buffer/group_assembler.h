@@ -46,6 +46,9 @@ class GroupAssembler {
   void Add(ItemMember member, absl::Time now, Output* out);
   // Releases or discards every group whose straggler deadline is <= now.
   void Expire(absl::Time now, Output* out);
+  // Discards every pending group whatever its size (a colocated step that over-sampled ends its
+  // unfinished groups); their late members are discarded as late.
+  void DiscardPending(Output* out);
   // Removes and returns the pending members whose trajectory id is in `ids` (a scan: for the
   // rare acknowledgement of a member that is pending again after a restart).
   std::vector<ItemMember> TakePending(const absl::flat_hash_set<std::string>& ids);

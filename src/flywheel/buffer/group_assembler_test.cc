@@ -50,6 +50,25 @@ TEST(GroupAssemblerTest, StragglerDeadlineReleasesPartialOrDiscards) {
   EXPECT_EQ(a.pending_groups(), 0);
 }
 
+TEST(GroupAssemblerTest, DiscardPendingEndsEveryUnfinishedGroup) {
+  GroupAssembler a(3, 1, absl::Seconds(10));
+  const absl::Time t0 = absl::UnixEpoch();
+  GroupAssembler::Output out;
+  a.Add(Member("a1", "A"), t0, &out);
+  a.Add(Member("a2", "A"), t0, &out);
+  a.Add(Member("b1", "B"), t0, &out);
+  a.DiscardPending(&out);
+  EXPECT_TRUE(out.released.empty());  // A has 2 >= min_group_size members, but not all 3
+  EXPECT_EQ(out.discarded_incomplete.size(), 3u);
+  EXPECT_EQ(a.pending_groups(), 0);
+  EXPECT_EQ(a.pending_members(), 0);
+
+  GroupAssembler::Output late;
+  a.Add(Member("a3", "A"), t0 + absl::Seconds(1), &late);  // the rest comes too late
+  EXPECT_TRUE(late.released.empty());
+  EXPECT_EQ(late.discarded_late.size(), 1u);
+}
+
 TEST(GroupAssemblerTest, NoGroupIdIsAGroupOfOne) {
   GroupAssembler a(4, 4, absl::Seconds(10));
   GroupAssembler::Output out;

@@ -1,5 +1,7 @@
 #include "flywheel/runtime/embedded_job.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -7,10 +9,8 @@
 #include <optional>
 #include <string>
 #include <thread>
-#include <vector>
-
-#include <spdlog/spdlog.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "flywheel/actor/actor.h"
@@ -21,13 +21,13 @@
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/dist/communicator.h"
+#include "flywheel/elastic/elastic_job.h"
 #include "flywheel/env/env_executor.h"
 #include "flywheel/env/env_factory.h"
 #include "flywheel/env/task_source.h"
 #include "flywheel/model/weight_snapshot.h"
 #include "flywheel/observe/trace_recorder.h"
 #include "flywheel/runtime/blas_choice.h"
-#include "flywheel/elastic/elastic_job.h"
 #include "flywheel/runtime/latency_audit.h"
 #include "flywheel/runtime/learner_session.h"
 #include "flywheel/runtime/policy_eval.h"
@@ -85,6 +85,10 @@ class Job {
   absl::Status Sink(Trajectory t);
   absl::Status Publish();
   absl::Status GenerateOneBatch(const RunStop& stop);  // colocated
+  // run.oversample: cuts the episodes still running once a batch is complete (dropped), and
+  // after the batch is taken drops what else is in the buffer.
+  absl::Status CutOverSampled();
+  absl::Status DropOverSampled();
   // Up to batch_groups groups, counted into `groups`; fewer only when stopping.
   absl::StatusOr<std::vector<Trajectory>> CollectBatch(const RunStop& stop, int64_t* groups);
   // Episodes the actors may still start under run.max_pipeline_batches.
@@ -110,9 +114,14 @@ class Job {
   std::unique_ptr<Buffer> buffer_;
   std::vector<std::unique_ptr<TaskSource>> tasks_;
   std::vector<std::unique_ptr<Actor>> actors_;
-  ActorThreads actor_threads_;    // async: every actor runs open-ended
+  ActorThreads actor_threads_;              // async: every actor runs open-ended
   scheduler::PipelineAdmission admission_;  // run.max_pipeline_batches; off when 0
   std::atomic<bool> stopping_{false};
+  struct {
+    int64_t episodes_cut = 0;        // running when their step's batch was complete
+    int64_t groups_dropped = 0;      // complete, beyond the batch
+    int64_t incomplete_dropped = 0;  // trajectories of groups still missing members
+  } oversample_;                     // colocated with run.oversample, over the run
 };
 
 absl::Status Job::Init(const EmbeddedJobOptions& options) {
@@ -138,12 +147,13 @@ absl::Status Job::Init(const EmbeddedJobOptions& options) {
   BufferOptions buffer_options = config_.buffer;
   buffer_options.group_size = config_.actor.group_size;
   buffer_options.min_group_size = std::min(buffer_options.min_group_size, config_.actor.group_size);
-  buffer_options.durable = false;  // the embedded job keeps its buffer in memory
+  buffer_options.durable = false;   // the embedded job keeps its buffer in memory
   buffer_options.remember_ids = 0;  // and no insert is retried in process: no ids to remember
   if (buffer_options.max_staleness < 0)
     buffer_options.max_staleness = config_.learner.max_staleness;
-  // colocated: one whole batch must fit while the learner has not sampled yet.
-  buffer_options.max_size = std::max(buffer_options.max_size, config_.run.batch_groups);
+  // colocated: one whole batch must fit while the learner has not sampled yet (over-sampled: every
+  // group started, since those that end while the rest is cut are dropped only afterwards).
+  buffer_options.max_size = std::max(buffer_options.max_size, config_.run.colocated_groups());
   if (config_.run.mode == TrainMode::kAsync && config_.run.max_pipeline_batches > 0) {
     admission_ = scheduler::PipelineAdmission::For(
         config_.run.max_pipeline_batches, config_.run.batch_groups, config_.actor.group_size);
@@ -233,14 +243,19 @@ absl::Status Job::Publish() {
 }
 
 absl::Status Job::GenerateOneBatch(const RunStop& stop) {
-  // Whole groups per actor, so every group is complete when Run returns.
+  // Whole groups per actor, so every group is complete when Run returns. With run.oversample
+  // the actors start more groups than the batch, and once the buffer holds a batch of complete
+  // ones the rest are cut: the slowest groups of a heavy-tailed environment are not waited for.
+  const int64_t want = config_.run.batch_groups;
+  const bool oversampling = config_.run.oversample > 0;
+  const int64_t total = config_.run.colocated_groups();
   const int64_t n = static_cast<int64_t>(actors_.size());
   std::vector<absl::Status> statuses(actors_.size());
   std::vector<std::thread> threads;
   absl::Mutex mu;
   int64_t running = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t groups = config_.run.batch_groups / n + (i < config_.run.batch_groups % n);
+    const int64_t groups = total / n + (i < total % n);
     if (groups == 0) continue;
     ++running;
     threads.emplace_back([this, i, groups, &statuses, &mu, &running] {
@@ -249,19 +264,59 @@ absl::Status Job::GenerateOneBatch(const RunStop& stop) {
       --running;
     });
   }
+  bool cut = false;
   {
     absl::MutexLock lock(&mu);
     auto done = [&running]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return running == 0; };
-    while (!mu.AwaitWithTimeout(absl::Condition(&done), kPoll)) {
+    // Over-sampling looks at the buffer often: the batch is full when its last group completes.
+    const absl::Duration poll = oversampling ? absl::Milliseconds(2) : kPoll;
+    while (!mu.AwaitWithTimeout(absl::Condition(&done), poll)) {
       if (stop.Reached()) {  // the batch is abandoned: its episodes are cancelled
         for (const auto& actor : actors_) actor->Stop();
         break;
       }
+      if (oversampling && buffer_->Info().table.size >= want) {
+        cut = true;
+        break;
+      }
     }
   }
+  if (cut) RETURN_IF_ERROR(CutOverSampled());
   for (std::thread& t : threads) t.join();
   if (stop.Reached()) return absl::OkStatus();
   for (const absl::Status& s : statuses) RETURN_IF_ERROR(s);
+  return absl::OkStatus();
+}
+
+absl::Status Job::CutOverSampled() {
+  // Suspend ends each actor's Run with every episode at its next environment boundary (a reply
+  // that ends an episode still reaches the buffer, to be dropped with the rest); the suspended
+  // episodes are dropped here. The actors are cut in parallel: each waits for its slowest
+  // environment call in flight.
+  std::vector<absl::StatusOr<ActorSwitch>> switches(actors_.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < actors_.size(); ++i) {
+    threads.emplace_back([this, i, &switches] { switches[i] = actors_[i]->Suspend(); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (absl::StatusOr<ActorSwitch>& s : switches) {
+    RETURN_IF_ERROR(s.status());
+    oversample_.episodes_cut += static_cast<int64_t>(s->episodes.size());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Job::DropOverSampled() {
+  // The batch is taken; what else finished, and the groups still missing members, go.
+  ASSIGN_OR_RETURN(const int64_t incomplete, buffer_->DiscardPendingGroups());
+  oversample_.incomplete_dropped += incomplete;
+  while (buffer_->Info().table.size > 0) {
+    absl::StatusOr<std::vector<SampledItem>> items =
+        buffer_->Sample(buffer_->Info().table.size, absl::Now());
+    if (absl::IsDeadlineExceeded(items.status())) break;
+    if (!items.ok()) return items.status();
+    oversample_.groups_dropped += static_cast<int64_t>(items->size());
+  }
   return absl::OkStatus();
 }
 
@@ -322,6 +377,7 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
       TraceSpan span("learner", "sample");  // the learner's wait_data
       if (!async) RETURN_IF_ERROR(GenerateOneBatch(stop));
       ASSIGN_OR_RETURN(batch, CollectBatch(stop, &batch_groups));
+      if (!async && run.oversample > 0) RETURN_IF_ERROR(DropOverSampled());
     }
     // Stopping: the groups already taken from the buffer are trained on, not thrown away.
     if (batch.empty()) break;
@@ -416,13 +472,17 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
         {"dropped_incomplete", info.dropped_incomplete_group},
         {"dropped_evicted", info.dropped_evicted}}},
   };
+  if (run.oversample > 0) {
+    result.summary["oversample"] = {{"fraction", run.oversample},
+                                    {"episodes_cut", oversample_.episodes_cut},
+                                    {"groups_dropped", oversample_.groups_dropped},
+                                    {"incomplete_dropped", oversample_.incomplete_dropped}};
+  }
   if (warm_start_.has_value()) {
-    result.summary["sft"] = {{"steps", warm_start_->steps},
-                             {"stopped", warm_start_->stopped},
-                             {"episodes", warm_start_->episodes},
-                             {"expert_reward", warm_start_->expert_reward},
-                             {"first_nll", warm_start_->first_nll},
-                             {"last_nll", warm_start_->last_nll}};
+    result.summary["sft"] = {
+        {"steps", warm_start_->steps},         {"stopped", warm_start_->stopped},
+        {"episodes", warm_start_->episodes},   {"expert_reward", warm_start_->expert_reward},
+        {"first_nll", warm_start_->first_nll}, {"last_nll", warm_start_->last_nll}};
   }
   // A stop request skips the evaluation (the user asked to stop); a wall budget does not.
   if (run.eval_episodes > 0 && stopped_by != "signal") {

@@ -89,6 +89,30 @@ TEST(EmbeddedJobTest, ColocatedModeTrainsOnFreshBatches) {
   EXPECT_EQ(result->summary["mode"], "colocated");
 }
 
+TEST(EmbeddedJobTest, OversampledColocatedStepsTrainOnTheFirstWholeGroups) {
+  // Twice the batch is started under a heavy-tailed environment latency: each step trains on
+  // the first 4 groups to complete, every member of each, and all the rest is dropped: cut
+  // while running, complete beyond the batch, or finished members of an unfinished group.
+  const JobConfig config =
+      Load("oversample", {"run.mode=\"colocated\"", "run.max_steps=3", "run.oversample=1.0",
+                          "env.latency.model=\"lognormal\"", "env.latency.mean_ms=5",
+                          "env.latency.sigma=1.0"});
+  absl::StatusOr<EmbeddedJobResult> result = RunEmbeddedJob(config, Quiet());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->final_step, 3);
+  const int64_t group = config.actor.group_size;
+  for (const nlohmann::json& m : ReadMetrics(config)) {
+    EXPECT_EQ(m["trajectories"].get<int64_t>(), config.run.batch_groups * group) << m;
+    EXPECT_EQ(m["lag_max"].get<int64_t>(), 0) << m;  // nothing dropped comes back later
+  }
+  const nlohmann::json& over = result->summary.at("oversample");
+  const int64_t dropped = over["episodes_cut"].get<int64_t>() +
+                          over["groups_dropped"].get<int64_t>() * group +
+                          over["incomplete_dropped"].get<int64_t>();
+  EXPECT_EQ(dropped, 3 * config.run.batch_groups * group) << over;
+  EXPECT_EQ(result->summary["groups"]["left_in_buffer"].get<int64_t>(), 0);
+}
+
 TEST(EmbeddedJobTest, ResumeContinuesFromTheLatestCheckpoint) {
   JobConfig config = Load("resume", {"run.max_steps=2", "learner.checkpoint_every=1"});
   ASSERT_TRUE(RunEmbeddedJob(config, Quiet()).ok());

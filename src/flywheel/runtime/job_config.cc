@@ -65,6 +65,11 @@ absl::Status JobConfig::Validate() const {
           "run.mode = \"elastic\" has no reference model for learner.kl_coef; set it to 0");
     }
   }
+  if (tree.enabled && run.oversample > 0) {
+    return absl::InvalidArgumentError(
+        "run.oversample is a colocated flywheel train option without tree.enabled: the tree job "
+        "generates its instances whole; set run.oversample = 0");
+  }
   if (tree.enabled && learner.world_size > 1) {
     return absl::InvalidArgumentError(
         StrCat("learner.world_size = ", learner.world_size,

@@ -70,6 +70,18 @@ TEST(JobConfigTest, KlCoefNeedsAJobWithAReferenceModel) {
   EXPECT_TRUE(ParseJobConfig("[learner]\nkl_coef = 0.1\n", "inline.toml").ok());
 }
 
+TEST(JobConfigTest, OversampleIsForColocatedJobsOnly) {
+  auto async = ParseJobConfig("[run]\noversample = 0.25\n", "inline.toml");
+  ASSERT_FALSE(async.ok());
+  EXPECT_THAT(async.status().message(), HasSubstr("run.oversample"));
+  EXPECT_TRUE(
+      ParseJobConfig("[run]\nmode = \"colocated\"\noversample = 0.25\n", "inline.toml").ok());
+  auto negative =
+      ParseJobConfig("[run]\nmode = \"colocated\"\noversample = -1\n", "inline.toml");
+  ASSERT_FALSE(negative.ok());
+  EXPECT_THAT(negative.status().message(), HasSubstr("run.oversample must be >= 0"));
+}
+
 TEST(JobConfigTest, OverridesApplyAndPrintedConfigReadsBack) {
   const std::string path = WriteTemp("flywheel_ok.toml", "[run]\nname = \"a\"\n");
   auto job = LoadJobConfig(path, {"run.mode=colocated", "model.num_layers=3"});

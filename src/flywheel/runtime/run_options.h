@@ -2,6 +2,7 @@
 #ifndef FLYWHEEL_RUNTIME_RUN_OPTIONS_H_
 #define FLYWHEEL_RUNTIME_RUN_OPTIONS_H_
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -31,17 +32,26 @@ struct RunOptions {
   double success_reward = 1.0;      // an episode succeeds when its final reward reaches this
   int64_t eval_episodes = 0;        // after training, play this many with the final weights
   double max_pipeline_batches = 0;  // async admission control; 0 = off (see VisitFields)
+  double oversample = 0;            // colocated: extra groups started per step, a fraction
   int64_t blas_threads = 0;         // OpenBLAS pool size of this process; 0 = auto (blas_choice.h)
   double emulated_slowdown = 1;     // benchmarks: compute takes this many times as long (1 = off)
   bool trace = false;               // write runs/<name>/trace.json (observe/trace_recorder.h)
   int64_t trace_spans_per_track = 16384;  // newest spans kept per trace track
 
+  // Groups a colocated step starts: the batch and what run.oversample adds.
+  int64_t colocated_groups() const {
+    return batch_groups +
+           static_cast<int64_t>(std::ceil(static_cast<double>(batch_groups) * oversample));
+  }
+
   template <typename V>
   void VisitFields(V& v) {
     v.Field("name", name, "run directory name under runs_dir");
     v.Field("runs_dir", runs_dir, "parent of run directories");
-    v.Choice("mode", mode, kTrainModeNames, "async = decoupled; colocated = synchronous baseline; elastic = cells that move between "
-             "rollout and training ([scheduler])");
+    v.Choice(
+        "mode", mode, kTrainModeNames,
+        "async = decoupled; colocated = synchronous baseline; elastic = cells that move between "
+        "rollout and training ([scheduler])");
     v.Field("seed", seed, "seed for tasks, sampling and initialisation");
     v.Field("max_steps", max_steps, "stop after this many learner steps");
     v.Field("max_wall_seconds", max_wall_seconds, "stop after this long; 0 = no limit");
@@ -50,6 +60,10 @@ struct RunOptions {
     v.Field("max_pipeline_batches", max_pipeline_batches,
             "async: actors start episodes only while those in flight plus those waiting to be "
             "trained on are fewer than this many learner batches; 0 = off");
+    v.Field("oversample", oversample,
+            "colocated: each step starts batch_groups x (1 + this) groups, trains on the first "
+            "batch_groups to finish and drops the rest (their episodes are cut at their next "
+            "environment boundary); 0 = off");
     v.Field("eval_episodes", eval_episodes,
             "after training, evaluate the final policy on this many episodes; 0 = off");
     v.Field("blas_threads", blas_threads,
@@ -76,6 +90,14 @@ struct RunOptions {
     if (max_steps <= 0) return absl::InvalidArgumentError("run.max_steps must be > 0");
     if (max_pipeline_batches < 0) {
       return absl::InvalidArgumentError("run.max_pipeline_batches must be >= 0 (0 = off)");
+    }
+    if (!(oversample >= 0)) {
+      return absl::InvalidArgumentError("run.oversample must be >= 0 (0 = off)");
+    }
+    if (oversample > 0 && mode != TrainMode::kColocated) {
+      return absl::InvalidArgumentError(
+          "run.oversample applies to run.mode = \"colocated\" (async's pipeline has no batch to "
+          "over-sample); set it to 0 or run colocated");
     }
     if (eval_episodes < 0) return absl::InvalidArgumentError("run.eval_episodes must be >= 0");
     if (blas_threads < 0) {
