@@ -56,15 +56,23 @@ check(lat.get("model") == "lognormal" and lat.get("median_ms", 0) >= 50 and
 results = report.get("results", {})
 for mode in ("async", "colocated"):
     check(mode in results, f"results has no {mode}")
-    if mode in results:
-        check_mode(mode, results[mode], config.get("samples_budget"))
+    if mode not in results:
+        continue
+    # Over seeds: the mean, and every seed's run under per_seed.
+    runs = results[mode].get("per_seed", [results[mode]])
+    check(len(runs) == config.get("seeds"), f"{mode}: {len(runs)} runs for {config.get('seeds')} seeds")
+    for i, run in enumerate(runs):
+        check_mode(f"{mode} seed {i}", run, config.get("samples_budget"))
         # The main comparison's final reward is the evaluation of the final policy.
-        ev = results[mode].get("eval") or {}
-        check(results[mode].get("final_reward_from") == "eval" and
+        ev = run.get("eval") or {}
+        check(run.get("final_reward_from") == "eval" and
               ev.get("episodes") == config.get("eval_episodes") and
-              ev.get("reward_mean") == results[mode]["final_reward"],
-              f"{mode}: final_reward is not the evaluation of {config.get('eval_episodes')} "
-              f"episodes: {results[mode].get('final_reward_from')}, {ev}")
+              ev.get("reward_mean") == run["final_reward"],
+              f"{mode} seed {i}: final_reward is not the evaluation of "
+              f"{config.get('eval_episodes')} episodes: {run.get('final_reward_from')}, {ev}")
+    mean = sum(run["final_reward"] for run in runs) / len(runs)
+    check(abs(results[mode]["final_reward"] - mean) < 1e-9,
+          f"{mode}: final_reward {results[mode]['final_reward']} is not the mean over seeds {mean}")
 for key in ("speedup_samples", "speedup_time_to_target", "speedup_by_median"):
     check(key in report, f"no top-level {key}")
 check(number(report.get("speedup_samples")) and report["speedup_samples"] > 0,
@@ -86,7 +94,7 @@ for point in sweep:
           f"{where}: not in speedup_by_median")
 # The colocated peer over-samples: each of its steps started more groups than it trained on
 # and dropped the rest.
-over = results.get("colocated", {}).get("oversample") or {}
+over = (results.get("colocated", {}).get("per_seed") or [{}])[0].get("oversample") or {}
 check(number(config.get("colocated_oversample")) and config["colocated_oversample"] > 0 and
       over.get("fraction") == config["colocated_oversample"],
       f"colocated peer does not over-sample: config {config.get('colocated_oversample')}, {over}")
@@ -95,8 +103,11 @@ check(over.get("episodes_cut", 0) + over.get("groups_dropped", 0) +
 # Sides alternate: the sweep's points do not all run the same mode first.
 check(len({point.get("first") for point in sweep}) == 2,
       f"every sweep point ran {sweep[0].get('first') if sweep else None} first")
-check(number(report.get("speedup_samples_median")),
-      f"speedup_samples_median {report.get('speedup_samples_median')} not a number")
+by_seed = report.get("speedup_samples_by_seed") or []
+check(len(by_seed) == config.get("seeds") and number(report.get("speedup_samples_median")) and
+      min(by_seed) <= report["speedup_samples_median"] <= max(by_seed),
+      f"speedup_samples_median {report.get('speedup_samples_median')} is not the median of "
+      f"{by_seed}")
 if errors:
     print("pipeline_quick.json is not a sane report:\n  " + "\n  ".join(errors))
     sys.exit(1)

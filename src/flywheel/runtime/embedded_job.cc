@@ -85,6 +85,8 @@ class Job {
   absl::Status Sink(Trajectory t);
   absl::Status Publish();
   absl::Status GenerateOneBatch(const RunStop& stop);  // colocated
+  // Joins the threads of the last colocated generation; their first error.
+  absl::Status JoinGeneration();
   // run.oversample: cuts the episodes still running once a batch is complete (dropped), and
   // after the batch is taken drops what else is in the buffer.
   absl::Status CutOverSampled();
@@ -117,6 +119,14 @@ class Job {
   ActorThreads actor_threads_;              // async: every actor runs open-ended
   scheduler::PipelineAdmission admission_;  // run.max_pipeline_batches; off when 0
   std::atomic<bool> stopping_{false};
+  // colocated: the threads of a step's generation (one per actor, then the cut's) and their
+  // statuses. An over-sampled cut outlives GenerateOneBatch, overlapping the learner's step.
+  struct {
+    std::vector<std::thread> threads;
+    std::vector<absl::Status> statuses;
+  } generation_;
+  absl::Mutex generation_mu_;
+  int64_t generation_running_ ABSL_GUARDED_BY(generation_mu_) = 0;  // actors still in Run
   struct {
     int64_t episodes_cut = 0;        // running when their step's batch was complete
     int64_t groups_dropped = 0;      // complete, beyond the batch
@@ -243,6 +253,10 @@ absl::Status Job::Publish() {
 }
 
 absl::Status Job::GenerateOneBatch(const RunStop& stop) {
+  // The previous step's generation may still be ending (an over-sampled cut): join it and drop
+  // what it left, so that this step's batch is made of this step's groups only.
+  RETURN_IF_ERROR(JoinGeneration());
+  if (config_.run.oversample > 0) RETURN_IF_ERROR(DropOverSampled());
   // Whole groups per actor, so every group is complete when Run returns. With run.oversample
   // the actors start more groups than the batch, and once the buffer holds a batch of complete
   // ones the rest are cut: the slowest groups of a heavy-tailed environment are not waited for.
@@ -250,42 +264,53 @@ absl::Status Job::GenerateOneBatch(const RunStop& stop) {
   const bool oversampling = config_.run.oversample > 0;
   const int64_t total = config_.run.colocated_groups();
   const int64_t n = static_cast<int64_t>(actors_.size());
-  std::vector<absl::Status> statuses(actors_.size());
-  std::vector<std::thread> threads;
-  absl::Mutex mu;
-  int64_t running = 0;
+  generation_.statuses.assign(actors_.size() + 1, absl::OkStatus());  // the last: the cut's
   for (int64_t i = 0; i < n; ++i) {
     const int64_t groups = total / n + (i < total % n);
     if (groups == 0) continue;
-    ++running;
-    threads.emplace_back([this, i, groups, &statuses, &mu, &running] {
-      statuses[i] = actors_[i]->Run(groups * config_.actor.group_size);
-      absl::MutexLock lock(&mu);
-      --running;
+    {
+      absl::MutexLock lock(&generation_mu_);
+      ++generation_running_;
+    }
+    generation_.threads.emplace_back([this, i, groups] {
+      generation_.statuses[i] = actors_[i]->Run(groups * config_.actor.group_size);
+      absl::MutexLock lock(&generation_mu_);
+      --generation_running_;
     });
   }
   bool cut = false;
   {
-    absl::MutexLock lock(&mu);
-    auto done = [&running]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return running == 0; };
+    absl::MutexLock lock(&generation_mu_);
+    auto done = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return generation_running_ == 0; };
     // Over-sampling looks at the buffer often: the batch is full when its last group completes.
     const absl::Duration poll = oversampling ? absl::Milliseconds(2) : kPoll;
-    while (!mu.AwaitWithTimeout(absl::Condition(&done), poll)) {
-      if (stop.Reached()) {  // the batch is abandoned: its episodes are cancelled
-        for (const auto& actor : actors_) actor->Stop();
-        break;
-      }
+    while (!generation_mu_.AwaitWithTimeout(absl::Condition(&done), poll)) {
+      if (stop.Reached()) break;
       if (oversampling && buffer_->Info().table.size >= want) {
         cut = true;
         break;
       }
     }
   }
-  if (cut) RETURN_IF_ERROR(CutOverSampled());
-  for (std::thread& t : threads) t.join();
-  if (stop.Reached()) return absl::OkStatus();
-  for (const absl::Status& s : statuses) RETURN_IF_ERROR(s);
+  if (stop.Reached()) {  // the batch is abandoned: its episodes are cancelled
+    for (const auto& actor : actors_) actor->Stop();
+    JoinGeneration().IgnoreError();
+    return absl::OkStatus();
+  }
+  if (!cut) return JoinGeneration();
+  // The cut waits for the environment calls in flight (Suspend): it overlaps the learner's step
+  // and the next step joins it.
+  generation_.threads.emplace_back([this] { generation_.statuses.back() = CutOverSampled(); });
   return absl::OkStatus();
+}
+
+absl::Status Job::JoinGeneration() {
+  for (std::thread& t : generation_.threads) t.join();
+  generation_.threads.clear();
+  absl::Status first;
+  for (const absl::Status& s : generation_.statuses) first.Update(s);
+  generation_.statuses.clear();
+  return first;
 }
 
 absl::Status Job::CutOverSampled() {
@@ -307,7 +332,7 @@ absl::Status Job::CutOverSampled() {
 }
 
 absl::Status Job::DropOverSampled() {
-  // The batch is taken; what else finished, and the groups still missing members, go.
+  // The last batch is taken; what else finished, and the groups still missing members, go.
   ASSIGN_OR_RETURN(const int64_t incomplete, buffer_->DiscardPendingGroups());
   oversample_.incomplete_dropped += incomplete;
   while (buffer_->Info().table.size > 0) {
@@ -344,6 +369,10 @@ void Job::Shutdown() {
   stopping_.store(true);
   if (buffer_ != nullptr) buffer_->Close();
   actor_threads_.Stop();
+  if (!generation_.threads.empty()) {  // a colocated cut still waiting for its episodes
+    for (const auto& actor : actors_) actor->Stop();
+    JoinGeneration().IgnoreError();
+  }
   // A hung environment process must not hold the stop: calls still running are interrupted.
   if (executor_ != nullptr) executor_->Close([this] { factory_->Interrupt(); });
 }
@@ -377,7 +406,6 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
       TraceSpan span("learner", "sample");  // the learner's wait_data
       if (!async) RETURN_IF_ERROR(GenerateOneBatch(stop));
       ASSIGN_OR_RETURN(batch, CollectBatch(stop, &batch_groups));
-      if (!async && run.oversample > 0) RETURN_IF_ERROR(DropOverSampled());
     }
     // Stopping: the groups already taken from the buffer are trained on, not thrown away.
     if (batch.empty()) break;
@@ -424,6 +452,11 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
     }
   }
   if (progress.has_value()) progress->Finish();
+  if (!async && run.oversample > 0 && !stop.Reached()) {
+    // The last step's cut ends, and what it left is dropped as after every step.
+    RETURN_IF_ERROR(JoinGeneration());
+    RETURN_IF_ERROR(DropOverSampled());
+  }
   const std::string_view stopped_by = step >= run.max_steps ? "max_steps" : stop.Reason();
   const double wall = absl::ToDoubleSeconds(absl::Now() - start);
   Shutdown();
