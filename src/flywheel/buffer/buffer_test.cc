@@ -135,11 +135,17 @@ TEST(BufferTest, DurableRestartKeepsUnconsumedItemsAndCountsButNotConsumedOnes) 
   std::filesystem::remove_all(options.path);
 }
 
-TEST(BufferTest, DurableGroupMembersSurviveARestart) {
+// A durable buffer of groups of two in a fresh directory named after the test.
+BufferOptions DurablePairs(const std::string& name) {
   BufferOptions options;
   options.durable = true;
-  options.path = TempDir("groups");
+  options.path = TempDir(name);
   options.group_size = 2;
+  return options;
+}
+
+TEST(BufferTest, DurableGroupMembersSurviveARestart) {
+  const BufferOptions options = DurablePairs("groups");
   {
     auto buffer = Buffer::Create(options);
     ASSERT_TRUE(buffer.ok());
@@ -156,10 +162,7 @@ TEST(BufferTest, DurableGroupMembersSurviveARestart) {
 }
 
 TEST(BufferTest, DiscardedPendingGroupsAreGoneAfterARestart) {
-  BufferOptions options;
-  options.durable = true;
-  options.path = TempDir("discard");
-  options.group_size = 2;
+  const BufferOptions options = DurablePairs("discard");
   {
     auto buffer = Buffer::Create(options);
     ASSERT_TRUE(buffer.ok());
