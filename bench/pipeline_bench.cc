@@ -412,7 +412,7 @@ absl::StatusOr<ModeResult> RunMode(const PipelineSettings& s, const Setting& set
            : 0.0},
       {"latency_audit", audit},
   };
-  if (job.summary.contains("oversample")) r.json["oversample"] = job.summary["oversample"];
+  if (job.summary.contains("oversample")) r.json["oversample"] = job.summary.at("oversample");
   return r;
 }
 

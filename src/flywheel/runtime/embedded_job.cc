@@ -335,14 +335,13 @@ absl::Status Job::DropOverSampled() {
   // The last batch is taken; what else finished, and the groups still missing members, go.
   ASSIGN_OR_RETURN(const int64_t incomplete, buffer_->DiscardPendingGroups());
   oversample_.incomplete_dropped += incomplete;
-  while (buffer_->Info().table.size > 0) {
+  while (true) {  // until the table is empty: a sample that would have to wait
     absl::StatusOr<std::vector<SampledItem>> items =
-        buffer_->Sample(buffer_->Info().table.size, absl::Now());
-    if (absl::IsDeadlineExceeded(items.status())) break;
+        buffer_->Sample(config_.run.colocated_groups(), absl::Now());
+    if (absl::IsDeadlineExceeded(items.status())) return absl::OkStatus();
     if (!items.ok()) return items.status();
     oversample_.groups_dropped += static_cast<int64_t>(items->size());
   }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<Trajectory>> Job::CollectBatch(const RunStop& stop,
