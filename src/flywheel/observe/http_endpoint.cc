@@ -11,21 +11,38 @@
 
 namespace flywheel {
 
-absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const std::string& address,
-                                                                  std::string_view flag,
-                                                                  std::vector<HttpRoute> routes) {
+absl::StatusOr<std::string> ListenInBackground(httplib::Server& server, const std::string& address,
+                                               std::string_view flag, std::thread& thread) {
   std::string host;
   int port = 0;
   RETURN_IF_ERROR(ParseHostPort(address, &host, &port, flag));
-  std::unique_ptr<HttpEndpoint> endpoint(new HttpEndpoint);
-  endpoint->server_ = std::make_unique<httplib::Server>();
-  httplib::Server& server = *endpoint->server_;
   // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, with which a second process
   // would share a port in use instead of being refused.
   server.set_socket_options([](socket_t sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
+  const int bound = port == 0                         ? server.bind_to_any_port(host)
+                    : server.bind_to_port(host, port) ? port
+                                                      : -1;
+  if (bound <= 0) {
+    return absl::UnavailableError(StrCat(flag, " '", address,
+                                         "': cannot listen there (address in use, or not an "
+                                         "address of this machine); give another HOST:PORT"));
+  }
+  thread = std::thread([&server] { server.listen_after_bind(); });
+  // stop() only stops a server that is running: wait for the accept loop, so that a server
+  // stopped at once does not leave it running (connections queue in the backlog meanwhile).
+  while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return StrCat(host.find(':') == std::string::npos ? host : StrCat("[", host, "]"), ":", bound);
+}
+
+absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const std::string& address,
+                                                                  std::string_view flag,
+                                                                  std::vector<HttpRoute> routes) {
+  std::unique_ptr<HttpEndpoint> endpoint(new HttpEndpoint);
+  endpoint->server_ = std::make_unique<httplib::Server>();
+  httplib::Server& server = *endpoint->server_;
   // Two threads: scrapes and page loads are rare, and the default pool is 8 or more.
   server.new_task_queue = [] { return new httplib::ThreadPool(2); };
   std::string paths;
@@ -42,20 +59,8 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const std::str
     response.set_content(StrCat("no ", request.path, " here; served: ", paths, "\n"),
                          "text/plain; charset=utf-8");
   });
-  const int bound = port == 0                         ? server.bind_to_any_port(host)
-                    : server.bind_to_port(host, port) ? port
-                                                      : -1;
-  if (bound <= 0) {
-    return absl::UnavailableError(StrCat(flag, " '", address,
-                                         "': cannot listen there (address in use, or not an "
-                                         "address of this machine); give another HOST:PORT"));
-  }
-  endpoint->address_ =
-      StrCat(host.find(':') == std::string::npos ? host : StrCat("[", host, "]"), ":", bound);
-  endpoint->thread_ = std::thread([&server] { server.listen_after_bind(); });
-  // stop() only stops a server that is running: wait for the accept loop, so that an endpoint
-  // destroyed at once does not leave it running (connections queue in the backlog meanwhile).
-  while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSIGN_OR_RETURN(endpoint->address_,
+                   ListenInBackground(server, address, flag, endpoint->thread_));
   return endpoint;
 }
 

@@ -32,6 +32,12 @@ struct HttpRoute {
   std::function<std::string()> body;
 };
 
+// Binds `server` to `address` (HOST:PORT; port 0 picks a free one), runs its accept loop on
+// `thread` and returns the HOST:PORT bound; `flag` names the address in errors. The caller
+// stops the server and joins the thread. For servers with routes of their own (the gateway).
+absl::StatusOr<std::string> ListenInBackground(httplib::Server& server, const std::string& address,
+                                               std::string_view flag, std::thread& thread);
+
 class HttpEndpoint {
  public:
   // Binds `address` (HOST:PORT; port 0 picks a free one) and serves `routes` until destroyed.
