@@ -46,6 +46,7 @@ absl::Status JobConfig::Validate() const {
   RETURN_IF_ERROR(buffer.Validate());
   RETURN_IF_ERROR(tree.Validate());
   RETURN_IF_ERROR(scheduler.Validate());
+  RETURN_IF_ERROR(gateway.Validate());
   RETURN_IF_ERROR(sft.Validate());
   if (sft.enabled() && (tree.enabled || learner.world_size > 1 || run.mode == TrainMode::kElastic)) {
     // The tree job warm-starts with its own imitation steps on the harness's executions.

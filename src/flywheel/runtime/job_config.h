@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "flywheel/actor/actor_options.h"
 #include "flywheel/env/env_options.h"
+#include "flywheel/gateway/gateway_options.h"
 #include "flywheel/learner/learner_options.h"
 #include "flywheel/buffer/buffer_options.h"
 #include "flywheel/model/model_options.h"
@@ -33,6 +34,7 @@ struct JobConfig {
   TreeJobOptions tree;
   SchedulerOptions scheduler;
   SftOptions sft;
+  GatewayOptions gateway;
 
   template <typename V>
   void VisitFields(V& v) {
@@ -46,6 +48,7 @@ struct JobConfig {
     v.Section("tree", tree);
     v.Section("scheduler", scheduler);
     v.Section("sft", sft);
+    v.Section("gateway", gateway);
   }
 
   // Validates every section, then the constraints between sections.
