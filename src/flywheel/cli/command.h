@@ -25,6 +25,8 @@ void AddBenchCommand(CLI::App& app, Invocation& invocation);
 void AddTrajectoryCommand(CLI::App& app, Invocation& invocation);
 void AddEnvCommand(CLI::App& app, Invocation& invocation);
 void AddServeCommand(CLI::App& app, Invocation& invocation);
+// `flywheel serve gateway` (gateway_command.cc), under `serve`.
+void AddServeGatewayCommand(CLI::App* serve, Invocation& invocation);
 void AddTrainCommand(CLI::App& app, Invocation& invocation);
 void AddLearnerCommand(CLI::App& app, Invocation& invocation);
 void AddActorCommand(CLI::App& app, Invocation& invocation);

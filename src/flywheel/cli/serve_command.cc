@@ -101,6 +101,7 @@ void AddServeCommand(CLI::App& app, Invocation& invocation) {
   args->security.AddServerTls(buffer, "the buffer");
   args->metrics.Add(buffer);
   buffer->callback([args, &invocation] { invocation.run = [args] { return ServeBuffer(*args); }; });
+  AddServeGatewayCommand(serve, invocation);
 }
 
 }  // namespace flywheel::cli
