@@ -77,6 +77,12 @@ constexpr absl::Duration kGenerationTimeout = absl::Minutes(30);
 constexpr std::string_view kExecutionId = "([A-Za-z0-9._:-]{1,128})";
 constexpr std::string_view kRole = "(?:/(main|main-summary|sub-agent|sub-agent-summary))?";
 
+// JSON text whatever the strings hold: a tokenizer of flywheel's own models may decode bytes that
+// are not UTF-8, which nlohmann::json refuses to write (it throws); they become U+FFFD.
+std::string Dump(const Json& json) {
+  return json.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 void WriteError(httplib::Response& response, int status, std::string_view type,
                 absl::string_view message, std::string_view param = "",
                 std::string_view code = "") {
@@ -86,7 +92,7 @@ void WriteError(httplib::Response& response, int status, std::string_view type,
                        {"param", param.empty() ? Json(nullptr) : Json(param)},
                        {"code", code.empty() ? Json(nullptr) : Json(code)}}}};
   response.status = status;
-  response.set_content(body.dump(), "application/json");
+  response.set_content(Dump(body), "application/json");
 }
 
 // OpenAI's status and error type for a Status.
@@ -429,7 +435,7 @@ void GatewayServer::OpenExecution(const httplib::Request& request, httplib::Resp
   const Json answer = {{"execution_id", opened->execution_id},
                        {"token", opened->token},
                        {"base_url", StrCat("http://", address_, "/", opened->execution_id, "/v1")}};
-  response.set_content(answer.dump(), "application/json");
+  response.set_content(Dump(answer), "application/json");
 }
 
 void GatewayServer::FinishExecution(const httplib::Request& request, httplib::Response& response) {
@@ -462,7 +468,7 @@ void GatewayServer::FinishExecution(const httplib::Request& request, httplib::Re
   const Json answer = {{"execution_id", execution_id},
                        {"calls", finished->calls.size()},
                        {"termination", TerminationName(finished->termination)}};
-  response.set_content(answer.dump(), "application/json");
+  response.set_content(Dump(answer), "application/json");
 }
 
 void GatewayServer::Models(httplib::Response& response) const {
@@ -474,7 +480,7 @@ void GatewayServer::Models(httplib::Response& response) const {
       {"max_model_len", parts_.loop->max_seq_len()},
       {"prompt_format", parts_.renderer->prompt_format()},
       {"tool_call_format", ToolCallFormatName(parts_.renderer->tool_call_format())}};
-  response.set_content(Json{{"object", "list"}, {"data", Json::array({model})}}.dump(),
+  response.set_content(Dump(Json{{"object", "list"}, {"data", Json::array({model})}}),
                        "application/json");
 }
 
@@ -658,7 +664,7 @@ void GatewayServer::Answer(Call& call, httplib::Response& response) {
                        {"model", call.model},
                        {"choices", std::move(choices)},
                        {"usage", Usage(call)}};
-  response.set_content(answer.dump(), "application/json");
+  response.set_content(Dump(answer), "application/json");
 }
 
 // Server-sent events as OpenAI streams them: per choice a first delta with the role, the text
@@ -671,7 +677,7 @@ void GatewayServer::Stream(std::shared_ptr<Call> call, httplib::Response& respon
                                                                           httplib::DataSink& sink) {
     const bool tools = call->chat && call->params.tools.is_array() && !call->params.tools.empty();
     auto send = [&](const Json& payload) {
-      const std::string event = StrCat("data: ", payload.dump(), "\n\n");
+      const std::string event = StrCat("data: ", Dump(payload), "\n\n");
       return sink.write(event.data(), event.size());
     };
     auto chunk = [&](size_t i, Json delta, Json finish) {
