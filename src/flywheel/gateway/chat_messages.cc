@@ -40,6 +40,7 @@ std::string Got(const ordered_json& value) {
     std::string text = value.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
     if (text.size() <= 40) return StrCat("(got ", text, ")");
   }
+  if (value.is_array() && value.empty()) return "(got an empty array)";
   return StrCat("(got ", value.type_name(), ")");
 }
 

@@ -16,6 +16,7 @@
 #define FLYWHEEL_GATEWAY_CONTEXT_MATCH_H_
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "flywheel/model/tokenizer.h"
@@ -35,9 +36,12 @@ struct MatchedContext {
   ContextMatch match = ContextMatch::kFirst;
 };
 
-// The latest `max_calls` of `earlier` are tried, newest first.
-MatchedContext MatchContext(std::vector<int64_t> rendered, const std::vector<LlmCall>& earlier,
-                            const Tokenizer& tokenizer, size_t max_calls = 8);
+// `rendered`: the prompt's tokens; `rendered_text`: the text they encode, as rendered (empty:
+// decode `rendered`). The latest `max_calls` of `earlier` are tried, newest first, each as tokens
+// then as text.
+MatchedContext MatchContext(std::vector<int64_t> rendered, std::string_view rendered_text,
+                            const std::vector<LlmCall>& earlier, const Tokenizer& tokenizer,
+                            size_t max_calls = 8);
 
 }  // namespace flywheel::gateway
 

@@ -529,17 +529,17 @@ void GatewayServer::Generate(const httplib::Request& request, httplib::Response&
   if (!params.ok()) return refuse(params.status());
   call->params = *std::move(params);
   const CallParams& p = call->params;
-  absl::StatusOr<std::vector<int64_t>> prompt =
+  absl::StatusOr<RenderedPrompt> prompt =
       chat ? parts_.renderer->Chat(p.messages, p.tools, p.template_kwargs)
            : parts_.renderer->Text(p.prompt);
   if (!prompt.ok()) return refuse(absl::InvalidArgumentError(prompt.status().message()));
-  call->prompt = *std::move(prompt);
+  call->prompt = std::move(prompt->tokens);
   if (chat) {
     constexpr size_t kCallsMatched = 8;
     absl::StatusOr<std::vector<LlmCall>> earlier =
         parts_.executions->Calls(call->execution_id, kCallsMatched);
     if (!earlier.ok()) return refuse(earlier.status());
-    MatchedContext matched = MatchContext(std::move(call->prompt), *earlier,
+    MatchedContext matched = MatchContext(std::move(call->prompt), prompt->text, *earlier,
                                           parts_.renderer->tokenizer(), kCallsMatched);
     if (matched.match == ContextMatch::kText) contexts_matched_.fetch_add(1);
     if (matched.match == ContextMatch::kRerendered) contexts_rerendered_.fetch_add(1);

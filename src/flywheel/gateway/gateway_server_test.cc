@@ -150,7 +150,7 @@ const Json kMessages = Json::array({{{"role", "user"}, {"content", "Hello there.
 
 TEST_F(GatewayServerTest, RecordedCallsAreTheEnginesTokensGreedyAndSampled) {
   const OpenedExecution e = Open();
-  const std::vector<int64_t> prompt = *fixture_->renderer->Chat(kMessages, nullptr, nullptr);
+  const std::vector<int64_t> prompt = fixture_->renderer->Chat(kMessages, nullptr, nullptr)->tokens;
   for (const double temperature : {0.0, 0.8}) {
     const Json request = {{"model", "m"},    {"messages", kMessages},
                           {"max_tokens", 6}, {"temperature", temperature},

@@ -26,7 +26,7 @@ absl::StatusOr<std::unique_ptr<PromptRenderer>> PromptRenderer::Create(
       new PromptRenderer(tokenizer, chat_template, turn_format, format));
 }
 
-absl::StatusOr<std::vector<int64_t>> PromptRenderer::Chat(
+absl::StatusOr<RenderedPrompt> PromptRenderer::Chat(
     const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
     const nlohmann::ordered_json& template_kwargs) const {
   if (!tools.is_null()) RETURN_IF_ERROR(ValidateTools(tools));
@@ -42,7 +42,7 @@ absl::StatusOr<std::vector<int64_t>> PromptRenderer::Chat(
   return ChatWithTurnFormat(messages);
 }
 
-absl::StatusOr<std::vector<int64_t>> PromptRenderer::ChatWithTemplate(
+absl::StatusOr<RenderedPrompt> PromptRenderer::ChatWithTemplate(
     const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
     const nlohmann::ordered_json& kwargs) const {
   ASSIGN_OR_RETURN(const nlohmann::ordered_json rendered_messages, ToTemplateMessages(messages));
@@ -59,13 +59,15 @@ absl::StatusOr<std::vector<int64_t>> PromptRenderer::ChatWithTemplate(
   if (kwargs.is_object()) {
     for (const auto& [key, value] : kwargs.items()) options.variables[key] = value;
   }
-  ASSIGN_OR_RETURN(const std::string text, chat_template_->Render(rendered_messages, options));
-  return tokenizer_->Encode(text);
+  RenderedPrompt prompt;
+  ASSIGN_OR_RETURN(prompt.text, chat_template_->Render(rendered_messages, options));
+  ASSIGN_OR_RETURN(prompt.tokens, tokenizer_->Encode(prompt.text));
+  return prompt;
 }
 
 // System, user and tool messages are the environment's turns, assistant messages the policy's
 // (each closed by the format's end of turn, as the policy would have generated it).
-absl::StatusOr<std::vector<int64_t>> PromptRenderer::ChatWithTurnFormat(
+absl::StatusOr<RenderedPrompt> PromptRenderer::ChatWithTurnFormat(
     const nlohmann::ordered_json& messages) const {
   ASSIGN_OR_RETURN(const nlohmann::ordered_json rendered_messages, ToTemplateMessages(messages));
   Trajectory t;
@@ -84,13 +86,13 @@ absl::StatusOr<std::vector<int64_t>> PromptRenderer::ChatWithTurnFormat(
     if (assistant) tokens->push_back(turn_format_->stop_tokens().front());
     for (int64_t token : *tokens) t.AppendPrompt(static_cast<int32_t>(token));
   }
-  return std::vector<int64_t>(t.tokens.begin(), t.tokens.end());
+  return RenderedPrompt{"", std::vector<int64_t>(t.tokens.begin(), t.tokens.end())};
 }
 
-absl::StatusOr<std::vector<int64_t>> PromptRenderer::Text(std::string_view prompt) const {
+absl::StatusOr<RenderedPrompt> PromptRenderer::Text(std::string_view prompt) const {
   ASSIGN_OR_RETURN(std::vector<int64_t> tokens, tokenizer_->Encode(prompt));
   if (tokens.empty()) return absl::InvalidArgumentError("prompt is empty");
-  return tokens;
+  return RenderedPrompt{std::string(prompt), std::move(tokens)};
 }
 
 absl::StatusOr<std::string> PromptRenderer::Decode(const std::vector<int64_t>& generated) const {

@@ -26,6 +26,13 @@
 
 namespace flywheel::gateway {
 
+// A prompt's tokens and, where a template rendered it, the text they encode (before the
+// tokenizer normalised it; empty for the turn format).
+struct RenderedPrompt {
+  std::string text;
+  std::vector<int64_t> tokens;
+};
+
 class PromptRenderer {
  public:
   // `chat_template` null: the turn format renders (no tools).
@@ -36,11 +43,11 @@ class PromptRenderer {
   // The prompt of a chat request: `messages` (OpenAI's shape), `tools` (null or OpenAI's list),
   // `template_kwargs` (extra template variables, e.g. enable_thinking; an object), then the
   // generation prompt. InvalidArgument names the message or field that cannot be rendered.
-  absl::StatusOr<std::vector<int64_t>> Chat(const nlohmann::ordered_json& messages,
-                                            const nlohmann::ordered_json& tools,
-                                            const nlohmann::ordered_json& template_kwargs) const;
+  absl::StatusOr<RenderedPrompt> Chat(const nlohmann::ordered_json& messages,
+                                      const nlohmann::ordered_json& tools,
+                                      const nlohmann::ordered_json& template_kwargs) const;
   // The prompt of a text completion: the text as it is.
-  absl::StatusOr<std::vector<int64_t>> Text(std::string_view prompt) const;
+  absl::StatusOr<RenderedPrompt> Text(std::string_view prompt) const;
   // Text of generated tokens, a stop token at the end left out.
   absl::StatusOr<std::string> Decode(const std::vector<int64_t>& generated) const;
 
@@ -59,11 +66,10 @@ class PromptRenderer {
         chat_template_(chat_template),
         turn_format_(turn_format),
         tool_call_format_(format) {}
-  absl::StatusOr<std::vector<int64_t>> ChatWithTemplate(const nlohmann::ordered_json& messages,
-                                                        const nlohmann::ordered_json& tools,
-                                                        const nlohmann::ordered_json& kwargs) const;
-  absl::StatusOr<std::vector<int64_t>> ChatWithTurnFormat(
-      const nlohmann::ordered_json& messages) const;
+  absl::StatusOr<RenderedPrompt> ChatWithTemplate(const nlohmann::ordered_json& messages,
+                                                  const nlohmann::ordered_json& tools,
+                                                  const nlohmann::ordered_json& kwargs) const;
+  absl::StatusOr<RenderedPrompt> ChatWithTurnFormat(const nlohmann::ordered_json& messages) const;
 
   const Tokenizer* tokenizer_;
   const ChatTemplate* chat_template_;  // null: turn format

@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <memory>
 #include <utility>
 
 #include "flywheel/core/host_port.h"
@@ -18,13 +19,19 @@ absl::StatusOr<std::string> ListenInBackground(httplib::Server& server, const st
   RETURN_IF_ERROR(ParseHostPort(address, &host, &port, flag));
   // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, with which a second process
   // would share a port in use instead of being refused.
-  server.set_socket_options([](socket_t sock) {
+  auto listening = std::make_shared<socket_t>(INVALID_SOCKET);
+  server.set_socket_options([listening](socket_t sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    *listening = sock;
   });
   const int bound = port == 0                         ? server.bind_to_any_port(host)
                     : server.bind_to_port(host, port) ? port
                                                       : -1;
+  // httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled into Debian's
+  // library): 64 agents connecting at once overflow it, the kernel drops their SYNs and each
+  // waits a second or more to retry. Listening again on the bound socket raises the backlog.
+  if (bound > 0 && *listening != INVALID_SOCKET) ::listen(*listening, SOMAXCONN);
   if (bound <= 0) {
     return absl::UnavailableError(StrCat(flag, " '", address,
                                          "': cannot listen there (address in use, or not an "
