@@ -19,6 +19,7 @@ const std::vector<BenchEntry>& Benchmarks() {
       {"sim", "cluster simulator: simulated events/s, 1e6 episodes on 1,024 devices, and the published ratios (Tunix utilisation, elastic speedups) reproduced next to the published ones", RunSimBench},
       {"learning", "the built-in tasks learning from a fresh start: seconds to a success target, final evaluation; tree vs flat job: time per step and reward gap", RunLearningBench},
       {"tokenizer", "tokenizer.json BPE encode MB/s (Qwen3, Llama-3), one thread: flywheel vs Hugging Face tokenizers, and id mismatches", RunTokenizerBench},
+      {"gateway", "generated tokens/s and per-call latency of 64 agents through the OpenAI-compatible gateway vs the same engine driven directly; tree vs flat learner time per step on the executions it recorded", RunGatewayBench},
   };
   return *entries;
 }

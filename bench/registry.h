@@ -33,6 +33,7 @@ absl::StatusOr<BenchReport> RunElasticBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunLearningBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunSimBench(const BenchArgs& args);
 absl::StatusOr<BenchReport> RunTokenizerBench(const BenchArgs& args);
+absl::StatusOr<BenchReport> RunGatewayBench(const BenchArgs& args);
 
 }  // namespace flywheel::bench
 
