@@ -11,7 +11,8 @@
 // Each side has its own engine (the same random tiny model: one snapshot) in its own
 // GenerationLoop with max_sequences = A, so both decode the A agents' calls together by
 // continuous batching. The model's vocabulary is the Qwen3 tokenizer's 151,669 ids rather than
-// Qwen3's 151,936 rows: a random model samples the padding rows, which nothing can decode. A
+// Qwen3's 151,936 rows: a random model samples the padding rows (0.18 % of its tokens), which
+// have no text, so every sampled token here is one the agents see. A
 // first call is the same prompt, seed and weights on both sides, so its text must agree
 // (first_calls_identical). Call k of an agent sends the conversation so far: the system prompt, the
 // agent's task, then per earlier call the assistant text it got back and a short user reply;
@@ -783,7 +784,7 @@ absl::StatusOr<BenchReport> RunGatewayBench(const BenchArgs& args) {
   if (k.vocab == 0) {
     report.config["model"]["vocab_note"] =
         "the tokenizer's 151,669 ids, not Qwen3's 151,936 rows: a random model samples the 267 "
-        "padding rows (0.18% of tokens), which neither side can decode";
+        "padding rows (0.18% of tokens), which have no text";
   }
   report.results["direct"] = SideJson(direct);
   report.results["gateway"] = SideJson(via_gateway);

@@ -332,6 +332,14 @@ TEST_F(GatewayServerTest, AClientThatLeavesMidStreamIsCountedAndNotRecorded) {
   EXPECT_TRUE(Calls(e.execution_id).empty());
 }
 
+// Qwen3's embedding table has 267 rows past the tokenizer; a sampled padding id has no text (as
+// in HF's decode), where decoding it would fail the call.
+TEST_F(GatewayServerTest, PaddingIdsHaveNoText) {
+  const int64_t padding = fixture_->tokenizer->vocab_size() + 5;
+  const int64_t hello = (*fixture_->tokenizer->Encode("Hello"))[0];
+  EXPECT_EQ(*fixture_->renderer->Decode({hello, padding}), *fixture_->renderer->Decode({hello}));
+}
+
 TEST_F(GatewayServerTest, ModelsSaysHowPromptsAreRendered) {
   auto r = fixture_->client->Get("/v1/models");
   ASSERT_TRUE(r && r->status == 200);

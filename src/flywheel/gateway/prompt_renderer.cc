@@ -98,6 +98,9 @@ absl::StatusOr<RenderedPrompt> PromptRenderer::Text(std::string_view prompt) con
 absl::StatusOr<std::string> PromptRenderer::Decode(const std::vector<int64_t>& generated) const {
   std::vector<int64_t> ids = generated;
   if (!ids.empty() && turn_format_->IsStop(ids.back())) ids.pop_back();
+  // Ids past the tokenizer's vocabulary are padding rows of the model's embedding table (Qwen3:
+  // 151,936 rows for 151,669 ids): no text, as in HF's decode and the actor's.
+  std::erase_if(ids, [&](int64_t id) { return id >= tokenizer_->vocab_size(); });
   return tokenizer_->Decode(ids);
 }
 

@@ -48,7 +48,8 @@ class PromptRenderer {
                                       const nlohmann::ordered_json& template_kwargs) const;
   // The prompt of a text completion: the text as it is.
   absl::StatusOr<RenderedPrompt> Text(std::string_view prompt) const;
-  // Text of generated tokens, a stop token at the end left out.
+  // Text of generated tokens, a stop token at the end and padding ids (past the tokenizer's
+  // vocabulary) left out.
   absl::StatusOr<std::string> Decode(const std::vector<int64_t>& generated) const;
 
   const Tokenizer& tokenizer() const { return *tokenizer_; }
