@@ -114,6 +114,20 @@ absl::Status IntKnob(const BenchArgs& args, const std::string& key, int64_t min,
   return absl::OkStatus();
 }
 
+// The tiny Qwen3-shaped model of the knobs, with `vocab` rows and `max_seq_len` positions.
+ModelOptions ModelShape(const Knobs& k, int64_t vocab, int64_t max_seq_len) {
+  ModelOptions mo;
+  mo.vocab_size = vocab;
+  mo.hidden_size = k.hidden;
+  mo.num_layers = k.layers;
+  mo.num_heads = k.heads;
+  mo.num_kv_heads = k.kv_heads;
+  mo.intermediate_size = k.intermediate;
+  mo.qk_norm = true;
+  mo.max_seq_len = max_seq_len;
+  return mo;
+}
+
 absl::StatusOr<Knobs> ParseKnobs(const BenchArgs& args) {
   static const std::set<std::string> kKnown = {
       "agents",         "calls",           "max_tokens",   "rounds",  "group_size",
@@ -504,15 +518,7 @@ absl::StatusOr<nlohmann::json> CompareTreeFlat(std::vector<Execution> executions
       }
     }
   }
-  ModelOptions mo;
-  mo.vocab_size = vocab;
-  mo.hidden_size = k.hidden;
-  mo.num_layers = k.layers;
-  mo.num_heads = k.heads;
-  mo.num_kv_heads = k.kv_heads;
-  mo.intermediate_size = k.intermediate;
-  mo.qk_norm = true;
-  mo.max_seq_len = std::max(k.max_seq_len, longest_row);
+  ModelOptions mo = ModelShape(k, vocab, std::max(k.max_seq_len, longest_row));
   mo.seed = 2;  // both arms start from the same weights
   OptimizerOptions optimizer;
   optimizer.schedule.lr = 1e-4;
@@ -625,15 +631,7 @@ absl::StatusOr<BenchReport> RunGatewayBench(const BenchArgs& args) {
   const gateway::PromptRenderer& renderer = *text.renderer;
   const int64_t vocab = k.vocab > 0 ? k.vocab : text.tokenizer->vocab_size();
 
-  ModelOptions mo;
-  mo.vocab_size = vocab;
-  mo.hidden_size = k.hidden;
-  mo.num_layers = k.layers;
-  mo.num_heads = k.heads;
-  mo.num_kv_heads = k.kv_heads;
-  mo.intermediate_size = k.intermediate;
-  mo.qk_norm = true;
-  mo.max_seq_len = k.max_seq_len;
+  ModelOptions mo = ModelShape(k, vocab, k.max_seq_len);
   mo.seed = 1;
   ASSIGN_OR_RETURN(const Transformer model, MakeTransformer(mo));
   ASSIGN_OR_RETURN(std::shared_ptr<const WeightSnapshot> snapshot, MakeSnapshot(model, 0));
