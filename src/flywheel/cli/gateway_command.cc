@@ -3,7 +3,8 @@
 //
 // Serves the job's policy (model.path's weights, or the initial model of model.seed) behind an
 // OpenAI-compatible API until SIGINT or SIGTERM, with the job's tokenizer, chat template or turn
-// format, and [sampling] as the requests' defaults; finished executions are appended to
+// format, and [sampling] as the requests' defaults; the job's environment plays the agents'
+// tasks and scores them (/{id}/env/…); finished executions are appended to
 // --record (gateway.record) as a JSONL call log (docs/agents.md). The first line on stdout says
 // where it listens ("flywheel: gateway serving on 127.0.0.1:8400 …"), so scripts and tests can
 // start it on port 0 and read the port back.
@@ -19,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "flywheel/cli/command.h"
 #include "flywheel/cli/security_flags.h"
+#include "flywheel/core/clock.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/env/env_factory.h"
 #include "flywheel/gateway/gateway_server.h"
@@ -71,7 +73,8 @@ absl::Status ServeGateway(const GatewayArgs& args) {
   if (!args.record.empty()) options.record = args.record;
   ASSIGN_OR_RETURN(const RpcSecurity security, args.security.Load());
 
-  ASSIGN_OR_RETURN(std::unique_ptr<EnvFactory> factory, EnvFactory::Create(job.env));
+  // Environments wait their latency models on the wall clock, as a step in training would take.
+  ASSIGN_OR_RETURN(std::unique_ptr<EnvFactory> factory, EnvFactory::Create(job.env, RealClock()));
   ASSIGN_OR_RETURN(const PolicyText text, MakePolicyText(job, *factory));
   ASSIGN_OR_RETURN(const ModelOptions model_options,
                    ResolveModelOptions(job, *text.tokenizer, text.tokenizer_name));
@@ -86,6 +89,7 @@ absl::Status ServeGateway(const GatewayArgs& args) {
   if (!options.record.empty()) {
     ASSIGN_OR_RETURN(log, CallLogFile::Open(options.record));
   }
+  gateway::EnvSessions env(factory.get());
   gateway::ExecutionRegistry executions(
       [&log](Execution e) { return log != nullptr ? log->Append(e) : absl::OkStatus(); });
 
@@ -101,12 +105,14 @@ absl::Status ServeGateway(const GatewayArgs& args) {
   ASSIGN_OR_RETURN(std::unique_ptr<gateway::GatewayServer> server,
                    gateway::GatewayServer::Start(options, {.loop = loop.get(),
                                                            .executions = &executions,
+                                                           .env = &env,
                                                            .renderer = renderer.get(),
                                                            .sampling = job.sampling,
                                                            .admin_token = security.auth_token}));
   std::cout << "flywheel: gateway serving on " << server->address() << " (model "
             << server->model_name() << ", " << renderer->prompt_format() << ", tool calls "
-            << gateway::ToolCallFormatName(renderer->tool_call_format())
+            << gateway::ToolCallFormatName(renderer->tool_call_format()) << ", environment "
+            << factory->task_name()
             << ", record=" << (options.record.empty() ? "off" : options.record)
             << ", auth=" << (security.auth_token.empty() ? "executions" : "executions+admin") << ")"
             << std::endl;

@@ -105,6 +105,15 @@ absl::StatusOr<std::vector<LlmCall>> ExecutionRegistry::Calls(std::string_view e
       calls.end() - static_cast<std::ptrdiff_t>(std::min(last, calls.size())), calls.end());
 }
 
+absl::StatusOr<std::string> ExecutionRegistry::GroupId(std::string_view execution_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = open_.find(std::string(execution_id));
+  if (it == open_.end()) {
+    return absl::NotFoundError(StrCat("execution '", execution_id, "' is not open"));
+  }
+  return it->second.execution.group_id;
+}
+
 absl::StatusOr<Execution> ExecutionRegistry::Finish(std::string_view execution_id,
                                                     const ExecutionOutcome& outcome) {
   Execution execution;

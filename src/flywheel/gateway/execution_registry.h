@@ -72,6 +72,8 @@ class ExecutionRegistry {
   // The `last` calls recorded so far (copies, oldest first), for matching a new call's context.
   absl::StatusOr<std::vector<LlmCall>> Calls(std::string_view execution_id,
                                              size_t last = SIZE_MAX) const ABSL_LOCKS_EXCLUDED(mu_);
+  // The execution's group (its own id when it was opened without one).
+  absl::StatusOr<std::string> GroupId(std::string_view execution_id) const ABSL_LOCKS_EXCLUDED(mu_);
   // Validates the outcome (a done execution needs a final reward, a timed-out one a reward or a
   // partial score), closes the execution and hands it to the sink.
   absl::StatusOr<Execution> Finish(std::string_view execution_id, const ExecutionOutcome& outcome)

@@ -3,7 +3,9 @@
 # (testdata/openai_client.mjs) and Python's urllib (testdata/urllib_client.py) each complete chat
 # calls with tools, a multi-turn exchange, a stream, n = 2 and a refused request, against a tiny
 # random Qwen3 directory (real tokenizer and chat template). Each client is an execution of its
-# own; finished, both are in the gateway's call log, which the trajectory processor reads.
+# own; finished, both are in the gateway's call log, which the trajectory processor reads. Then
+# examples/agents/guess_agent.py plays the job's environment through the gateway and is scored
+# by it.
 set -uo pipefail
 FLYWHEEL="$1"
 SOURCE="$2"
@@ -64,6 +66,20 @@ PY
     >/dev/null || fail "finishing the $client client's execution failed"
 done
 
+# examples/agents/guess_agent.py plays the job's environment through the gateway (its reset and
+# steps; a retry from the same state on "invalid"), and the environment scores it.
+read -r ID TOKEN < <(open_execution "agent-guess") || die "opening an execution failed"
+OPENAI_BASE_URL="http://$ADDRESS/$ID/v1" OPENAI_API_KEY="$TOKEN" \
+  timeout 120 python3 "$SOURCE/examples/agents/guess_agent.py" --max-turns 3 \
+  >"$TMP/guess.out" 2>"$TMP/guess.log" || fail "the guess agent failed: $(tail -n 3 "$TMP/guess.log")"
+python3 - "$TMP/guess.out" <<'PY' || fail "the guess agent's execution was not scored by the environment"
+import json, sys
+finished = json.load(open(sys.argv[1]))
+assert finished["execution_id"] == "agent-guess", finished
+assert finished["termination"] in ("done", "timeout") and "reward" in finished, finished
+assert finished["calls"] >= 3, finished  # at least one call per turn
+PY
+
 kill -TERM "$GATEWAY_PID"
 wait_exit "$GATEWAY_PID" 30
 [[ $STATUS == 0 ]] || fail "the gateway did not stop cleanly on SIGTERM (status $STATUS)"
@@ -75,9 +91,9 @@ calls = {}
 for l in lines:
     if l["type"] == "call":
         calls.setdefault(l["execution_id"], []).append(l)
-assert sorted(calls) == ["agent-node", "agent-python"], sorted(calls)
+assert sorted(calls) == ["agent-guess", "agent-node", "agent-python"], sorted(calls)
 for execution, cs in calls.items():
-    assert len(cs) == 5, (execution, len(cs))
+    assert execution == "agent-guess" or len(cs) == 5, (execution, len(cs))
     assert all(len(c["generated"]) == len(c["logprobs"]) >= 1 for c in cs), execution
 PY
 "$FLYWHEEL" trajectory stats "$TMP/calls.jsonl" >"$TMP/stats.log" 2>&1 ||

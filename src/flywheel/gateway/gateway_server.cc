@@ -381,6 +381,10 @@ void GatewayServer::Route() {
          [this](const httplib::Request& q, httplib::Response& r) { OpenExecution(q, r); });
   s.Post(StrCat("/", id, "/finish"),
          [this](const httplib::Request& q, httplib::Response& r) { FinishExecution(q, r); });
+  s.Post(StrCat("/", id, "/env/reset"),
+         [this](const httplib::Request& q, httplib::Response& r) { EnvCall(q, r, true); });
+  s.Post(StrCat("/", id, "/env/step"),
+         [this](const httplib::Request& q, httplib::Response& r) { EnvCall(q, r, false); });
   for (const std::string& prefix : {std::string(), StrCat("/", id)}) {
     s.Get(StrCat(prefix, "/v1/models"),
           [this](const httplib::Request&, httplib::Response& r) { Models(r); });
@@ -463,11 +467,68 @@ void GatewayServer::FinishExecution(const httplib::Request& request, httplib::Re
     }
     *field = (*body)[key].get<float>();
   }
+  // An execution that played an episode is scored by its environment, not by its agent.
+  std::optional<ExecutionOutcome> played =
+      parts_.env != nullptr ? parts_.env->Outcome(execution_id) : std::nullopt;
+  if (played) {
+    if (body->contains("reward") || body->contains("partial_score") ||
+        body->contains("termination")) {
+      return WriteError(response, 400, "invalid_request_error",
+                        StrCat("execution '", execution_id,
+                               "' played an episode of the environment, which scores it: finish "
+                               "it with {}"));
+    }
+    outcome = *played;
+  }
   absl::StatusOr<Execution> finished = parts_.executions->Finish(execution_id, outcome);
   if (!finished.ok()) return WriteStatus(response, finished.status());
-  const Json answer = {{"execution_id", execution_id},
-                       {"calls", finished->calls.size()},
-                       {"termination", TerminationName(finished->termination)}};
+  if (played) parts_.env->Close(execution_id);
+  Json answer = {{"execution_id", execution_id},
+                 {"calls", finished->calls.size()},
+                 {"termination", TerminationName(finished->termination)}};
+  if (finished->final_reward) answer["reward"] = *finished->final_reward;
+  if (finished->partial_score) answer["partial_score"] = *finished->partial_score;
+  response.set_content(Dump(answer), "application/json");
+}
+
+void GatewayServer::EnvCall(const httplib::Request& request, httplib::Response& response,
+                            bool reset) {
+  const std::string execution_id = request.matches[1];
+  if (absl::Status s = parts_.executions->Authorize(execution_id, BearerToken(request)); !s.ok()) {
+    return WriteStatus(response, s);
+  }
+  if (parts_.env == nullptr) {
+    return WriteError(response, 404, "not_found_error",
+                      "this gateway serves no environment: the agent reports its reward at "
+                      "/finish");
+  }
+  absl::StatusOr<Json> body = ParseBody(request);
+  if (!body.ok()) return WriteStatus(response, body.status());
+  absl::StatusOr<StepResult> result;
+  if (reset) {
+    std::optional<uint64_t> seed;
+    if (body->contains("seed")) {
+      if (!(*body)["seed"].is_number_integer()) {
+        return WriteError(response, 400, "invalid_request_error", "seed must be an integer",
+                          "seed");
+      }
+      seed = static_cast<uint64_t>((*body)["seed"].get<int64_t>());
+    }
+    absl::StatusOr<std::string> group = parts_.executions->GroupId(execution_id);
+    if (!group.ok()) return WriteStatus(response, group.status());
+    result = parts_.env->Reset(execution_id, *group, seed);
+  } else {
+    if (!body->contains("action") || !(*body)["action"].is_string()) {
+      return WriteError(response, 400, "invalid_request_error", "action must be a string",
+                        "action");
+    }
+    result = parts_.env->Step(execution_id, (*body)["action"].get<std::string>());
+  }
+  if (!result.ok()) return WriteStatus(response, result.status());
+  Json answer = {
+      {"observation", result->observation}, {"reward", result->reward}, {"done", result->done}};
+  if (reset) answer["task"] = parts_.env->task_name();
+  if (!result->error.empty()) answer["error"] = result->error;
   response.set_content(Dump(answer), "application/json");
 }
 

@@ -7,7 +7,10 @@
 //   POST /{id}[/{role}]/v1/chat/completions  OpenAI chat (tools, n, stop, stream, logprobs)
 //   POST /{id}[/{role}]/v1/completions       OpenAI text completion
 //   GET  [/{id}]/v1/models                   the model, and how prompts are rendered
-//   POST /{id}/finish                        {"reward"} | {"termination", "partial_score"}
+//   POST /{id}/env/reset, /{id}/env/step     the job's environment plays the execution's task
+//                                            (env_sessions.h; when the gateway has one)
+//   POST /{id}/finish                        {"reward"} | {"termination", "partial_score"}; with
+//                                            an episode, {} and the environment's reward
 //
 // The execution may also be named by an X-Flywheel-Execution header on /v1/...; the role (main,
 // sub-agent, main-summary, sub-agent-summary) by the path or an X-Flywheel-Role header. Calls
@@ -26,6 +29,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "flywheel/gateway/env_sessions.h"
 #include "flywheel/gateway/execution_registry.h"
 #include "flywheel/gateway/gateway_options.h"
 #include "flywheel/gateway/generation_loop.h"
@@ -55,8 +59,9 @@ struct GatewayCounts {
 class GatewayServer {
  public:
   struct Parts {
-    GenerationLoop* loop = nullptr;            // borrowed
-    ExecutionRegistry* executions = nullptr;   // borrowed
+    GenerationLoop* loop = nullptr;           // borrowed
+    ExecutionRegistry* executions = nullptr;  // borrowed
+    EnvSessions* env = nullptr;  // borrowed; null: no /env routes (agents report their rewards)
     const PromptRenderer* renderer = nullptr;  // borrowed
     SamplingParams sampling;                   // a request's defaults (the job's [sampling])
     std::string admin_token;                   // required by POST /executions when not empty
@@ -77,6 +82,7 @@ class GatewayServer {
   void Route();
   void OpenExecution(const httplib::Request& request, httplib::Response& response);
   void FinishExecution(const httplib::Request& request, httplib::Response& response);
+  void EnvCall(const httplib::Request& request, httplib::Response& response, bool reset);
   void Models(httplib::Response& response) const;
   void Generate(const httplib::Request& request, httplib::Response& response, bool chat);
   void Answer(Call& call, httplib::Response& response);

@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "flywheel/actor/chat_turn_format.h"
+#include "flywheel/core/clock.h"
 #include "flywheel/model/weight_snapshot.h"
 #include "flywheel/tokenizer/hf_tokenizer.h"
 
@@ -58,9 +59,15 @@ class GatewayServerTest : public ::testing::Test {
       options.address = "127.0.0.1:0";
       options.max_request_bytes = 64 << 10;
       options.max_tokens = 8;
+      EnvOptions env_options;  // the guess task, 1 ms a step
+      env_options.latency.model = LatencyKind::kConstant;
+      env_options.latency.mean_ms = 1;
+      factory = *EnvFactory::Create(env_options, RealClock());
+      env = std::make_unique<EnvSessions>(factory.get());
       GatewayServer::Parts parts;
       parts.loop = loop.get();
       parts.executions = &executions;
+      parts.env = env.get();
       parts.renderer = renderer.get();
       parts.admin_token = "admin-secret";
       server = *GatewayServer::Start(options, parts);
@@ -84,6 +91,8 @@ class GatewayServerTest : public ::testing::Test {
       return absl::OkStatus();
     }};
     std::unique_ptr<GenerationLoop> loop;
+    std::unique_ptr<EnvFactory> factory;
+    std::unique_ptr<EnvSessions> env;
     std::unique_ptr<GatewayServer> server;
     std::unique_ptr<httplib::Client> client;
   };
@@ -93,9 +102,9 @@ class GatewayServerTest : public ::testing::Test {
         << Qwen3Dir() << " is missing: run scripts/setup, which fetches the Qwen3 tokenizer";
   }
 
-  static OpenedExecution Open() {
+  static OpenedExecution Open(const std::string& request = "{}") {
     httplib::Headers headers = {{"Authorization", "Bearer admin-secret"}};
-    auto r = fixture_->client->Post("/executions", headers, "{}", "application/json");
+    auto r = fixture_->client->Post("/executions", headers, request, "application/json");
     EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
     const Json body = Json::parse(r->body);
     return {body["execution_id"], body["token"]};
@@ -330,6 +339,43 @@ TEST_F(GatewayServerTest, AClientThatLeavesMidStreamIsCountedAndNotRecorded) {
   }
   EXPECT_EQ(fixture_->server->counts().abandoned, abandoned + 1);
   EXPECT_TRUE(Calls(e.execution_id).empty());
+}
+
+// The task scores an execution that played it, not its agent; a group plays one instance.
+TEST_F(GatewayServerTest, TheEnvironmentScoresAnExecutionThatPlayedAnEpisode) {
+  const OpenedExecution a = Open(R"({"group_id": "g1"})");
+  const OpenedExecution b = Open(R"({"group_id": "g1"})");
+  const std::string step = R"({"action": "7"})";
+  EXPECT_EQ(std::get<0>(Refusal(Post(StrCat("/", a.execution_id, "/env/step"), a.token, step))),
+            400);  // before a reset
+  EXPECT_EQ(std::get<0>(Refusal(Post(StrCat("/", a.execution_id, "/env/reset"), b.token, "{}"))),
+            401);  // another execution's token
+  std::vector<Json> first_steps;
+  for (const OpenedExecution& e : {a, b}) {
+    auto reset = Post(StrCat("/", e.execution_id, "/env/reset"), e.token, "{}");
+    ASSERT_TRUE(reset && reset->status == 200) << (reset ? reset->body : "no answer");
+    EXPECT_EQ(Json::parse(reset->body)["task"], "guess");
+    auto stepped = Post(StrCat("/", e.execution_id, "/env/step"), e.token, step);
+    ASSERT_TRUE(stepped && stepped->status == 200) << (stepped ? stepped->body : "no answer");
+    first_steps.push_back(Json::parse(stepped->body));
+  }
+  EXPECT_EQ(first_steps[0], first_steps[1]) << "one group, one instance";
+  const Json chat = {{"messages", kMessages}, {"max_tokens", 2}, {"seed", 1}};
+  ASSERT_EQ(Post(StrCat("/", a.execution_id, "/v1/chat/completions"), a.token, chat.dump())->status,
+            200);
+  // The agent cannot claim a reward for an execution its environment scores.
+  EXPECT_EQ(Refusal(Post(StrCat("/", a.execution_id, "/finish"), a.token, R"({"reward": 1.0})")),
+            std::make_tuple(400, std::string("invalid_request_error"), std::string()));
+  auto finished = Post(StrCat("/", a.execution_id, "/finish"), a.token, "{}");
+  ASSERT_TRUE(finished && finished->status == 200) << (finished ? finished->body : "no answer");
+  const Json answer = Json::parse(finished->body);
+  // One guess of the game: not done, so it ends as a timeout scored by its progress.
+  EXPECT_EQ(answer["termination"], "timeout");
+  EXPECT_FLOAT_EQ(answer["reward"].get<float>(), first_steps[0]["reward"].get<float>());
+  EXPECT_TRUE(answer.contains("partial_score"));
+  absl::MutexLock lock(&fixture_->mu);
+  EXPECT_EQ(fixture_->finished.back().execution_id, a.execution_id);
+  EXPECT_EQ(fixture_->finished.back().termination, Termination::kTimeout);
 }
 
 // Qwen3's embedding table has 267 rows past the tokenizer; a sampled padding id has no text (as
