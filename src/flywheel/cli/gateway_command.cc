@@ -122,9 +122,11 @@ absl::Status ServeGateway(const GatewayArgs& args) {
   const gateway::ExecutionCounts recorded = executions.counts();
   spdlog::info(
       "gateway: signal {}, shutting down ({} requests, {} refused, {} abandoned, {} busy; {} "
-      "executions opened, {} finished, {} calls)",
+      "executions opened, {} finished, {} expired, {} dropped, {} calls; contexts {} matched by "
+      "text, {} re-rendered)",
       signal, counts.requests, counts.refused, counts.abandoned, counts.busy, recorded.opened,
-      recorded.finished, recorded.calls);
+      recorded.finished, counts.expired, recorded.dropped, recorded.calls, counts.contexts_matched,
+      counts.contexts_rerendered);
   server.reset();
   loop.reset();
   return absl::OkStatus();

@@ -52,6 +52,7 @@ absl::StatusOr<OpenedExecution> ExecutionRegistry::Open(ExecutionStart start) {
   }
   Open_ entry;
   entry.token = NewToken();
+  entry.opened = absl::Now();
   entry.execution.execution_id = start.execution_id;
   entry.execution.group_id = start.group_id.empty() ? start.execution_id : start.group_id;
   entry.execution.task_id = std::move(start.task_id);
@@ -143,6 +144,27 @@ absl::StatusOr<Execution> ExecutionRegistry::Finish(std::string_view execution_i
   }
   RETURN_IF_ERROR(sink_(execution));
   return execution;
+}
+
+std::vector<std::string> ExecutionRegistry::OpenedBefore(absl::Time deadline) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> ids;
+  for (const auto& [id, entry] : open_) {
+    if (entry.opened < deadline) ids.push_back(id);
+  }
+  return ids;
+}
+
+absl::Status ExecutionRegistry::Drop(std::string_view execution_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = open_.find(std::string(execution_id));
+  if (it == open_.end()) {
+    return absl::NotFoundError(StrCat("execution '", execution_id, "' is not open"));
+  }
+  finished_.insert(it->first);
+  open_.erase(it);
+  ++counts_.dropped;
+  return absl::OkStatus();
 }
 
 ExecutionCounts ExecutionRegistry::counts() const {

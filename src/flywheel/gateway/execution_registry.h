@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "flywheel/trajectory/llm_call.h"
 
 namespace flywheel::gateway {
@@ -52,6 +53,7 @@ struct ExecutionCounts {
   int64_t finished = 0;
   int64_t calls = 0;
   int64_t refused_tokens = 0;  // calls with a wrong or missing token
+  int64_t dropped = 0;         // closed with nothing to train on (Drop)
 };
 
 class ExecutionRegistry {
@@ -79,12 +81,19 @@ class ExecutionRegistry {
   absl::StatusOr<Execution> Finish(std::string_view execution_id, const ExecutionOutcome& outcome)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The open executions opened before `deadline` (their time budget has run out).
+  std::vector<std::string> OpenedBefore(absl::Time deadline) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Closes an execution that cannot be finished (no call, no score), keeping nothing; its id is
+  // not reused. NotFound when it is not open.
+  absl::Status Drop(std::string_view execution_id) ABSL_LOCKS_EXCLUDED(mu_);
+
   ExecutionCounts counts() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Open_ {
     std::string token;
     Execution execution;
+    absl::Time opened;
   };
 
   const Sink sink_;

@@ -19,7 +19,8 @@ struct GatewayOptions {
   int64_t max_sequences = 64;  // sequences the engine decodes together
   int64_t max_tokens = 512;    // a request that sets no max_tokens generates at most this many
   int64_t max_n = 16;
-  std::string record;  // append finished executions to this JSONL call log ("" = do not)
+  std::string record;             // append finished executions to this JSONL call log ("" = do not)
+  double execution_budget_s = 0;  // an execution open longer is ended as a timeout (0 = never)
 
   template <typename V>
   void VisitFields(V& v) {
@@ -33,16 +34,19 @@ struct GatewayOptions {
     v.Field("max_tokens", max_tokens, "tokens generated when a request sets no max_tokens");
     v.Field("max_n", max_n, "largest n (choices per request)");
     v.Field("record", record, "append every finished execution to this JSONL call log");
+    v.Field("execution_budget_s", execution_budget_s,
+            "seconds an execution may stay open; then it ends as a timeout, scored by its "
+            "environment's partial score (0 = no budget)");
   }
 
   absl::Status Validate() const {
     if (max_request_bytes < 1024 || max_concurrent_requests < 1 || max_sequences < 1 ||
-        max_tokens < 1 || max_n < 1) {
+        max_tokens < 1 || max_n < 1 || !(execution_budget_s >= 0)) {
       return absl::InvalidArgumentError(
-          StrCat("gateway: max_request_bytes must be >= 1024 and max_concurrent_requests, "
-                 "max_sequences, max_tokens, max_n >= 1 (got ",
+          StrCat("gateway: max_request_bytes must be >= 1024, max_concurrent_requests, "
+                 "max_sequences, max_tokens, max_n >= 1 and execution_budget_s >= 0 (got ",
                  max_request_bytes, ", ", max_concurrent_requests, ", ", max_sequences, ", ",
-                 max_tokens, ", ", max_n, ")"));
+                 max_tokens, ", ", max_n, ", ", execution_budget_s, ")"));
     }
     return absl::OkStatus();
   }

@@ -349,6 +349,9 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(const Gatewa
   server->Route();
   ASSIGN_OR_RETURN(server->address_, ListenInBackground(*server->server_, options.address,
                                                         "gateway.address", server->thread_));
+  if (options.execution_budget_s > 0) {
+    server->reaper_ = std::thread([s = server.get()] { s->ReapOverdue(); });
+  }
   return server;
 }
 
@@ -356,6 +359,11 @@ GatewayServer::GatewayServer(const GatewayOptions& options, Parts parts)
     : options_(options), parts_(std::move(parts)), server_(std::make_unique<httplib::Server>()) {}
 
 GatewayServer::~GatewayServer() {
+  {
+    absl::MutexLock lock(&reaper_mu_);
+    stopping_ = true;
+  }
+  if (reaper_.joinable()) reaper_.join();
   server_->stop();
   if (thread_.joinable()) thread_.join();
 }
@@ -366,7 +374,8 @@ std::string GatewayServer::model_name() const {
 
 GatewayCounts GatewayServer::counts() const {
   return {requests_.load(), refused_.load(),          abandoned_.load(),
-          busy_.load(),     contexts_matched_.load(), contexts_rerendered_.load()};
+          busy_.load(),     contexts_matched_.load(), contexts_rerendered_.load(),
+          expired_.load()};
 }
 
 void GatewayServer::Route() {
@@ -530,6 +539,27 @@ void GatewayServer::EnvCall(const httplib::Request& request, httplib::Response& 
   if (reset) answer["task"] = parts_.env->task_name();
   if (!result->error.empty()) answer["error"] = result->error;
   response.set_content(Dump(answer), "application/json");
+}
+
+void GatewayServer::ReapOverdue() {
+  const absl::Duration budget = absl::Seconds(options_.execution_budget_s);
+  // Looks often enough that an execution ends within a quarter of its budget (or a second) of it.
+  const absl::Duration period = std::min(absl::Seconds(1), budget / 4);
+  absl::MutexLock lock(&reaper_mu_);
+  while (!reaper_mu_.AwaitWithTimeout(absl::Condition(&stopping_), period)) {
+    for (const std::string& id : parts_.executions->OpenedBefore(absl::Now() - budget)) {
+      ExecutionOutcome outcome;
+      outcome.termination = Termination::kTimeout;
+      std::optional<ExecutionOutcome> played =
+          parts_.env != nullptr ? parts_.env->Outcome(id) : std::nullopt;
+      if (played) outcome = *played;  // done: its reward; else timeout with its partial score
+      if (!parts_.executions->Finish(id, outcome).ok()) {
+        parts_.executions->Drop(id).IgnoreError();  // no call, or no score: nothing to train on
+      }
+      if (played) parts_.env->Close(id);
+      expired_.fetch_add(1);
+    }
+  }
 }
 
 void GatewayServer::Models(httplib::Response& response) const {

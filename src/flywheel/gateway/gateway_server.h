@@ -28,7 +28,9 @@
 #include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "flywheel/gateway/env_sessions.h"
 #include "flywheel/gateway/execution_registry.h"
 #include "flywheel/gateway/gateway_options.h"
@@ -54,6 +56,9 @@ struct GatewayCounts {
   // differently, and prompts no earlier call of the execution is a prefix of (context_match.h).
   int64_t contexts_matched = 0;
   int64_t contexts_rerendered = 0;
+  // Executions ended by gateway.execution_budget_s (finished as timeouts, or dropped when there
+  // was nothing to train on).
+  int64_t expired = 0;
 };
 
 class GatewayServer {
@@ -83,6 +88,9 @@ class GatewayServer {
   void OpenExecution(const httplib::Request& request, httplib::Response& response);
   void FinishExecution(const httplib::Request& request, httplib::Response& response);
   void EnvCall(const httplib::Request& request, httplib::Response& response, bool reset);
+  // Every execution past gateway.execution_budget_s ends as a timeout (its environment's partial
+  // score) or, with nothing to train on, is dropped. Runs on reaper_ until the server stops.
+  void ReapOverdue() ABSL_LOCKS_EXCLUDED(reaper_mu_);
   void Models(httplib::Response& response) const;
   void Generate(const httplib::Request& request, httplib::Response& response, bool chat);
   void Answer(Call& call, httplib::Response& response);
@@ -100,7 +108,10 @@ class GatewayServer {
   std::string address_;
   std::atomic<int64_t> in_flight_{0};
   std::atomic<int64_t> requests_{0}, refused_{0}, abandoned_{0}, busy_{0};
-  std::atomic<int64_t> contexts_matched_{0}, contexts_rerendered_{0};
+  std::atomic<int64_t> contexts_matched_{0}, contexts_rerendered_{0}, expired_{0};
+  absl::Mutex reaper_mu_;
+  bool stopping_ ABSL_GUARDED_BY(reaper_mu_) = false;
+  std::thread reaper_;
   std::atomic<int64_t> next_call_{1};
 };
 

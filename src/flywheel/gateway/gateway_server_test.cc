@@ -378,6 +378,63 @@ TEST_F(GatewayServerTest, TheEnvironmentScoresAnExecutionThatPlayedAnEpisode) {
   EXPECT_EQ(fixture_->finished.back().termination, Termination::kTimeout);
 }
 
+// gateway.execution_budget_s: an execution left open ends as a timeout scored by its environment,
+// one that has nothing to train on is dropped, and neither takes calls afterwards.
+TEST_F(GatewayServerTest, AnExecutionPastItsBudgetEndsAsATimeout) {
+  std::vector<Execution> finished;
+  ExecutionRegistry executions([&](Execution e) {
+    finished.push_back(std::move(e));
+    return absl::OkStatus();
+  });
+  EnvSessions env(fixture_->factory.get());
+  GatewayOptions options;
+  options.address = "127.0.0.1:0";
+  options.execution_budget_s = 1.0;  // the calls below take milliseconds, even on a loaded machine
+  GatewayServer::Parts parts;
+  parts.loop = fixture_->loop.get();
+  parts.executions = &executions;
+  parts.env = &env;
+  parts.renderer = fixture_->renderer.get();
+  auto server = GatewayServer::Start(options, parts);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string address = (*server)->address();
+  httplib::Client client(address.substr(0, address.rfind(':')),
+                         std::stoi(address.substr(address.rfind(':') + 1)));
+  auto open = [&] {
+    return Json::parse(client.Post("/executions", "{}", "application/json")->body);
+  };
+  const Json played = open();
+  const Json idle = open();
+  const httplib::Headers auth = {{"Authorization", "Bearer " + played["token"].get<std::string>()}};
+  const std::string root = "/" + played["execution_id"].get<std::string>();
+  ASSERT_EQ(client.Post(root + "/env/reset", auth, "{}", "application/json")->status, 200);
+  ASSERT_EQ(client.Post(root + "/env/step", auth, R"({"action": "3"})", "application/json")->status,
+            200);
+  const Json chat = {{"messages", kMessages}, {"max_tokens", 2}};
+  ASSERT_EQ(
+      client.Post(root + "/v1/chat/completions", auth, chat.dump(), "application/json")->status,
+      200);
+  for (int i = 0; i < 500 && (*server)->counts().expired < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ((*server)->counts().expired, 2);
+  ASSERT_EQ(finished.size(), 1u);  // the idle one made no call: dropped
+  EXPECT_EQ(finished[0].execution_id, played["execution_id"]);
+  EXPECT_EQ(finished[0].termination, Termination::kTimeout);
+  EXPECT_TRUE(finished[0].partial_score.has_value());
+  EXPECT_EQ(executions.counts().dropped, 1);
+  EXPECT_EQ(
+      client.Post(root + "/v1/chat/completions", auth, chat.dump(), "application/json")->status,
+      404);
+  const httplib::Headers idle_auth = {
+      {"Authorization", "Bearer " + idle["token"].get<std::string>()}};
+  EXPECT_EQ(client
+                .Post("/" + idle["execution_id"].get<std::string>() + "/v1/chat/completions",
+                      idle_auth, chat.dump(), "application/json")
+                ->status,
+            404);
+}
+
 // Qwen3's embedding table has 267 rows past the tokenizer; a sampled padding id has no text (as
 // in HF's decode), where decoding it would fail the call.
 TEST_F(GatewayServerTest, PaddingIdsHaveNoText) {
