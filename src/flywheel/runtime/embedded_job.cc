@@ -1,5 +1,7 @@
 #include "flywheel/runtime/embedded_job.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -7,10 +9,8 @@
 #include <optional>
 #include <string>
 #include <thread>
-#include <vector>
-
-#include <spdlog/spdlog.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "flywheel/actor/actor.h"
@@ -21,13 +21,13 @@
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 #include "flywheel/dist/communicator.h"
+#include "flywheel/elastic/elastic_job.h"
 #include "flywheel/env/env_executor.h"
 #include "flywheel/env/env_factory.h"
 #include "flywheel/env/task_source.h"
 #include "flywheel/model/weight_snapshot.h"
 #include "flywheel/observe/trace_recorder.h"
 #include "flywheel/runtime/blas_choice.h"
-#include "flywheel/elastic/elastic_job.h"
 #include "flywheel/runtime/latency_audit.h"
 #include "flywheel/runtime/learner_session.h"
 #include "flywheel/runtime/policy_eval.h"
@@ -116,7 +116,7 @@ class Job {
   std::unique_ptr<Buffer> buffer_;
   std::vector<std::unique_ptr<TaskSource>> tasks_;
   std::vector<std::unique_ptr<Actor>> actors_;
-  ActorThreads actor_threads_;    // async: every actor runs open-ended
+  ActorThreads actor_threads_;              // async: every actor runs open-ended
   scheduler::PipelineAdmission admission_;  // run.max_pipeline_batches; off when 0
   std::atomic<bool> stopping_{false};
   // colocated: the threads of a step's generation (one per actor, then the cut's) and their
@@ -157,7 +157,7 @@ absl::Status Job::Init(const EmbeddedJobOptions& options) {
   BufferOptions buffer_options = config_.buffer;
   buffer_options.group_size = config_.actor.group_size;
   buffer_options.min_group_size = std::min(buffer_options.min_group_size, config_.actor.group_size);
-  buffer_options.durable = false;  // the embedded job keeps its buffer in memory
+  buffer_options.durable = false;   // the embedded job keeps its buffer in memory
   buffer_options.remember_ids = 0;  // and no insert is retried in process: no ids to remember
   if (buffer_options.max_staleness < 0)
     buffer_options.max_staleness = config_.learner.max_staleness;
@@ -511,12 +511,10 @@ absl::StatusOr<EmbeddedJobResult> Job::Train(const EmbeddedJobOptions& options) 
                                     {"incomplete_dropped", oversample_.incomplete_dropped}};
   }
   if (warm_start_.has_value()) {
-    result.summary["sft"] = {{"steps", warm_start_->steps},
-                             {"stopped", warm_start_->stopped},
-                             {"episodes", warm_start_->episodes},
-                             {"expert_reward", warm_start_->expert_reward},
-                             {"first_nll", warm_start_->first_nll},
-                             {"last_nll", warm_start_->last_nll}};
+    result.summary["sft"] = {
+        {"steps", warm_start_->steps},         {"stopped", warm_start_->stopped},
+        {"episodes", warm_start_->episodes},   {"expert_reward", warm_start_->expert_reward},
+        {"first_nll", warm_start_->first_nll}, {"last_nll", warm_start_->last_nll}};
   }
   // A stop request skips the evaluation (the user asked to stop); a wall budget does not.
   if (run.eval_episodes > 0 && stopped_by != "signal") {
