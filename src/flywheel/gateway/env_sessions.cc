@@ -2,11 +2,21 @@
 
 #include <utility>
 
-#include "absl/hash/hash.h"
 #include "flywheel/core/status_macros.h"
 #include "flywheel/core/strings.h"
 
 namespace flywheel::gateway {
+namespace {
+
+// FNV-1a: the same instance for a group in every gateway process and run (absl::Hash is seeded
+// per process, so a restarted gateway would give a group another task).
+uint64_t StableHash(std::string_view text) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
 
 EnvSessions::~EnvSessions() {
   absl::MutexLock lock(&mu_);
@@ -37,7 +47,7 @@ absl::StatusOr<StepResult> EnvSessions::Reset(const std::string& execution_id,
   TaskInstance task;
   task.task = factory_->task_name();
   // The executions of a group play one instance: their rewards are compared with each other.
-  task.seed = seed ? *seed : absl::HashOf(group_id.empty() ? execution_id : group_id);
+  task.seed = seed ? *seed : StableHash(group_id.empty() ? execution_id : group_id);
   ASSIGN_OR_RETURN(StepResult first, episode->env->Reset(task));
   episode->reward = 0;
   episode->done = first.done;

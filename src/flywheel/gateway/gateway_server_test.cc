@@ -369,13 +369,16 @@ TEST_F(GatewayServerTest, TheEnvironmentScoresAnExecutionThatPlayedAnEpisode) {
   auto finished = Post(StrCat("/", a.execution_id, "/finish"), a.token, "{}");
   ASSERT_TRUE(finished && finished->status == 200) << (finished ? finished->body : "no answer");
   const Json answer = Json::parse(finished->body);
-  // One guess of the game: not done, so it ends as a timeout scored by its progress.
-  EXPECT_EQ(answer["termination"], "timeout");
+  // One guess of the game: unless it found the number, the episode is not done and ends as a
+  // timeout scored by its progress.
+  const bool done = first_steps[0]["done"].get<bool>();
+  EXPECT_EQ(answer["termination"], done ? "done" : "timeout");
   EXPECT_FLOAT_EQ(answer["reward"].get<float>(), first_steps[0]["reward"].get<float>());
-  EXPECT_TRUE(answer.contains("partial_score"));
+  EXPECT_EQ(answer.contains("partial_score"), !done);
   absl::MutexLock lock(&fixture_->mu);
   EXPECT_EQ(fixture_->finished.back().execution_id, a.execution_id);
-  EXPECT_EQ(fixture_->finished.back().termination, Termination::kTimeout);
+  EXPECT_EQ(fixture_->finished.back().termination,
+            done ? Termination::kDone : Termination::kTimeout);
 }
 
 // gateway.execution_budget_s: an execution left open ends as a timeout scored by its environment,
@@ -408,8 +411,11 @@ TEST_F(GatewayServerTest, AnExecutionPastItsBudgetEndsAsATimeout) {
   const httplib::Headers auth = {{"Authorization", "Bearer " + played["token"].get<std::string>()}};
   const std::string root = "/" + played["execution_id"].get<std::string>();
   ASSERT_EQ(client.Post(root + "/env/reset", auth, "{}", "application/json")->status, 200);
-  ASSERT_EQ(client.Post(root + "/env/step", auth, R"({"action": "3"})", "application/json")->status,
-            200);
+  // An answer the game calls invalid: the episode cannot end by finding the number.
+  ASSERT_EQ(
+      client.Post(root + "/env/step", auth, R"({"action": "not a number"})", "application/json")
+          ->status,
+      200);
   const Json chat = {{"messages", kMessages}, {"max_tokens", 2}};
   ASSERT_EQ(
       client.Post(root + "/v1/chat/completions", auth, chat.dump(), "application/json")->status,
