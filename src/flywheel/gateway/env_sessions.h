@@ -42,6 +42,10 @@ class EnvSessions {
   // FailedPrecondition before a reset or after the episode ended.
   absl::StatusOr<StepResult> Step(const std::string& execution_id, std::string_view action)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether the execution has an episode (its environment scores it).
+  bool Playing(const std::string& execution_id) ABSL_LOCKS_EXCLUDED(mu_) {
+    return Find(execution_id) != nullptr;
+  }
   // The outcome the execution finishes with; nullopt when it has no episode (its agent reports
   // the reward itself).
   std::optional<ExecutionOutcome> Outcome(const std::string& execution_id) ABSL_LOCKS_EXCLUDED(mu_);

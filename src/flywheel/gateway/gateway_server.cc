@@ -451,12 +451,25 @@ void GatewayServer::OpenExecution(const httplib::Request& request, httplib::Resp
   response.set_content(Dump(answer), "application/json");
 }
 
+absl::StatusOr<Json> GatewayServer::ExecutionBody(const httplib::Request& request) {
+  RETURN_IF_ERROR(
+      parts_.executions->Authorize(std::string(request.matches[1]), BearerToken(request)));
+  return ParseBody(request);
+}
+
+absl::StatusOr<Execution> GatewayServer::End(const std::string& execution_id,
+                                             const ExecutionOutcome& reported) {
+  const std::optional<ExecutionOutcome> played =
+      parts_.env != nullptr ? parts_.env->Outcome(execution_id) : std::nullopt;
+  ASSIGN_OR_RETURN(Execution finished,
+                   parts_.executions->Finish(execution_id, played.value_or(reported)));
+  if (played) parts_.env->Close(execution_id);
+  return finished;
+}
+
 void GatewayServer::FinishExecution(const httplib::Request& request, httplib::Response& response) {
   const std::string execution_id = request.matches[1];
-  if (absl::Status s = parts_.executions->Authorize(execution_id, BearerToken(request)); !s.ok()) {
-    return WriteStatus(response, s);
-  }
-  absl::StatusOr<Json> body = ParseBody(request);
+  absl::StatusOr<Json> body = ExecutionBody(request);
   if (!body.ok()) return WriteStatus(response, body.status());
   ExecutionOutcome outcome;
   if (body->contains("termination")) {
@@ -477,21 +490,16 @@ void GatewayServer::FinishExecution(const httplib::Request& request, httplib::Re
     *field = (*body)[key].get<float>();
   }
   // An execution that played an episode is scored by its environment, not by its agent.
-  std::optional<ExecutionOutcome> played =
-      parts_.env != nullptr ? parts_.env->Outcome(execution_id) : std::nullopt;
-  if (played) {
-    if (body->contains("reward") || body->contains("partial_score") ||
-        body->contains("termination")) {
-      return WriteError(response, 400, "invalid_request_error",
-                        StrCat("execution '", execution_id,
-                               "' played an episode of the environment, which scores it: finish "
-                               "it with {}"));
-    }
-    outcome = *played;
+  if (parts_.env != nullptr && parts_.env->Playing(execution_id) &&
+      (body->contains("reward") || body->contains("partial_score") ||
+       body->contains("termination"))) {
+    return WriteError(response, 400, "invalid_request_error",
+                      StrCat("execution '", execution_id,
+                             "' played an episode of the environment, which scores it: finish it "
+                             "with {}"));
   }
-  absl::StatusOr<Execution> finished = parts_.executions->Finish(execution_id, outcome);
+  absl::StatusOr<Execution> finished = End(execution_id, outcome);
   if (!finished.ok()) return WriteStatus(response, finished.status());
-  if (played) parts_.env->Close(execution_id);
   Json answer = {{"execution_id", execution_id},
                  {"calls", finished->calls.size()},
                  {"termination", TerminationName(finished->termination)}};
@@ -503,16 +511,13 @@ void GatewayServer::FinishExecution(const httplib::Request& request, httplib::Re
 void GatewayServer::EnvCall(const httplib::Request& request, httplib::Response& response,
                             bool reset) {
   const std::string execution_id = request.matches[1];
-  if (absl::Status s = parts_.executions->Authorize(execution_id, BearerToken(request)); !s.ok()) {
-    return WriteStatus(response, s);
-  }
+  absl::StatusOr<Json> body = ExecutionBody(request);
+  if (!body.ok()) return WriteStatus(response, body.status());
   if (parts_.env == nullptr) {
     return WriteError(response, 404, "not_found_error",
                       "this gateway serves no environment: the agent reports its reward at "
                       "/finish");
   }
-  absl::StatusOr<Json> body = ParseBody(request);
-  if (!body.ok()) return WriteStatus(response, body.status());
   absl::StatusOr<StepResult> result;
   if (reset) {
     std::optional<uint64_t> seed;
@@ -548,15 +553,13 @@ void GatewayServer::ReapOverdue() {
   absl::MutexLock lock(&reaper_mu_);
   while (!reaper_mu_.AwaitWithTimeout(absl::Condition(&stopping_), period)) {
     for (const std::string& id : parts_.executions->OpenedBefore(absl::Now() - budget)) {
-      ExecutionOutcome outcome;
-      outcome.termination = Termination::kTimeout;
-      std::optional<ExecutionOutcome> played =
-          parts_.env != nullptr ? parts_.env->Outcome(id) : std::nullopt;
-      if (played) outcome = *played;  // done: its reward; else timeout with its partial score
-      if (!parts_.executions->Finish(id, outcome).ok()) {
+      // With an episode: its reward when done, else a timeout with its partial score.
+      ExecutionOutcome timeout;
+      timeout.termination = Termination::kTimeout;
+      if (!End(id, timeout).ok()) {
         parts_.executions->Drop(id).IgnoreError();  // no call, or no score: nothing to train on
+        if (parts_.env != nullptr) parts_.env->Close(id);
       }
-      if (played) parts_.env->Close(id);
       expired_.fetch_add(1);
     }
   }

@@ -86,6 +86,11 @@ class GatewayServer {
   GatewayServer(const GatewayOptions& options, Parts parts);
   void Route();
   void OpenExecution(const httplib::Request& request, httplib::Response& response);
+  // The body of a request to /{id}/…, once it carried the execution's token.
+  absl::StatusOr<nlohmann::ordered_json> ExecutionBody(const httplib::Request& request);
+  // Finishes an execution: with its episode's outcome when it played one (then closes the
+  // episode), else with `reported`.
+  absl::StatusOr<Execution> End(const std::string& execution_id, const ExecutionOutcome& reported);
   void FinishExecution(const httplib::Request& request, httplib::Response& response);
   void EnvCall(const httplib::Request& request, httplib::Response& response, bool reset);
   // Every execution past gateway.execution_budget_s ends as a timeout (its environment's partial

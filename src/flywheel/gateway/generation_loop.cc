@@ -73,10 +73,7 @@ absl::StatusOr<std::unique_ptr<GenerationLoop>> GenerationLoop::Start(
 
 GenerationLoop::GenerationLoop(std::unique_ptr<RolloutEngine> engine,
                                const GenerationLoopOptions& options)
-    : options_(options),
-      engine_(std::move(engine)),
-      max_seq_len_(engine_->max_seq_len()),
-      vocab_size_(engine_->vocab_size()) {}
+    : options_(options), engine_(std::move(engine)), max_seq_len_(engine_->max_seq_len()) {}
 
 GenerationLoop::~GenerationLoop() {
   {
@@ -101,11 +98,6 @@ void GenerationLoop::PublishSnapshot(std::shared_ptr<const WeightSnapshot> snaps
   engine_->PublishSnapshot(std::move(snapshot));
 }
 
-int64_t GenerationLoop::active() const {
-  absl::MutexLock lock(&mu_);
-  return static_cast<int64_t>(queue_.size()) + running_count_;
-}
-
 void GenerationLoop::Admit() {
   std::vector<Queued> admitted;
   {
@@ -115,13 +107,10 @@ void GenerationLoop::Admit() {
       admitted.push_back(std::move(queue_.front()));
       queue_.pop_front();
     }
-    running_count_ += static_cast<int64_t>(admitted.size());
   }
   for (Queued& q : admitted) {
     if (q.stream->cancelled()) {
       q.stream->Finish(absl::CancelledError("cancelled before it started"));
-      absl::MutexLock lock(&mu_);
-      --running_count_;
       continue;
     }
     absl::StatusOr<SequenceId> id = engine_->AddSequence(
@@ -131,8 +120,6 @@ void GenerationLoop::Admit() {
     if (!started.ok()) {
       if (id.ok()) engine_->RemoveSequence(*id).IgnoreError();
       q.stream->Finish(absl::InvalidArgumentError(started.message()));
-      absl::MutexLock lock(&mu_);
-      --running_count_;
       continue;
     }
     running_.push_back({*id, std::move(q.stream)});
@@ -146,10 +133,7 @@ void GenerationLoop::DropCancelled() {
     r.stream->Finish(absl::CancelledError("cancelled"));
     return true;
   });
-  const int64_t dropped = running_.end() - end;
   running_.erase(end, running_.end());
-  absl::MutexLock lock(&mu_);
-  running_count_ -= dropped;
 }
 
 void GenerationLoop::EndAll(const absl::Status& status) {
@@ -159,7 +143,6 @@ void GenerationLoop::EndAll(const absl::Status& status) {
   }
   running_.clear();
   absl::MutexLock lock(&mu_);
-  running_count_ = 0;
   for (Queued& q : queue_) q.stream->Finish(status);
   queue_.clear();
 }
@@ -199,8 +182,6 @@ void GenerationLoop::Run() {
       engine_->RemoveSequence(it->sequence).IgnoreError();
       it->stream->Finish(absl::OkStatus());
       running_.erase(it);
-      absl::MutexLock lock(&mu_);
-      --running_count_;
     }
   }
   EndAll(absl::CancelledError("gateway: shutting down"));

@@ -87,11 +87,8 @@ class GenerationLoop {
   // Newer weights for the sequences' next steps (any thread).
   void PublishSnapshot(std::shared_ptr<const WeightSnapshot> snapshot);
 
-  // Fixed for the engine's life: the longest sequence and the ids it can sample.
+  // Fixed for the engine's life: the longest sequence.
   int64_t max_seq_len() const { return max_seq_len_; }
-  int64_t vocab_size() const { return vocab_size_; }
-  // Requests queued or generating.
-  int64_t active() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Running {
@@ -114,12 +111,10 @@ class GenerationLoop {
   const GenerationLoopOptions options_;
   std::unique_ptr<RolloutEngine> engine_;  // loop thread only (PublishSnapshot: any thread)
   const int64_t max_seq_len_;
-  const int64_t vocab_size_;
   std::vector<Running> running_;  // loop thread only
 
   mutable absl::Mutex mu_;
   std::deque<Queued> queue_ ABSL_GUARDED_BY(mu_);
-  int64_t running_count_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
